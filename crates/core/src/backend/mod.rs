@@ -1,0 +1,114 @@
+//! The compile-time [`Backend`] trait and its op families.
+//!
+//! # Design
+//!
+//! An algorithm in monomorph is written once as `fn algo<B: Backend>(b: &B, …)`; the compiler
+//! stamps out one copy per backend and precision (`Cpu<Single>`, `Cuda<Double>`), with no
+//! dynamic dispatch in the hot loops. The backend is a *value* (`&self` everywhere): it owns its
+//! device state (thread pool, CUDA context and stream, FFT plan cache).
+//!
+//! The contract is split into small op families, one trait and one file each
+//! ([`Memory`], [`Elementwise`], [`Reduce`], [`Spectral`], [`Resample`], [`Filter`], [`Linalg`],
+//! [`Correlate`]). [`Backend`] is their union. An algorithm can ask only for what it uses
+//! (`fn cg<B: Linalg + Reduce>`), and a new backend can be written family by family.
+//!
+//! ## Conventions
+//! * Arrays are row-major, last axis fastest; [`BackendTypes::Array`] lives on the device and
+//!   knows its shape ([`ArrayMeta`]). [`Memory::upload`] and [`Memory::download`] are the only
+//!   host↔device crossings; every op takes and returns device arrays.
+//! * Ops write into outputs passed in (`out: &mut Arr<Self, T>`) so loops allocate nothing;
+//!   their shapes are checked and a mismatch is an [`Error::Shape`](crate::Error::Shape).
+//! * FFTs are unnormalised in both directions; the inverse destroys its input (cuFFT's and
+//!   realfft's contract). The half spectrum of a real transform over `axes` halves the largest
+//!   axis in `axes`: shape `(…, n/2 + 1)`.
+//! * Sums and dot products accumulate in `f64` and return `f64`.
+//! * Ops are asynchronous on a device backend; [`Memory::synchronize`] waits, and every op that
+//!   returns host values (reductions, downloads) synchronises.
+//! * Fused kernels (one pass over memory for what an inner loop needs) have default bodies made
+//!   of primitives; a backend overrides them where one pass is faster.
+
+pub mod ops;
+
+pub use ops::*;
+
+use crate::device::DeviceInfo;
+use crate::dtype::{Element, Precision};
+
+/// Shape information every backend array carries.
+pub trait ArrayMeta {
+    /// The shape, row-major.
+    fn shape(&self) -> &[usize];
+    /// Number of elements.
+    fn len(&self) -> usize {
+        self.shape().iter().product()
+    }
+    /// `true` when some axis is zero.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Number of axes.
+    fn ndim(&self) -> usize {
+        self.shape().len()
+    }
+}
+
+impl<T> ArrayMeta for ndarray::ArrayD<T> {
+    fn shape(&self) -> &[usize] {
+        ndarray::ArrayBase::shape(self)
+    }
+}
+
+/// A cached real-to-complex / complex-to-real transform plan.
+pub trait FftPlan {
+    /// Shape of the real array the plan transforms.
+    fn real_shape(&self) -> &[usize];
+    /// Shape of the half spectrum (largest transformed axis is n/2 + 1).
+    fn complex_shape(&self) -> &[usize];
+    /// The transformed axes, ascending.
+    fn axes(&self) -> &[usize];
+}
+
+/// The types of a backend, in one place.
+pub trait BackendTypes: Sized + Clone + Send + Sync + 'static {
+    /// The dtype set (`Single` or `Double`).
+    type Precision: Precision;
+    /// A device array of `T`, which knows its shape.
+    type Array<T: Element>: ArrayMeta + Send + Sync;
+    /// A real FFT plan for one shape and set of axes (in the backend's float type).
+    type Fft: FftPlan + Send + Sync;
+}
+
+/// A device array of the backend `B`.
+pub type Arr<B, T> = <B as BackendTypes>::Array<T>;
+/// The float type of backend `B` (`f32` for `Single`).
+pub type FloatOf<B> = <<B as BackendTypes>::Precision as Precision>::Float;
+/// The complex type of backend `B` (`Complex<f32>` for `Single`).
+pub type ComplexOf<B> = num_complex::Complex<FloatOf<B>>;
+/// The index type of backend `B` (`i32` for `Single`).
+pub type IntOf<B> = <<B as BackendTypes>::Precision as Precision>::Int;
+
+/// The whole contract: every op family plus device information.
+///
+/// ```
+/// use monomorph_core::{Backend, DeviceKind};
+/// fn describe<B: Backend>(b: &B) -> String {
+///     let d = b.device();
+///     format!("{} ({}) with {} processors", d.name, d.kind, d.processors)
+/// }
+/// ```
+pub trait Backend:
+    BackendTypes
+    + Memory
+    + Elementwise
+    + Reduce
+    + Spectral
+    + Resample
+    + Filter
+    + Linalg
+    + Correlate
+{
+    /// Short backend name: `"cpu"` or `"cuda"`.
+    fn name(&self) -> &'static str;
+    /// The device this backend runs on.
+    fn device(&self) -> DeviceInfo;
+}

@@ -1,0 +1,54 @@
+use crate::backend::{Arr, BackendTypes};
+use crate::dtype::{Float, Real};
+use crate::error::Result;
+
+/// Reductions. Sums accumulate in `f64`; every call synchronises and returns host values.
+///
+/// NaN handling: `min`, `max`, `argmax` and `top_k` ignore NaN; an array that is all NaN has
+/// no max (`Error::NonFinite`). Empty arrays give `Error::Empty`.
+pub trait Reduce: BackendTypes {
+    /// Σ a, in f64.
+    fn sum<T: Real>(&self, a: &Arr<Self, T>) -> Result<f64>;
+    /// Σ a², in f64.
+    fn sum_sq<T: Float>(&self, a: &Arr<Self, T>) -> Result<f64>;
+    /// Σ a·b, in f64.
+    fn dot<T: Float>(&self, a: &Arr<Self, T>, b: &Arr<Self, T>) -> Result<f64>;
+    /// Smallest value (NaN ignored).
+    fn min<T: Real>(&self, a: &Arr<Self, T>) -> Result<T>;
+    /// Largest value (NaN ignored).
+    fn max<T: Real>(&self, a: &Arr<Self, T>) -> Result<T>;
+    /// Flat index and value of the largest element; ties give the lowest index.
+    fn argmax<T: Real>(&self, a: &Arr<Self, T>) -> Result<(usize, T)>;
+    /// The `k` largest elements as (flat index, value), descending; ties in index order.
+    fn top_k<T: Real>(&self, a: &Arr<Self, T>, k: usize) -> Result<Vec<(usize, T)>>;
+    /// Number of NaN or infinite elements.
+    fn count_nonfinite<T: Float>(&self, a: &Arr<Self, T>) -> Result<usize>;
+    /// Per-row Σ of a (rows × n) array: one launch for all rows.
+    fn sum_rows<T: Float>(&self, a: &Arr<Self, T>) -> Result<Vec<f64>>;
+    /// Per-row Σ a·b of two (rows × n) arrays.
+    fn dot_rows<T: Float>(&self, a: &Arr<Self, T>, b: &Arr<Self, T>) -> Result<Vec<f64>>;
+    /// Per-row Σ a² of a (rows × n) array.
+    fn sum_sq_rows<T: Float>(&self, a: &Arr<Self, T>) -> Result<Vec<f64>>;
+
+    /// Mean and population standard deviation, in f64 (default: from `sum` and `sum_sq`).
+    fn mean_std<T: Float>(&self, a: &Arr<Self, T>) -> Result<(f64, f64)> {
+        use crate::backend::ArrayMeta;
+        let n = a.len();
+        if n == 0 {
+            return Err(crate::Error::Empty("array".into()));
+        }
+        let s = self.sum(a)?;
+        let s2 = self.sum_sq(a)?;
+        let mean = s / n as f64;
+        let var = (s2 / n as f64 - mean * mean).max(0.0);
+        Ok((mean, var.sqrt()))
+    }
+    /// Arithmetic mean in f64.
+    fn mean<T: Float>(&self, a: &Arr<Self, T>) -> Result<f64> {
+        Ok(self.mean_std(a)?.0)
+    }
+    /// Population standard deviation in f64.
+    fn std<T: Float>(&self, a: &Arr<Self, T>) -> Result<f64> {
+        Ok(self.mean_std(a)?.1)
+    }
+}

@@ -1,0 +1,119 @@
+use monomorph_core::backend::array_bytes;
+use monomorph_core::{Element, Error, Memory, Precision, Real, Result};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use rayon::prelude::*;
+
+use super::{data, data_mut};
+use crate::util::{PAR_MIN, host_memory, same_shape};
+use crate::Cpu;
+
+impl<P: Precision> Memory for Cpu<P> {
+    fn zeros<T: Element>(&self, shape: &[usize]) -> Result<ArrayD<T>> {
+        self.check_allocation("array", array_bytes::<T>(shape)?)?;
+        Ok(ArrayD::default(IxDyn(shape)))
+    }
+
+    fn upload<T: Element>(&self, host: ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
+        self.check_allocation("upload", array_bytes::<T>(host.shape())?)?;
+        Ok(host.as_standard_layout().into_owned())
+    }
+
+    fn download<T: Element>(&self, a: &ArrayD<T>) -> Result<ArrayD<T>> {
+        Ok(a.as_standard_layout().into_owned())
+    }
+
+    fn copy<T: Element>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
+        same_shape("copy: dst vs src", src.shape(), dst.shape())?;
+        let s = data("src", src)?;
+        let d = data_mut("dst", dst)?;
+        if s.len() >= PAR_MIN {
+            d.par_chunks_mut(PAR_MIN)
+                .zip(s.par_chunks(PAR_MIN))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+        } else {
+            d.copy_from_slice(s);
+        }
+        Ok(())
+    }
+
+    fn fill<T: Element>(&self, a: &mut ArrayD<T>, value: T) -> Result<()> {
+        let d = data_mut("a", a)?;
+        if d.len() >= PAR_MIN {
+            d.par_chunks_mut(PAR_MIN).for_each(|c| c.fill(value));
+        } else {
+            d.fill(value);
+        }
+        Ok(())
+    }
+
+    fn reshape<T: Element>(&self, a: ArrayD<T>, shape: &[usize]) -> Result<ArrayD<T>> {
+        let n: usize = shape.iter().product();
+        if n != a.len() {
+            return Err(Error::shape(
+                "reshape",
+                format!("a shape with {} elements", a.len()),
+                monomorph_core::error::fmt_shape(shape),
+            ));
+        }
+        let a = if a.is_standard_layout() {
+            a
+        } else {
+            a.as_standard_layout().into_owned()
+        };
+        a.into_shape_with_order(IxDyn(shape))
+            .map_err(|e| Error::invalid("reshape", e.to_string()))
+    }
+
+    fn cast<S: Real, D: Real>(&self, src: &ArrayD<S>, dst: &mut ArrayD<D>) -> Result<()> {
+        same_shape("cast: dst vs src", src.shape(), dst.shape())?;
+        let s = data("src", src)?;
+        let d = data_mut("dst", dst)?;
+        let conv = |d: &mut [D], s: &[S]| {
+            for (o, &i) in d.iter_mut().zip(s) {
+                *o = D::from_f64(i.to_f64());
+            }
+        };
+        if s.len() >= PAR_MIN {
+            d.par_chunks_mut(PAR_MIN)
+                .zip(s.par_chunks(PAR_MIN))
+                .for_each(|(d, s)| conv(d, s));
+        } else {
+            conv(d, s);
+        }
+        Ok(())
+    }
+
+    fn available_memory(&self) -> u64 {
+        let free = host_memory().1;
+        self.memory_limit().map_or(free, |l| l.min(free))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use monomorph_core::Single;
+
+    #[test]
+    fn allocation_over_limit_is_an_error_with_both_numbers() {
+        let cpu = Cpu::<Single>::with_memory_limit(1000);
+        let err = cpu.zeros::<f32>(&[100, 100]).unwrap_err().to_string();
+        assert!(err.contains("40000") && err.contains("1000"), "{err}");
+    }
+
+    #[test]
+    fn reshape_keeps_data() {
+        let cpu = Cpu::<Single>::new();
+        let a = cpu
+            .upload(ndarray::ArrayD::from_shape_fn(vec![2, 3], |i| (i[0] * 3 + i[1]) as f32).view())
+            .unwrap();
+        let b = cpu.reshape(a, &[3, 2]).unwrap();
+        assert_eq!(b.shape(), &[3, 2]);
+        assert_eq!(b.as_slice().unwrap(), &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert!(cpu.reshape(b, &[4, 2]).is_err());
+    }
+}

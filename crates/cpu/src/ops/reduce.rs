@@ -1,0 +1,284 @@
+use monomorph_core::{Error, Float, Precision, Real, Reduce, Result};
+use ndarray::ArrayD;
+use rayon::prelude::*;
+
+use super::data;
+use crate::Cpu;
+use crate::util::{PAR_MIN, rows_of, same_shape};
+
+/// Deterministic chunked reduction: partial results per fixed-size chunk (in parallel), then
+/// combined in chunk order, so results do not depend on the thread count.
+fn chunked<T: Sync, R: Send>(
+    a: &[T],
+    part: impl Fn(usize, &[T]) -> R + Sync,
+    combine: impl Fn(R, R) -> R,
+) -> Option<R> {
+    if a.len() < PAR_MIN {
+        return if a.is_empty() { None } else { Some(part(0, a)) };
+    }
+    let parts: Vec<R> = a
+        .par_chunks(PAR_MIN)
+        .enumerate()
+        .map(|(i, c)| part(i * PAR_MIN, c))
+        .collect();
+    parts.into_iter().reduce(combine)
+}
+
+fn nonempty<'a, T>(what: &str, a: &'a ArrayD<T>) -> Result<&'a [T]> {
+    let d = data(what, a)?;
+    if d.is_empty() {
+        Err(Error::Empty(what.to_string()))
+    } else {
+        Ok(d)
+    }
+}
+
+/// Σ over a slice in f64, with 4 independent accumulators (faster, still deterministic).
+#[inline]
+fn sum_f64<T: Real>(c: &[T], f: impl Fn(T) -> f64) -> f64 {
+    let mut acc = [0.0f64; 4];
+    let mut it = c.chunks_exact(4);
+    for q in &mut it {
+        acc[0] += f(q[0]);
+        acc[1] += f(q[1]);
+        acc[2] += f(q[2]);
+        acc[3] += f(q[3]);
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for &v in it.remainder() {
+        s += f(v);
+    }
+    s
+}
+
+#[inline]
+fn dot_f64<T: Float>(a: &[T], b: &[T]) -> f64 {
+    let mut acc = [0.0f64; 4];
+    let n4 = a.len() / 4 * 4;
+    let mut i = 0;
+    while i < n4 {
+        acc[0] += a[i].to_f64() * b[i].to_f64();
+        acc[1] += a[i + 1].to_f64() * b[i + 1].to_f64();
+        acc[2] += a[i + 2].to_f64() * b[i + 2].to_f64();
+        acc[3] += a[i + 3].to_f64() * b[i + 3].to_f64();
+        i += 4;
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for j in n4..a.len() {
+        s += a[j].to_f64() * b[j].to_f64();
+    }
+    s
+}
+
+/// (index, value) of the first maximum ignoring NaN (`v == v`), or None.
+fn argmax_slice<T: Real>(offset: usize, c: &[T]) -> Option<(usize, T)> {
+    let mut best: Option<(usize, T)> = None;
+    for (i, &v) in c.iter().enumerate() {
+        #[allow(clippy::eq_op)]
+        let is_nan = v != v;
+        if is_nan {
+            continue;
+        }
+        match best {
+            Some((_, b)) if !(v > b) => {}
+            _ => best = Some((offset + i, v)),
+        }
+    }
+    best
+}
+
+fn pick_first_max<T: Real>(a: Option<(usize, T)>, b: Option<(usize, T)>) -> Option<(usize, T)> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if y.1 > x.1 { y } else { x }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn per_row<T: Sync>(
+    what: &str,
+    a: &ArrayD<T>,
+    f: impl Fn(usize, &[T]) -> f64 + Sync,
+) -> Result<Vec<f64>> {
+    let (rows, n) = rows_of(what, a.shape())?;
+    let d = data(what, a)?;
+    if n == 0 {
+        return Ok(vec![0.0; rows]);
+    }
+    if rows * n >= PAR_MIN && rows > 1 {
+        Ok(d.par_chunks(n).enumerate().map(|(r, c)| f(r, c)).collect())
+    } else if rows * n >= PAR_MIN {
+        // one long row: parallel chunks inside it
+        Ok(vec![
+            chunked(d, |_, c| f(0, c), |x, y| x + y).unwrap_or(0.0),
+        ])
+    } else {
+        Ok(d.chunks(n).enumerate().map(|(r, c)| f(r, c)).collect())
+    }
+}
+
+impl<P: Precision> Reduce for Cpu<P> {
+    fn sum<T: Real>(&self, a: &ArrayD<T>) -> Result<f64> {
+        let d = data("a", a)?;
+        Ok(chunked(d, |_, c| sum_f64(c, |v| v.to_f64()), |x, y| x + y).unwrap_or(0.0))
+    }
+
+    fn sum_sq<T: Float>(&self, a: &ArrayD<T>) -> Result<f64> {
+        let d = data("a", a)?;
+        Ok(chunked(
+            d,
+            |_, c| {
+                sum_f64(c, |v| {
+                    let v = v.to_f64();
+                    v * v
+                })
+            },
+            |x, y| x + y,
+        )
+        .unwrap_or(0.0))
+    }
+
+    fn dot<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<f64> {
+        same_shape("dot: b vs a", a.shape(), b.shape())?;
+        let (da, db) = (data("a", a)?, data("b", b)?);
+        Ok(chunked(da, |off, c| dot_f64(c, &db[off..off + c.len()]), |x, y| x + y).unwrap_or(0.0))
+    }
+
+    fn min<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
+        let d = nonempty("a", a)?;
+        let m = chunked(
+            d,
+            |_, c| {
+                c.iter().fold(None, |m: Option<T>, &v| {
+                    #[allow(clippy::eq_op)]
+                    if v != v {
+                        m
+                    } else {
+                        Some(match m {
+                            Some(m) if m <= v => m,
+                            _ => v,
+                        })
+                    }
+                })
+            },
+            |x, y| match (x, y) {
+                (Some(x), Some(y)) => Some(if y < x { y } else { x }),
+                (x, None) => x,
+                (None, y) => y,
+            },
+        )
+        .flatten();
+        m.ok_or_else(|| Error::NonFinite {
+            what: "a (all NaN)".into(),
+            count: d.len(),
+        })
+    }
+
+    fn max<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
+        Ok(self.argmax(a)?.1)
+    }
+
+    fn argmax<T: Real>(&self, a: &ArrayD<T>) -> Result<(usize, T)> {
+        let d = nonempty("a", a)?;
+        chunked(d, argmax_slice, pick_first_max)
+            .flatten()
+            .ok_or_else(|| Error::NonFinite {
+                what: "a (all NaN)".into(),
+                count: d.len(),
+            })
+    }
+
+    fn top_k<T: Real>(&self, a: &ArrayD<T>, k: usize) -> Result<Vec<(usize, T)>> {
+        let d = data("a", a)?;
+        if k == 0 || d.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Order: value descending, then index ascending; NaN excluded.
+        let cmp = |x: &(usize, T), y: &(usize, T)| {
+            y.1.partial_cmp(&x.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(x.0.cmp(&y.0))
+        };
+        let select = |off: usize, c: &[T]| -> Vec<(usize, T)> {
+            #[allow(clippy::eq_op)]
+            let mut v: Vec<(usize, T)> = c
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x == **x)
+                .map(|(i, &x)| (off + i, x))
+                .collect();
+            if v.len() > k {
+                v.select_nth_unstable_by(k - 1, cmp);
+                v.truncate(k);
+            }
+            v
+        };
+        let mut all = chunked(d, select, |mut x, y| {
+            x.extend(y);
+            if x.len() > k {
+                x.select_nth_unstable_by(k - 1, cmp);
+                x.truncate(k);
+            }
+            x
+        })
+        .unwrap_or_default();
+        all.sort_by(cmp);
+        Ok(all)
+    }
+
+    fn count_nonfinite<T: Float>(&self, a: &ArrayD<T>) -> Result<usize> {
+        let d = data("a", a)?;
+        Ok(chunked(d, |_, c| c.iter().filter(|v| !v.is_finite()).count(), |x, y| x + y)
+            .unwrap_or(0))
+    }
+
+    fn sum_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
+        per_row("a", a, |_, c| sum_f64(c, |v| v.to_f64()))
+    }
+
+    fn dot_rows<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<Vec<f64>> {
+        same_shape("dot_rows: b vs a", a.shape(), b.shape())?;
+        let (rows, n) = rows_of("a", a.shape())?;
+        let (da, db) = (data("a", a)?, data("b", b)?);
+        if n == 0 {
+            return Ok(vec![0.0; rows]);
+        }
+        if rows == 1 {
+            return Ok(vec![self.dot(a, b)?]);
+        }
+        let f = |r: usize, c: &[T]| dot_f64(c, &db[r * n..(r + 1) * n]);
+        if rows * n >= PAR_MIN {
+            Ok(da.par_chunks(n.max(1)).enumerate().map(|(r, c)| f(r, c)).collect())
+        } else {
+            Ok(da.chunks(n.max(1)).enumerate().map(|(r, c)| f(r, c)).collect())
+        }
+    }
+
+    fn sum_sq_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
+        per_row("a", a, |_, c| {
+            sum_f64(c, |v| {
+                let v = v.to_f64();
+                v * v
+            })
+        })
+    }
+
+    fn mean_std<T: Float>(&self, a: &ArrayD<T>) -> Result<(f64, f64)> {
+        let d = nonempty("a", a)?;
+        let n = d.len() as f64;
+        let mean = self.sum(a)? / n;
+        let var = chunked(
+            d,
+            |_, c| {
+                sum_f64(c, |v| {
+                    let e = v.to_f64() - mean;
+                    e * e
+                })
+            },
+            |x, y| x + y,
+        )
+        .unwrap_or(0.0)
+            / n;
+        Ok((mean, var.sqrt()))
+    }
+}
