@@ -1,1 +1,6 @@
 //! Algorithms, generic over the backend.
+
+pub mod cg;
+pub mod matching;
+pub mod peaks;
+pub mod rotations;
