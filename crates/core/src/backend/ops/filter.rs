@@ -1,6 +1,6 @@
-use crate::backend::{Arr, BackendTypes};
-use crate::dtype::{Float, Real};
-use crate::error::Result;
+use crate::backend::{Arr, ArrayMeta, BackendTypes, Memory};
+use crate::dtype::{Element, Float, Real};
+use crate::error::{Error, Result};
 
 /// What a filter reads beyond the array's edge (scipy.ndimage's `mode`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,4 +54,33 @@ pub trait Filter: BackendTypes {
         threshold: T,
         border: &[usize],
     ) -> Result<Vec<(usize, T)>>;
+
+    /// The values of `src` at the given flat (row-major) indices, in the order given: how a short
+    /// list of peak positions reads a per-voxel map (a rotation-index map, a score map) without
+    /// the caller copying the map to the host. An index `>= src.len()` is an
+    /// [`Error::InvalidArgument`].
+    ///
+    /// Default body: [`Memory::download`] and indexing on the host; a device backend overrides
+    /// it with a gather kernel so that only `indices.len()` values cross.
+    fn gather<T: Element>(&self, src: &Arr<Self, T>, indices: &[usize]) -> Result<Vec<T>>
+    where
+        Self: Memory,
+    {
+        let n = src.len();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(Error::invalid(
+                "indices",
+                format!("flat index {bad} is out of range for an array of {n} elements"),
+            ));
+        }
+        if indices.is_empty() {
+            return Ok(Vec::new());
+        }
+        let host = self.download(src)?;
+        let flat = host.as_slice().ok_or_else(|| Error::Backend {
+            backend: "host",
+            message: "downloaded array is not contiguous".into(),
+        })?;
+        Ok(indices.iter().map(|&i| flat[i]).collect())
+    }
 }
