@@ -68,8 +68,9 @@ pub trait Real:
 {
     /// Converts from `f64` (rounding / truncating as `as` does).
     fn from_f64(v: f64) -> Self;
-    /// Converts to `f64`.
-    fn to_f64(self) -> f64 {
+    /// Converts to `f64` (named so as not to collide with `num_traits::ToPrimitive::to_f64`,
+    /// which returns an `Option`).
+    fn as_f64(self) -> f64 {
         self.as_()
     }
     /// The lowest value (−∞ for floats, `MIN` for integers).

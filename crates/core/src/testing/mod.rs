@@ -1,2 +1,116 @@
 //! The backend conformance suite, written once and instantiated per backend with
 //! [`backend_test_suite!`](crate::backend_test_suite).
+//!
+//! Every function takes a backend and panics (as a test does) when the backend disagrees with a
+//! plain host reference. Tolerances scale with the backend's float epsilon, so the same suite
+//! runs for `Single` and `Double`. Enabled by the `testing` feature.
+//!
+//! ```ignore
+//! // crates/<backend>/tests/conformance.rs
+//! fn make() -> Option<MyBackend<Single>> { MyBackend::new().ok() }
+//! monomorph_core::backend_test_suite!(make);
+//! ```
+#![allow(missing_docs, clippy::missing_panics_doc)]
+
+mod ops;
+mod props;
+pub mod reference;
+
+pub use ops::*;
+pub use props::*;
+
+/// Deterministic pseudo-random numbers in [-1, 1) (a 64-bit LCG; no `rand` dependency).
+#[derive(Debug, Clone)]
+pub struct Lcg(u64);
+
+impl Lcg {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        Lcg(seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407))
+    }
+    /// Next value in [-1, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    }
+    /// An array of `shape` with values in [-1, 1).
+    pub fn array<T: crate::Real>(&mut self, shape: &[usize]) -> ndarray::ArrayD<T> {
+        ndarray::ArrayD::from_shape_simple_fn(ndarray::IxDyn(shape), || T::from_f64(self.next_f64()))
+    }
+    /// An array of `shape` with small integer values in [0, levels) (many ties).
+    pub fn levels<T: crate::Real>(&mut self, shape: &[usize], levels: u32) -> ndarray::ArrayD<T> {
+        ndarray::ArrayD::from_shape_simple_fn(ndarray::IxDyn(shape), || {
+            T::from_f64(((self.next_f64() + 1.0) * 0.5 * levels as f64).floor().min(levels as f64 - 1.0))
+        })
+    }
+}
+
+/// Number of proptest cases: `PROPTEST_CASES` or `default`.
+pub fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Asserts `|a - b| <= atol + rtol·|b|` element-wise, with a message naming the worst element.
+pub fn assert_close(what: &str, a: &[f64], b: &[f64], rtol: f64, atol: f64) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ ({} vs {})", a.len(), b.len());
+    let mut worst = (0usize, 0.0f64);
+    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+        let err = (x - y).abs();
+        let excess = err - (atol + rtol * y.abs());
+        if !(excess <= 0.0) && (excess > worst.1 || worst.1 == 0.0) {
+            worst = (i, excess.max(f64::MIN_POSITIVE));
+        }
+    }
+    if worst.1 > 0.0 {
+        let i = worst.0;
+        panic!(
+            "{what}: element {i} differs: got {}, expected {} (rtol {rtol:e}, atol {atol:e})",
+            a[i], b[i]
+        );
+    }
+}
+
+/// Flattens a host array into f64 values.
+pub fn flat<T: crate::Real>(a: &ndarray::ArrayD<T>) -> Vec<f64> {
+    a.iter().map(|v| v.as_f64()).collect()
+}
+
+/// Stamps out one `#[test]` per conformance function for a backend.
+///
+/// `$make` is a path to `fn() -> Option<B>`; `None` means "no device here" and the tests return
+/// early (the maker prints the skip line and decides whether a skip is a failure, e.g. under
+/// `MONOMORPH_REQUIRE_CUDA=1`).
+#[macro_export]
+macro_rules! backend_test_suite {
+    ($make:path) => {
+        $crate::backend_test_suite!(@tests $make;
+            memory_roundtrip, memory_errors, cast_roundtrip,
+            elementwise_real, elementwise_complex, elementwise_shape_errors,
+            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties,
+            fft_matches_dft, fft_batch_axes, fft_pruned_equals_full, fft_plan_errors,
+            pad_crop_flip_roll, pad_symmetric, resample_errors,
+            affine_identity_and_shift, rotate_quarter_turn_exact, spline_prefilter_interpolates,
+            max_filter_matches_brute, max_filter_footprint_matches_brute, laplace_matches_reference,
+            peak_candidates_compacts,
+            dense_matvec, csr_matvec, laplacian_stencil, row_ops, cg_update_fused,
+            running_max_strict,
+            prop_fft_roundtrip, prop_rotate_back, prop_max_filter_brute, prop_reductions_f64
+        );
+    };
+    (@tests $make:path; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if let Some(b) = $make() {
+                    $crate::testing::$name(&b);
+                }
+            }
+        )*
+    };
+}

@@ -70,7 +70,7 @@ impl<P: Precision> Memory for Cpu<P> {
         let d = data_mut("dst", dst)?;
         let conv = |d: &mut [D], s: &[S]| {
             for (o, &i) in d.iter_mut().zip(s) {
-                *o = D::from_f64(i.to_f64());
+                *o = D::from_f64(i.as_f64());
             }
         };
         if s.len() >= PAR_MIN {

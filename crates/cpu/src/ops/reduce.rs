@@ -57,15 +57,15 @@ fn dot_f64<T: Float>(a: &[T], b: &[T]) -> f64 {
     let n4 = a.len() / 4 * 4;
     let mut i = 0;
     while i < n4 {
-        acc[0] += a[i].to_f64() * b[i].to_f64();
-        acc[1] += a[i + 1].to_f64() * b[i + 1].to_f64();
-        acc[2] += a[i + 2].to_f64() * b[i + 2].to_f64();
-        acc[3] += a[i + 3].to_f64() * b[i + 3].to_f64();
+        acc[0] += a[i].as_f64() * b[i].as_f64();
+        acc[1] += a[i + 1].as_f64() * b[i + 1].as_f64();
+        acc[2] += a[i + 2].as_f64() * b[i + 2].as_f64();
+        acc[3] += a[i + 3].as_f64() * b[i + 3].as_f64();
         i += 4;
     }
     let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     for j in n4..a.len() {
-        s += a[j].to_f64() * b[j].to_f64();
+        s += a[j].as_f64() * b[j].as_f64();
     }
     s
 }
@@ -120,7 +120,7 @@ fn per_row<T: Sync>(
 impl<P: Precision> Reduce for Cpu<P> {
     fn sum<T: Real>(&self, a: &ArrayD<T>) -> Result<f64> {
         let d = data("a", a)?;
-        Ok(chunked(d, |_, c| sum_f64(c, |v| v.to_f64()), |x, y| x + y).unwrap_or(0.0))
+        Ok(chunked(d, |_, c| sum_f64(c, |v| v.as_f64()), |x, y| x + y).unwrap_or(0.0))
     }
 
     fn sum_sq<T: Float>(&self, a: &ArrayD<T>) -> Result<f64> {
@@ -129,7 +129,7 @@ impl<P: Precision> Reduce for Cpu<P> {
             d,
             |_, c| {
                 sum_f64(c, |v| {
-                    let v = v.to_f64();
+                    let v = v.as_f64();
                     v * v
                 })
             },
@@ -233,7 +233,7 @@ impl<P: Precision> Reduce for Cpu<P> {
     }
 
     fn sum_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
-        per_row("a", a, |_, c| sum_f64(c, |v| v.to_f64()))
+        per_row("a", a, |_, c| sum_f64(c, |v| v.as_f64()))
     }
 
     fn dot_rows<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<Vec<f64>> {
@@ -257,7 +257,7 @@ impl<P: Precision> Reduce for Cpu<P> {
     fn sum_sq_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
         per_row("a", a, |_, c| {
             sum_f64(c, |v| {
-                let v = v.to_f64();
+                let v = v.as_f64();
                 v * v
             })
         })
@@ -271,7 +271,7 @@ impl<P: Precision> Reduce for Cpu<P> {
             d,
             |_, c| {
                 sum_f64(c, |v| {
-                    let e = v.to_f64() - mean;
+                    let e = v.as_f64() - mean;
                     e * e
                 })
             },
