@@ -1,3 +1,11 @@
+//! Batched linear algebra on the CPU: matrix-vector products, the Laplacian stencil, and the
+//! fused kernels of the CG loop.
+//!
+//! Every per-row reduction is split into fixed chunks of the row (independent of the batch
+//! size and of the thread count) whose f64 partials are combined in chunk order, so a row's
+//! result is the same bit for bit whether it is solved alone or in a batch. Inner loops keep
+//! [`LANES`] independent f64 accumulators so that they vectorise.
+
 use monomorph_core::error::fmt_shape;
 use monomorph_core::{Boundary, CsrMatrix, Error, Float, Linalg, Precision, Result};
 use ndarray::ArrayD;
@@ -7,13 +15,14 @@ use super::{data, data_mut};
 use crate::Cpu;
 use crate::util::{PAR_MIN, per_row, rows_of, same_shape};
 
+/// Independent accumulators of the fused reductions.
+const LANES: usize = 8;
+/// Elements per chunk of a row in the fused kernels (a parallel task and a reduction partial).
+const CHUNK: usize = 1 << 14;
+
 /// Runs `f(row, y_row)` for every row of `y` (rows × n), in parallel over rows or, for one long
 /// row, over chunks of it (`f` then gets the chunk offset).
-fn rows_mut<T: Send + Sync>(
-    y: &mut [T],
-    n: usize,
-    f: impl Fn(usize, usize, &mut [T]) + Sync,
-) {
+fn rows_mut<T: Send + Sync>(y: &mut [T], n: usize, f: impl Fn(usize, usize, &mut [T]) + Sync) {
     if n == 0 {
         return;
     }
@@ -23,7 +32,9 @@ fn rows_mut<T: Send + Sync>(
             f(r, 0, c);
         }
     } else if rows >= rayon::current_num_threads() * 2 || n < PAR_MIN {
-        y.par_chunks_mut(n).enumerate().for_each(|(r, c)| f(r, 0, c));
+        y.par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(r, c)| f(r, 0, c));
     } else {
         for (r, row) in y.chunks_mut(n).enumerate() {
             row.par_chunks_mut(PAR_MIN)
@@ -33,8 +44,223 @@ fn rows_mut<T: Send + Sync>(
     }
 }
 
+/// For every row of `y` (rows × n) where `active` (all rows when `active` is empty), runs
+/// `f(row, offset, chunk)` over chunks of `chunk` elements (the last may be shorter), in
+/// parallel, and returns per row the sum of the chunks' f64 results in chunk order (0 for
+/// inactive rows).
+fn row_chunks_sum<T: Send + Sync>(
+    y: &mut [T],
+    n: usize,
+    chunk: usize,
+    active: &[bool],
+    f: impl Fn(usize, usize, &mut [T]) -> f64 + Sync,
+) -> Vec<f64> {
+    if n == 0 {
+        return vec![0.0; active.len()];
+    }
+    let chunk = chunk.max(1);
+    let on = |r: usize| active.is_empty() || active[r];
+    let row = |r: usize, yr: &mut [T]| -> f64 {
+        if !on(r) {
+            return 0.0;
+        }
+        if n <= chunk {
+            return f(r, 0, yr);
+        }
+        let parts: Vec<f64> = yr
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .map(|(k, c)| f(r, k * chunk, c))
+            .collect();
+        parts.into_iter().sum()
+    };
+    if y.len() < PAR_MIN {
+        y.chunks_mut(n)
+            .enumerate()
+            .map(|(r, c)| row(r, c))
+            .collect()
+    } else {
+        y.par_chunks_mut(n)
+            .enumerate()
+            .map(|(r, c)| row(r, c))
+            .collect()
+    }
+}
+
+/// `v` as f64 (the `Real` conversion, not `ToPrimitive`'s `Option`).
+#[inline(always)]
+fn wide<T: Float>(v: T) -> f64 {
+    monomorph_core::Real::as_f64(v)
+}
+
+/// Σ a·b in f64 with [`LANES`] accumulators.
+#[inline]
+fn dot_lanes<T: Float>(a: &[T], b: &[T]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f64; LANES];
+    let mut ia = a.chunks_exact(LANES);
+    let mut ib = b.chunks_exact(LANES);
+    for (ca, cb) in (&mut ia).zip(&mut ib) {
+        for j in 0..LANES {
+            acc[j] += wide(ca[j]) * wide(cb[j]);
+        }
+    }
+    let mut s = 0.0;
+    for (&x, &y) in ia.remainder().iter().zip(ib.remainder()) {
+        s += wide(x) * wide(y);
+    }
+    acc.iter().sum::<f64>() + s
+}
+
+/// Checks `active` has one flag per row.
+fn check_mask(what: &str, active: &[bool], rows: usize) -> Result<()> {
+    per_row(what, active, rows)
+}
+
+/// Checks a Laplacian call and returns the grid padded to 3 axes `(nz, ny, nx)`.
+fn laplacian_grid(grid: &[usize], x: &[usize], y: &[usize]) -> Result<[usize; 3]> {
+    if grid.is_empty() || grid.len() > 3 || grid.contains(&0) {
+        return Err(Error::invalid(
+            "grid",
+            format!("1 to 3 non-zero axes expected, got {}", fmt_shape(grid)),
+        ));
+    }
+    let n = grid
+        .iter()
+        .try_fold(1usize, |a, &g| a.checked_mul(g))
+        .ok_or_else(|| Error::invalid("grid", "number of points overflows usize"))?;
+    let (_, xn) = rows_of("x of laplacian", x)?;
+    if xn != n {
+        return Err(Error::shape(
+            "x of laplacian",
+            format!("(batch, {n})"),
+            fmt_shape(x),
+        ));
+    }
+    same_shape("y of laplacian", x, y)?;
+    let mut g = [1usize; 3];
+    g[3 - grid.len()..].copy_from_slice(grid);
+    Ok(g)
+}
+
+/// The Laplacian of one row, `out` = lines `[line0, line0 + out.len()/nx)` of the padded
+/// `(nz, ny, nx)` grid; returns Σ x·out over those lines when `dot`. Sum order per point, as
+/// PhiFlow's `laplace`: centre, then slowest axis to fastest, lower neighbour then upper.
+fn laplacian_lines<T: Float>(
+    g: [usize; 3],
+    nd: usize,
+    periodic: bool,
+    xv: &[T],
+    zeros: &[T],
+    line0: usize,
+    out: &mut [T],
+    dot: bool,
+) -> f64 {
+    let [nz, ny, nx] = g;
+    let centre = T::from_f64(-2.0 * nd as f64);
+    let zero = T::zero();
+    // Line (iz, iy) of the neighbour along an axis, or `zeros` outside a Dirichlet grid.
+    let line = |iz: usize, iy: usize| &xv[(iz * ny + iy) * nx..(iz * ny + iy + 1) * nx];
+    let neighbour = |c: usize, len: usize, up: bool, present: bool| -> Option<usize> {
+        if !present {
+            return None;
+        }
+        if up {
+            if c + 1 < len {
+                Some(c + 1)
+            } else if periodic {
+                Some(0)
+            } else {
+                None
+            }
+        } else if c > 0 {
+            Some(c - 1)
+        } else if periodic {
+            Some(len - 1)
+        } else {
+            None
+        }
+    };
+    let mut total = 0.0f64;
+    for (k, o) in out.chunks_mut(nx).enumerate() {
+        let l = line0 + k;
+        let (iz, iy) = (l / ny, l % ny);
+        let xc = line(iz, iy);
+        let zd = neighbour(iz, nz, false, nd >= 3).map_or(zeros, |z| line(z, iy));
+        let zu = neighbour(iz, nz, true, nd >= 3).map_or(zeros, |z| line(z, iy));
+        let yd = neighbour(iy, ny, false, nd >= 2).map_or(zeros, |y| line(iz, y));
+        let yu = neighbour(iy, ny, true, nd >= 2).map_or(zeros, |y| line(iz, y));
+        let at = |i: isize| -> T {
+            if i >= 0 && (i as usize) < nx {
+                xc[i as usize]
+            } else if periodic {
+                xc[i.rem_euclid(nx as isize) as usize]
+            } else {
+                zero
+            }
+        };
+        let point = |i: usize| -> T {
+            centre * xc[i] + zd[i] + zu[i] + yd[i] + yu[i] + at(i as isize - 1) + at(i as isize + 1)
+        };
+        o[0] = point(0);
+        if nx > 1 {
+            // Interior: no branches, so the loop vectorises.
+            let (o_in, xl, xm, xr) = (&mut o[1..nx - 1], &xc[..nx - 2], &xc[1..nx - 1], &xc[2..]);
+            let (zd, zu, yd, yu) = (
+                &zd[1..nx - 1],
+                &zu[1..nx - 1],
+                &yd[1..nx - 1],
+                &yu[1..nx - 1],
+            );
+            for i in 0..o_in.len() {
+                o_in[i] = centre * xm[i] + zd[i] + zu[i] + yd[i] + yu[i] + xl[i] + xr[i];
+            }
+            o[nx - 1] = point(nx - 1);
+        }
+        if dot {
+            total += dot_lanes(xc, o);
+        }
+    }
+    total
+}
+
+impl<P: Precision> Cpu<P> {
+    fn laplacian_impl<T: Float>(
+        &self,
+        grid: &[usize],
+        boundary: Boundary,
+        x: &ArrayD<T>,
+        y: &mut ArrayD<T>,
+        active: &[bool],
+        dot: bool,
+    ) -> Result<Vec<f64>> {
+        let g = laplacian_grid(grid, x.shape(), y.shape())?;
+        let (rows, n) = rows_of("x of laplacian", x.shape())?;
+        if !active.is_empty() {
+            check_mask("active of laplacian_dot", active, rows)?;
+        }
+        let nx = g[2];
+        let zeros = vec![T::zero(); nx];
+        let dx = data("x", x)?;
+        let nd = grid.len();
+        let periodic = boundary == Boundary::Periodic;
+        let chunk = (CHUNK / nx).max(1) * nx;
+        let out = row_chunks_sum(data_mut("y", y)?, n, chunk, active, |r, off, o| {
+            let xv = &dx[r * n..(r + 1) * n];
+            laplacian_lines(g, nd, periodic, xv, &zeros, off / nx, o, dot)
+        });
+        Ok(out)
+    }
+}
+
 impl<P: Precision> Linalg for Cpu<P> {
-    fn matvec_dense<T: Float>(&self, a: &ArrayD<T>, x: &ArrayD<T>, y: &mut ArrayD<T>) -> Result<()> {
+    fn matvec_dense<T: Float>(
+        &self,
+        a: &ArrayD<T>,
+        x: &ArrayD<T>,
+        y: &mut ArrayD<T>,
+    ) -> Result<()> {
         let (batch, n) = rows_of("x of matvec_dense", x.shape())?;
         let (m, an, per_entry) = match a.shape() {
             [m, n] => (*m, *n, false),
@@ -85,44 +311,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
     ) -> Result<()> {
-        let (batch, n) = rows_of("x of matvec_csr", x.shape())?;
-        if n != a.ncols {
-            return Err(Error::shape("x of matvec_csr", format!("(batch, {})", a.ncols), fmt_shape(x.shape())));
-        }
-        same_shape("y of matvec_csr", &[batch, a.nrows], y.shape())?;
-        let nnz = a.nnz();
-        let per_entry = match a.data.shape() {
-            [k] if *k == nnz => false,
-            [b, k] if *b == batch && *k == nnz => true,
-            s => {
-                return Err(Error::shape(
-                    "data of CSR matrix",
-                    format!("({nnz},) or ({batch}, {nnz})"),
-                    fmt_shape(s),
-                ));
-            }
-        };
-        let (ip, ix, dv, dx) = (
-            data("indptr", &a.indptr)?,
-            data("indices", &a.indices)?,
-            data("data", &a.data)?,
-            data("x", x)?,
-        );
-        let m = a.nrows;
-        rows_mut(data_mut("y", y)?, m, |b, off, out| {
-            let xv = &dx[b * n..(b + 1) * n];
-            let vals = if per_entry { &dv[b * nnz..(b + 1) * nnz] } else { dv };
-            for (k, o) in out.iter_mut().enumerate() {
-                let i = off + k;
-                let (s, e) = (ip[i] as usize, ip[i + 1] as usize);
-                let mut acc = T::zero();
-                for p in s..e {
-                    acc += vals[p] * xv[ix[p] as usize];
-                }
-                *o = acc;
-            }
-        });
-        Ok(())
+        self.csr_impl(a, x, y, &[], false).map(|_| ())
     }
 
     fn laplacian<T: Float>(
@@ -132,69 +321,8 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
     ) -> Result<()> {
-        if grid.is_empty() || grid.len() > 3 || grid.contains(&0) {
-            return Err(Error::invalid(
-                "grid",
-                format!("1 to 3 non-zero axes expected, got {}", fmt_shape(grid)),
-            ));
-        }
-        let n: usize = grid.iter().product();
-        let (batch, xn) = rows_of("x of laplacian", x.shape())?;
-        if xn != n {
-            return Err(Error::shape("x of laplacian", format!("(batch, {n})"), fmt_shape(x.shape())));
-        }
-        same_shape("y of laplacian", x.shape(), y.shape())?;
-        let _ = batch;
-        let dx = data("x", x)?;
-        // Pad the grid to 3-D as (nz, ny, nx).
-        let mut g = [1usize; 3];
-        g[3 - grid.len()..].copy_from_slice(grid);
-        let [nz, ny, nx] = g;
-        let nd = grid.len();
-        let centre = T::from_f64(-2.0 * nd as f64);
-        let periodic = boundary == Boundary::Periodic;
-        rows_mut(data_mut("y", y)?, n, |b, off, out| {
-            let xv = &dx[b * n..(b + 1) * n];
-            // Neighbour in one direction along an axis of length `len` with stride `st`.
-            let nb = |idx: usize, c: usize, len: usize, st: usize, up: bool| -> T {
-                if len == 1 && !periodic {
-                    return T::zero();
-                }
-                if up {
-                    if c + 1 < len {
-                        xv[idx + st]
-                    } else if periodic {
-                        xv[idx + st - len * st]
-                    } else {
-                        T::zero()
-                    }
-                } else if c > 0 {
-                    xv[idx - st]
-                } else if periodic {
-                    xv[idx + (len - 1) * st]
-                } else {
-                    T::zero()
-                }
-            };
-            for (k, o) in out.iter_mut().enumerate() {
-                let idx = off + k;
-                let ix = idx % nx;
-                let iy = (idx / nx) % ny;
-                let iz = idx / (nx * ny);
-                let mut acc = centre * xv[idx];
-                if nd >= 1 {
-                    acc += nb(idx, ix, nx, 1, false) + nb(idx, ix, nx, 1, true);
-                }
-                if nd >= 2 {
-                    acc += nb(idx, iy, ny, nx, false) + nb(idx, iy, ny, nx, true);
-                }
-                if nd >= 3 {
-                    acc += nb(idx, iz, nz, nx * ny, false) + nb(idx, iz, nz, nx * ny, true);
-                }
-                *o = acc;
-            }
-        });
-        Ok(())
+        self.laplacian_impl(grid, boundary, x, y, &[], false)
+            .map(|_| ())
     }
 
     fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut ArrayD<T>) -> Result<()> {
@@ -216,6 +344,9 @@ impl<P: Precision> Linalg for Cpu<P> {
         let dx = data("x", x)?;
         rows_mut(data_mut("y", y)?, n, |r, off, c| {
             let a = alpha[r];
+            if a == T::zero() {
+                return;
+            }
             let xs = &dx[r * n + off..r * n + off + c.len()];
             for (v, &xv) in c.iter_mut().zip(xs) {
                 *v += a * xv;
@@ -247,6 +378,181 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &mut ArrayD<T>,
         r: &mut ArrayD<T>,
     ) -> Result<Vec<f64>> {
+        self.update_xr(alpha, d, q, x, r, false).map(|(rr, _)| rr)
+    }
+
+    fn cg_update_xr_dots<T: Float>(
+        &self,
+        alpha: &[T],
+        d: &ArrayD<T>,
+        q: &ArrayD<T>,
+        x: &mut ArrayD<T>,
+        r: &mut ArrayD<T>,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
+        self.update_xr(alpha, d, q, x, r, true)
+    }
+
+    fn xpay_rows_where<T: Float>(
+        &self,
+        x: &ArrayD<T>,
+        beta: &[T],
+        y: &mut ArrayD<T>,
+        active: &[bool],
+    ) -> Result<()> {
+        self.xpay_impl(x, beta, y, active, false).map(|_| ())
+    }
+
+    fn xpay_rows_dot<T: Float>(
+        &self,
+        x: &ArrayD<T>,
+        beta: &[T],
+        y: &mut ArrayD<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        self.xpay_impl(x, beta, y, active, true)
+    }
+
+    fn laplacian_dot<T: Float>(
+        &self,
+        grid: &[usize],
+        boundary: Boundary,
+        x: &ArrayD<T>,
+        y: &mut ArrayD<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let (rows, _) = rows_of("x of laplacian_dot", x.shape())?;
+        check_mask("active of laplacian_dot", active, rows)?;
+        self.laplacian_impl(grid, boundary, x, y, active, true)
+    }
+
+    fn matvec_dense_dot<T: Float>(
+        &self,
+        a: &ArrayD<T>,
+        x: &ArrayD<T>,
+        y: &mut ArrayD<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let (rows, n) = rows_of("x of matvec_dense_dot", x.shape())?;
+        check_mask("active of matvec_dense_dot", active, rows)?;
+        // Dense products are O(n²) per row: the extra O(n) pass for the dot costs nothing.
+        self.matvec_dense(a, x, y)?;
+        same_shape(
+            "matvec_dense_dot: y vs x (square matrix)",
+            x.shape(),
+            y.shape(),
+        )?;
+        let (dx, dy) = (data("x", x)?, data("y", y)?);
+        Ok((0..rows)
+            .map(|r| {
+                if active[r] {
+                    dot_lanes(&dx[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n])
+                } else {
+                    0.0
+                }
+            })
+            .collect())
+    }
+
+    fn matvec_csr_dot<T: Float>(
+        &self,
+        a: &CsrMatrix<Self, T>,
+        x: &ArrayD<T>,
+        y: &mut ArrayD<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let (rows, _) = rows_of("x of matvec_csr_dot", x.shape())?;
+        check_mask("active of matvec_csr_dot", active, rows)?;
+        if a.nrows != a.ncols {
+            return Err(Error::shape(
+                "CSR matrix of matvec_csr_dot",
+                "a square matrix",
+                format!("({}, {})", a.nrows, a.ncols),
+            ));
+        }
+        self.csr_impl(a, x, y, active, true)
+    }
+}
+
+impl<P: Precision> Cpu<P> {
+    /// CSR product over the rows where `active` (all when empty), with Σ x·y per row if `dot`.
+    fn csr_impl<T: Float>(
+        &self,
+        a: &CsrMatrix<Self, T>,
+        x: &ArrayD<T>,
+        y: &mut ArrayD<T>,
+        active: &[bool],
+        dot: bool,
+    ) -> Result<Vec<f64>> {
+        let (batch, n) = rows_of("x of matvec_csr", x.shape())?;
+        if n != a.ncols {
+            return Err(Error::shape(
+                "x of matvec_csr",
+                format!("(batch, {})", a.ncols),
+                fmt_shape(x.shape()),
+            ));
+        }
+        same_shape("y of matvec_csr", &[batch, a.nrows], y.shape())?;
+        let nnz = a.nnz();
+        let per_entry = match a.data.shape() {
+            [k] if *k == nnz => false,
+            [b, k] if *b == batch && *k == nnz => true,
+            s => {
+                return Err(Error::shape(
+                    "data of CSR matrix",
+                    format!("({nnz},) or ({batch}, {nnz})"),
+                    fmt_shape(s),
+                ));
+            }
+        };
+        let (ip, ix, dv, dx) = (
+            data("indptr", &a.indptr)?,
+            data("indices", &a.indices)?,
+            data("data", &a.data)?,
+            data("x", x)?,
+        );
+        if ip.len() != a.nrows + 1 {
+            return Err(Error::shape(
+                "indptr of CSR matrix",
+                format!("{} entries", a.nrows + 1),
+                format!("{} entries", ip.len()),
+            ));
+        }
+        let m = a.nrows;
+        let out = row_chunks_sum(data_mut("y", y)?, m, CHUNK / 8, active, |b, off, out| {
+            let xv = &dx[b * n..(b + 1) * n];
+            let vals = if per_entry {
+                &dv[b * nnz..(b + 1) * nnz]
+            } else {
+                dv
+            };
+            let mut total = 0.0f64;
+            for (k, o) in out.iter_mut().enumerate() {
+                let i = off + k;
+                let (s, e) = (ip[i] as usize, ip[i + 1] as usize);
+                let mut acc = T::zero();
+                for p in s..e {
+                    acc += vals[p] * xv[ix[p] as usize];
+                }
+                *o = acc;
+                if dot {
+                    total += wide(xv[i]) * wide(acc);
+                }
+            }
+            total
+        });
+        Ok(out)
+    }
+
+    /// `x += αd`, `r −= αq` (rows with α = 0 untouched), returning r·r and (if `rq`) r·q.
+    fn update_xr<T: Float>(
+        &self,
+        alpha: &[T],
+        d: &ArrayD<T>,
+        q: &ArrayD<T>,
+        x: &mut ArrayD<T>,
+        r: &mut ArrayD<T>,
+        rq: bool,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
         same_shape("cg_update_xr: q vs d", d.shape(), q.shape())?;
         same_shape("cg_update_xr: x vs d", d.shape(), x.shape())?;
         same_shape("cg_update_xr: r vs d", d.shape(), r.shape())?;
@@ -256,39 +562,109 @@ impl<P: Precision> Linalg for Cpu<P> {
         let dxm = data_mut("x", x)?;
         let drm = data_mut("r", r)?;
         if n == 0 {
-            return Ok(vec![0.0; rows]);
+            return Ok((vec![0.0; rows], vec![0.0; rows]));
         }
-        // Chunks of (row, range) processed in parallel; partial r·r combined per row in order.
-        let chunk = PAR_MIN.min(n).max(1);
-        let per_row_chunks = n.div_ceil(chunk);
-        let partial: Vec<f64> = dxm
-            .par_chunks_mut(n)
-            .zip(drm.par_chunks_mut(n))
-            .enumerate()
-            .flat_map_iter(|(b, (xr, rr))| {
-                let a = alpha[b];
-                let base = b * n;
-                xr.chunks_mut(chunk)
-                    .zip(rr.chunks_mut(chunk))
-                    .enumerate()
-                    .map(|(k, (xc, rc))| {
-                        let o = base + k * chunk;
-                        let mut acc = 0.0f64;
-                        for i in 0..xc.len() {
-                            xc[i] += a * dd[o + i];
-                            let nr = rc[i] - a * dq[o + i];
-                            rc[i] = nr;
-                            let f = nr.to_f64();
-                            acc += f * f;
-                        }
-                        acc
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        Ok(partial
-            .chunks(per_row_chunks)
-            .map(|c| c.iter().sum())
-            .collect())
+        // Per (row, chunk): (r·r, r·q) partials, combined per row in chunk order.
+        let kernel = |a: T, o: usize, xc: &mut [T], rc: &mut [T]| -> (f64, f64) {
+            let (dc, qc) = (&dd[o..o + xc.len()], &dq[o..o + xc.len()]);
+            if a == T::zero() {
+                let rr = dot_lanes(rc, rc);
+                return (rr, if rq { dot_lanes(rc, qc) } else { 0.0 });
+            }
+            let mut acc = [0.0f64; LANES];
+            let mut acq = [0.0f64; LANES];
+            let full = xc.len() / LANES * LANES;
+            let (xh, xt) = xc.split_at_mut(full);
+            let (rh, rt) = rc.split_at_mut(full);
+            for (k, (xb, rb)) in xh
+                .chunks_exact_mut(LANES)
+                .zip(rh.chunks_exact_mut(LANES))
+                .enumerate()
+            {
+                let db = &dc[k * LANES..(k + 1) * LANES];
+                let qb = &qc[k * LANES..(k + 1) * LANES];
+                for j in 0..LANES {
+                    xb[j] += a * db[j];
+                    let nr = rb[j] - a * qb[j];
+                    rb[j] = nr;
+                    let f = wide(nr);
+                    acc[j] += f * f;
+                    if rq {
+                        acq[j] += f * wide(qb[j]);
+                    }
+                }
+            }
+            let (mut s, mut sq) = (acc.iter().sum::<f64>(), acq.iter().sum::<f64>());
+            for i in 0..xt.len() {
+                xt[i] += a * dc[full + i];
+                let nr = rt[i] - a * qc[full + i];
+                rt[i] = nr;
+                s += wide(nr) * wide(nr);
+                if rq {
+                    sq += wide(nr) * wide(qc[full + i]);
+                }
+            }
+            (s, sq)
+        };
+        let row = |b: usize, xr: &mut [T], rr: &mut [T]| -> (f64, f64) {
+            let a = alpha[b];
+            let base = b * n;
+            if n <= CHUNK {
+                return kernel(a, base, xr, rr);
+            }
+            let parts: Vec<(f64, f64)> = xr
+                .par_chunks_mut(CHUNK)
+                .zip(rr.par_chunks_mut(CHUNK))
+                .enumerate()
+                .map(|(k, (xc, rc))| kernel(a, base + k * CHUNK, xc, rc))
+                .collect();
+            parts
+                .into_iter()
+                .fold((0.0, 0.0), |s, p| (s.0 + p.0, s.1 + p.1))
+        };
+        let res: Vec<(f64, f64)> = if rows * n < PAR_MIN {
+            dxm.chunks_mut(n)
+                .zip(drm.chunks_mut(n))
+                .enumerate()
+                .map(|(b, (xr, rr))| row(b, xr, rr))
+                .collect()
+        } else {
+            dxm.par_chunks_mut(n)
+                .zip(drm.par_chunks_mut(n))
+                .enumerate()
+                .map(|(b, (xr, rr))| row(b, xr, rr))
+                .collect()
+        };
+        Ok(res.into_iter().unzip())
+    }
+
+    /// `y = x + βy` on active rows (all when `active` is empty), with y·x per row if `dot`.
+    fn xpay_impl<T: Float>(
+        &self,
+        x: &ArrayD<T>,
+        beta: &[T],
+        y: &mut ArrayD<T>,
+        active: &[bool],
+        dot: bool,
+    ) -> Result<Vec<f64>> {
+        same_shape("xpay_rows: y vs x", x.shape(), y.shape())?;
+        let (rows, n) = rows_of("x of xpay_rows", x.shape())?;
+        per_row("beta of xpay_rows", beta, rows)?;
+        check_mask("active of xpay_rows", active, rows)?;
+        let dx = data("x", x)?;
+        Ok(row_chunks_sum(
+            data_mut("y", y)?,
+            n,
+            CHUNK,
+            active,
+            |r, off, c| {
+                let b = beta[r];
+                let xs = &dx[r * n + off..r * n + off + c.len()];
+                for (v, &xv) in c.iter_mut().zip(xs) {
+                    *v = xv + b * *v;
+                }
+                if dot { dot_lanes(xs, c) } else { 0.0 }
+            },
+        ))
     }
 }

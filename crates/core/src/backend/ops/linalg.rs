@@ -5,8 +5,8 @@ use crate::error::Result;
 /// A CSR sparse matrix on a backend, shared by every batch entry (`data` of shape `(nnz,)`) or
 /// one per entry with a common pattern (`data` of shape `(batch, nnz)`).
 ///
-/// Build it with `crate::algo` helpers or [`CsrMatrix::from_parts`], which validate the
-/// structure (sorted, in-range indices) before anything reaches the device.
+/// Build it with [`CsrMatrix::from_parts`], which validates the structure (monotone `indptr`,
+/// sorted, in-range indices) before anything reaches the device.
 pub struct CsrMatrix<B: BackendTypes, T: Element> {
     /// Number of rows.
     pub nrows: usize,
@@ -25,6 +25,107 @@ impl<B: BackendTypes, T: Element> CsrMatrix<B, T> {
     pub fn nnz(&self) -> usize {
         use crate::backend::ArrayMeta;
         self.indices.len()
+    }
+}
+
+impl<B: crate::backend::Memory, T: Element> CsrMatrix<B, T> {
+    /// Validates a host CSR structure and uploads it.
+    ///
+    /// `indptr` must have `nrows + 1` entries, start at 0, never decrease and end at
+    /// `indices.len()`; `indices` must be in `0..ncols` and strictly increasing within each row
+    /// (sorted, no duplicates). `data` is `(nnz,)` (one matrix) or `(batch, nnz)` (one matrix
+    /// per batch entry with this pattern). Each violation is an [`Error`](crate::Error) naming
+    /// the offending row or entry.
+    pub fn from_parts(
+        b: &B,
+        nrows: usize,
+        ncols: usize,
+        indptr: &[i64],
+        indices: &[i64],
+        data: ndarray::ArrayViewD<'_, T>,
+    ) -> Result<Self> {
+        use crate::error::{Error, fmt_shape};
+        if indptr.len() != nrows + 1 {
+            return Err(Error::shape(
+                "indptr of CSR matrix",
+                format!("{} entries (nrows + 1)", nrows + 1),
+                format!("{} entries", indptr.len()),
+            ));
+        }
+        let nnz = indices.len();
+        if indptr[0] != 0 {
+            return Err(Error::invalid(
+                "indptr",
+                format!("must start at 0, starts at {}", indptr[0]),
+            ));
+        }
+        if indptr[nrows] != nnz as i64 {
+            return Err(Error::invalid(
+                "indptr",
+                format!(
+                    "last entry must equal the number of indices ({nnz}), got {}",
+                    indptr[nrows]
+                ),
+            ));
+        }
+        for i in 0..nrows {
+            let (s, e) = (indptr[i], indptr[i + 1]);
+            if e < s {
+                return Err(Error::invalid(
+                    "indptr",
+                    format!(
+                        "must not decrease: indptr[{i}] = {s} > indptr[{}] = {e}",
+                        i + 1
+                    ),
+                ));
+            }
+            let row = &indices[s as usize..e as usize];
+            for (k, &c) in row.iter().enumerate() {
+                if c < 0 || c as u64 >= ncols as u64 {
+                    return Err(Error::invalid(
+                        "indices",
+                        format!(
+                            "column index {c} in row {i} (entry {}) is outside 0..{ncols}",
+                            s as usize + k
+                        ),
+                    ));
+                }
+                if k > 0 && row[k - 1] >= c {
+                    return Err(Error::invalid(
+                        "indices",
+                        format!(
+                            "row {i} is not sorted or has a duplicate: column {} then {c} \
+                             (entries {} and {}); sort the columns of each row (scipy: A.sort_indices())",
+                            row[k - 1],
+                            s as usize + k - 1,
+                            s as usize + k
+                        ),
+                    ));
+                }
+            }
+        }
+        match data.shape() {
+            [k] if *k == nnz => {}
+            [_, k] if *k == nnz => {}
+            s => {
+                return Err(Error::shape(
+                    "data of CSR matrix",
+                    format!("({nnz},) or (batch, {nnz})"),
+                    fmt_shape(s),
+                ));
+            }
+        }
+        let up = |v: &[i64]| -> Result<Arr<B, i64>> {
+            let a = ndarray::ArrayView1::from(v).into_dyn();
+            b.upload(a)
+        };
+        Ok(CsrMatrix {
+            nrows,
+            ncols,
+            indptr: up(indptr)?,
+            indices: up(indices)?,
+            data: b.upload(data)?,
+        })
     }
 }
 
@@ -67,15 +168,21 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
     ) -> Result<()>;
     /// `x[b] = alpha[b] · x[b]`.
     fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut Arr<Self, T>) -> Result<()>;
-    /// `y[b] = y[b] + alpha[b] · x[b]`.
-    fn axpy_rows<T: Float>(&self, alpha: &[T], x: &Arr<Self, T>, y: &mut Arr<Self, T>)
-    -> Result<()>;
+    /// `y[b] = y[b] + alpha[b] · x[b]`. Rows with `alpha[b] == 0` are left unchanged (as BLAS
+    /// `axpy` does), even where `x` holds NaN or infinity.
+    fn axpy_rows<T: Float>(
+        &self,
+        alpha: &[T],
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+    ) -> Result<()>;
     /// `y[b] = x[b] + beta[b] · y[b]` (CG's direction update).
     fn xpay_rows<T: Float>(&self, x: &Arr<Self, T>, beta: &[T], y: &mut Arr<Self, T>)
     -> Result<()>;
 
     /// Fused CG step: `x[b] += alpha[b]·d[b]`, `r[b] −= alpha[b]·q[b]`, returning `r[b]·r[b]`
-    /// (f64) for every row, in one pass over the vectors.
+    /// (f64) for every row, in one pass over the vectors. Rows with `alpha[b] == 0` keep `x`
+    /// and `r` unchanged (see [`Linalg::axpy_rows`]); their `r·r` is still returned.
     fn cg_update_xr<T: Float>(
         &self,
         alpha: &[T],
@@ -88,5 +195,107 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         let neg: Vec<T> = alpha.iter().map(|&a| -a).collect();
         self.axpy_rows(&neg, q, r)?;
         self.sum_sq_rows(r)
+    }
+    /// [`Linalg::cg_update_xr`] that also returns `r[b]·q[b]` (after the update): the two
+    /// scalars of the Hestenes–Stiefel CG variant, `(r·r, r·q)`, in one pass.
+    fn cg_update_xr_dots<T: Float>(
+        &self,
+        alpha: &[T],
+        d: &Arr<Self, T>,
+        q: &Arr<Self, T>,
+        x: &mut Arr<Self, T>,
+        r: &mut Arr<Self, T>,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
+        let rr = self.cg_update_xr(alpha, d, q, x, r)?;
+        let rq = self.dot_rows(r, q)?;
+        Ok((rr, rq))
+    }
+
+    /// `y[b] = x[b] + beta[b]·y[b]` for the rows where `active[b]`; the other rows may be
+    /// skipped, and their contents are then unspecified.
+    fn xpay_rows_where<T: Float>(
+        &self,
+        x: &Arr<Self, T>,
+        beta: &[T],
+        y: &mut Arr<Self, T>,
+        active: &[bool],
+    ) -> Result<()> {
+        let _ = active;
+        self.xpay_rows(x, beta, y)
+    }
+
+    /// `y[b] = x[b] + beta[b]·y[b]` and returns the new `y[b]·x[b]` (f64) for the rows where
+    /// `active[b]` (0 for the others, whose contents are unspecified afterwards).
+    fn xpay_rows_dot<T: Float>(
+        &self,
+        x: &Arr<Self, T>,
+        beta: &[T],
+        y: &mut Arr<Self, T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        self.xpay_rows(x, beta, y)?;
+        let mut out = self.dot_rows(x, y)?;
+        mask_rows(&mut out, active);
+        Ok(out)
+    }
+
+    /// [`Linalg::laplacian`] fused with the dot product `x[b]·y[b]` of input and output,
+    /// returned per row. Rows where `active[b]` is false may be skipped (`y` unspecified there,
+    /// dot 0). The sum per point runs in PhiFlow's order: centre, then each axis (slowest
+    /// first), lower neighbour before upper.
+    fn laplacian_dot<T: Float>(
+        &self,
+        grid: &[usize],
+        boundary: Boundary,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        self.laplacian(grid, boundary, x, y)?;
+        let mut out = self.dot_rows(x, y)?;
+        mask_rows(&mut out, active);
+        Ok(out)
+    }
+
+    /// [`Linalg::matvec_dense`] (square `A`) fused with `x[b]·y[b]`, returned per row; rows where
+    /// `active[b]` is false may be skipped (`y` unspecified there, dot 0).
+    fn matvec_dense_dot<T: Float>(
+        &self,
+        a: &Arr<Self, T>,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        self.matvec_dense(a, x, y)?;
+        let mut out = self.dot_rows(x, y)?;
+        mask_rows(&mut out, active);
+        Ok(out)
+    }
+
+    /// [`Linalg::matvec_csr`] (square `A`) fused with `x[b]·y[b]`, returned per row; rows where
+    /// `active[b]` is false may be skipped (`y` unspecified there, dot 0).
+    fn matvec_csr_dot<T: Float>(
+        &self,
+        a: &CsrMatrix<Self, T>,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        self.matvec_csr(a, x, y)?;
+        let mut out = self.dot_rows(x, y)?;
+        mask_rows(&mut out, active);
+        Ok(out)
+    }
+}
+
+/// Zeroes the per-row values of inactive rows (the default bodies of the masked kernels compute
+/// every row; their contract reports 0 for skipped ones). A mask of another length is ignored.
+fn mask_rows(v: &mut [f64], active: &[bool]) {
+    if active.len() == v.len() {
+        for (x, &a) in v.iter_mut().zip(active) {
+            if !a {
+                *x = 0.0;
+            }
+        }
     }
 }
