@@ -1,0 +1,110 @@
+// Batched linear algebra: one system per row of a (batch, n) array.
+
+// y[b, i] = A[(b), i, :] . x[b, :], one warp per output element.
+template <typename T>
+__device__ void mm_matvec_dense(const T *a, const T *x, T *y, i64 batch, i64 m, i64 n,
+                                int per_entry) {
+    const i64 lane = threadIdx.x & 31;
+    const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 warps = ((i64)blockDim.x * gridDim.x) >> 5;
+    for (i64 o = warp; o < batch * m; o += warps) {
+        const i64 b = o / m, i = o % m;
+        const T *row = per_entry ? a + (b * m + i) * n : a + i * n;
+        const T *xv = x + b * n;
+        T acc = (T)0;
+        for (i64 j = lane; j < n; j += 32) acc += row[j] * xv[j];
+        for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
+        if (lane == 0) y[o] = acc;
+    }
+}
+
+template <typename T>
+__device__ void mm_laplacian(const T *x, T *y, i64 batch, i64 nz, i64 ny, i64 nx, int nd,
+                             int periodic) {
+    const i64 n = nz * ny * nx;
+    const T centre = (T)(-2.0 * nd);
+    GRID_LOOP(g, batch * n) {
+        const i64 b = g / n, idx = g % n;
+        const T *xv = x + b * n;
+        const i64 ix = idx % nx, iy = (idx / nx) % ny, iz = idx / (nx * ny);
+        T acc = centre * xv[idx];
+        const i64 cs[3] = {ix, iy, iz};
+        const i64 ls[3] = {nx, ny, nz};
+        const i64 st[3] = {1, nx, nx * ny};
+        for (int k = 0; k < nd; ++k) {
+            const i64 c = cs[k], len = ls[k], s = st[k];
+            T lo = (T)0, hi = (T)0;
+            if (!(len == 1 && !periodic)) {
+                if (c > 0) lo = xv[idx - s];
+                else if (periodic) lo = xv[idx + (len - 1) * s];
+                if (c + 1 < len) hi = xv[idx + s];
+                else if (periodic) hi = xv[idx + s - len * s];
+            }
+            acc += lo + hi;
+        }
+        y[g] = acc;
+    }
+}
+
+template <typename T>
+__device__ void mm_cg_update(const T *alpha, const T *d, const T *q, T *x, T *r, i64 n, i64 bpr,
+                             i64 row0, double *partial) {
+    __shared__ double sh[MM_BLOCK];
+    const i64 row = row0 + blockIdx.y;
+    const T a = alpha[row];
+    const i64 base = row * n;
+    double acc = 0.0;
+    for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
+        x[base + i] += a * d[base + i];
+        T nr = r[base + i] - a * q[base + i];
+        r[base + i] = nr;
+        double f = (double)nr;
+        acc += f * f;
+    }
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = MM_BLOCK / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[row * bpr + blockIdx.x] = sh[0];
+}
+
+#define MM_LA(n, T)                                                                         \
+    extern "C" __global__ void matvec_dense_##n(const T *a, const T *x, T *y, i64 batch,     \
+                                                i64 m, i64 len, int per_entry) {            \
+        mm_matvec_dense<T>(a, x, y, batch, m, len, per_entry);                               \
+    }                                                                                       \
+    extern "C" __global__ void matvec_csr_##n(const i64 *ip, const i64 *ix, const T *v,      \
+                                              const T *x, T *y, i64 batch, i64 m, i64 len,   \
+                                              i64 nnz, int per_entry) {                     \
+        GRID_LOOP(g, batch * m) {                                                           \
+            const i64 b = g / m, i = g % m;                                                 \
+            const T *vals = per_entry ? v + b * nnz : v;                                    \
+            const T *xv = x + b * len;                                                      \
+            T acc = (T)0;                                                                   \
+            for (i64 p = ip[i]; p < ip[i + 1]; ++p) acc += vals[p] * xv[ix[p]];             \
+            y[g] = acc;                                                                     \
+        }                                                                                   \
+    }                                                                                       \
+    extern "C" __global__ void laplacian_##n(const T *x, T *y, i64 batch, i64 nz, i64 ny,    \
+                                             i64 nx, int nd, int periodic) {                \
+        mm_laplacian<T>(x, y, batch, nz, ny, nx, nd, periodic);                              \
+    }                                                                                       \
+    extern "C" __global__ void scale_rows_##n(const T *alpha, T *x, i64 rows, i64 len) {     \
+        GRID_LOOP(g, rows * len) x[g] *= alpha[g / len];                                    \
+    }                                                                                       \
+    extern "C" __global__ void axpy_rows_##n(const T *alpha, const T *x, T *y, i64 rows,     \
+                                             i64 len) {                                     \
+        GRID_LOOP(g, rows * len) y[g] += alpha[g / len] * x[g];                             \
+    }                                                                                       \
+    extern "C" __global__ void xpay_rows_##n(const T *x, const T *beta, T *y, i64 rows,      \
+                                             i64 len) {                                     \
+        GRID_LOOP(g, rows * len) y[g] = x[g] + beta[g / len] * y[g];                        \
+    }                                                                                       \
+    extern "C" __global__ void cg_update_xr_##n(const T *alpha, const T *d, const T *q, T *x,\
+                                                T *r, i64 len, i64 bpr, i64 row0,           \
+                                                double *partial) {                          \
+        mm_cg_update<T>(alpha, d, q, x, r, len, bpr, row0, partial);                         \
+    }
+MM_FLOATS(MM_LA)

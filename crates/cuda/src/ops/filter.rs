@@ -1,0 +1,250 @@
+use cudarc::driver::PushKernelArg;
+use monomorph_core::error::fmt_shape;
+use monomorph_core::{
+    ArrayMeta, BorderMode, Element, Error, Filter, Float, Memory, Precision, Real, Result,
+};
+
+use super::{Geom, border_code, same_shape, tn};
+use crate::error::Ck;
+use crate::{Cuda, CudaArray};
+
+/// Pushes a scalar of T's width (f32/f64/i32/i64) converted from f64.
+macro_rules! push_t {
+    ($l:expr, $T:ty, $v:expr, $s32:ident, $s64:ident, $i32:ident, $i64:ident) => {
+        match <$T as Element>::DTYPE {
+            monomorph_core::DType::F32 => {
+                $s32 = $v as f32;
+                $l.arg(&$s32);
+            }
+            monomorph_core::DType::F64 => {
+                $s64 = $v;
+                $l.arg(&$s64);
+            }
+            monomorph_core::DType::I32 => {
+                $i32 = <i32 as monomorph_core::Real>::from_f64($v);
+                $l.arg(&$i32);
+            }
+            _ => {
+                $i64 = <i64 as monomorph_core::Real>::from_f64($v);
+                $l.arg(&$i64);
+            }
+        }
+    };
+}
+
+impl<P: Precision> Filter for Cuda<P> {
+    fn max_filter<T: Real>(
+        &self,
+        src: &CudaArray<T>,
+        size: &[usize],
+        mode: BorderMode,
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        same_shape("max_filter: dst vs src", src.shape(), dst.shape())?;
+        if size.len() != src.ndim() {
+            return Err(Error::shape(
+                "size of max_filter",
+                format!("{} sizes (one per axis)", src.ndim()),
+                format!("{} sizes", size.len()),
+            ));
+        }
+        if size.contains(&0) {
+            return Err(Error::invalid(
+                "size",
+                format!("sizes must be >= 1, got {size:?}"),
+            ));
+        }
+        let total = src.len();
+        if total == 0 {
+            return Ok(());
+        }
+        let axes: Vec<usize> = (0..src.ndim()).filter(|&k| size[k] > 1).collect();
+        if axes.is_empty() {
+            return self.copy(src, dst);
+        }
+        let (code, cval) = border_code(mode);
+        let f = self.func(&format!("maxf1d_{}", tn::<T>()?))?;
+        let mut tmp = if axes.len() > 1 {
+            Some(self.zeros::<T>(src.shape())?)
+        } else {
+            None
+        };
+        let shape = src.shape().to_vec();
+        // Ping-pong so that the last pass writes into dst.
+        for (i, &k) in axes.iter().enumerate() {
+            let remaining = axes.len() - i;
+            let stride: i64 = shape[k + 1..].iter().product::<usize>() as i64;
+            let (t64, len, sz) = (total as i64, shape[k] as i64, size[k] as i64);
+            let (mut s32, mut s64, mut i32v, mut i64v) = (0f32, 0f64, 0i32, 0i64);
+            let _ = (s32, s64, i32v, i64v);
+            let mut l = self.inner.stream.launch_builder(&f);
+            match (i, tmp.as_mut()) {
+                (0, Some(t)) if remaining % 2 == 0 => l.arg(&src.buf).arg(&mut t.buf),
+                (0, _) => l.arg(&src.buf).arg(&mut dst.buf),
+                (_, Some(t)) if remaining % 2 == 0 => l.arg(&dst.buf).arg(&mut t.buf),
+                (_, Some(t)) => l.arg(&t.buf).arg(&mut dst.buf),
+                (_, None) => l.arg(&src.buf).arg(&mut dst.buf),
+            };
+            l.arg(&t64).arg(&len).arg(&stride).arg(&sz).arg(&code);
+            push_t!(l, T, cval, s32, s64, i32v, i64v);
+            // SAFETY: both buffers hold `total` elements of T.
+            unsafe { l.launch(self.grid(total)) }.ck()?;
+        }
+        Ok(())
+    }
+
+    fn max_filter_footprint<T: Real>(
+        &self,
+        src: &CudaArray<T>,
+        footprint: &[bool],
+        footprint_shape: &[usize],
+        mode: BorderMode,
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        same_shape("max_filter_footprint: dst vs src", src.shape(), dst.shape())?;
+        let nd = src.ndim();
+        if footprint_shape.len() != nd {
+            return Err(Error::shape(
+                "footprint_shape",
+                format!("{nd} axes like src"),
+                fmt_shape(footprint_shape),
+            ));
+        }
+        let fl: usize = footprint_shape.iter().product();
+        if footprint.len() != fl {
+            return Err(Error::shape(
+                "footprint",
+                format!("{fl} flags for shape {}", fmt_shape(footprint_shape)),
+                format!("{} flags", footprint.len()),
+            ));
+        }
+        let fstrides = monomorph_core::shape::strides(footprint_shape);
+        let mut offs: Vec<i64> = Vec::new();
+        for (flat, _) in footprint.iter().enumerate().filter(|(_, b)| **b) {
+            for k in 0..nd {
+                let c = (flat / fstrides[k]) % footprint_shape[k];
+                offs.push(c as i64 - (footprint_shape[k] / 2) as i64);
+            }
+        }
+        if offs.is_empty() {
+            return Err(Error::invalid(
+                "footprint",
+                "at least one element must be true",
+            ));
+        }
+        let total = src.len();
+        if total == 0 {
+            return Ok(());
+        }
+        let g = Geom::new("max_filter_footprint", src.shape(), src.shape())?;
+        let noffs = (offs.len() / nd.max(1)) as i64;
+        let dev_offs = self.upload_small(&offs)?;
+        let (code, cval) = border_code(mode);
+        let f = self.func(&format!("maxfp_{}", tn::<T>()?))?;
+        let t64 = total as i64;
+        let (mut s32, mut s64, mut i32v, mut i64v) = (0f32, 0f64, 0i32, 0i64);
+        let _ = (s32, s64, i32v, i64v);
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&src.buf)
+            .arg(&mut dst.buf)
+            .arg(&g)
+            .arg(&dev_offs)
+            .arg(&noffs)
+            .arg(&code);
+        push_t!(l, T, cval, s32, s64, i32v, i64v);
+        l.arg(&t64);
+        // SAFETY: reads are mapped into src by the border rule or replaced by cval.
+        unsafe { l.launch(self.grid(total)) }.ck()?;
+        Ok(())
+    }
+
+    fn laplace<T: Float>(
+        &self,
+        src: &CudaArray<T>,
+        mode: BorderMode,
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        same_shape("laplace: dst vs src", src.shape(), dst.shape())?;
+        let total = src.len();
+        if total == 0 {
+            return Ok(());
+        }
+        let g = Geom::new("laplace", src.shape(), src.shape())?;
+        let (code, cval) = border_code(mode);
+        let f = self.func(&format!("laplace_{}", tn::<T>()?))?;
+        let t64 = total as i64;
+        let (mut s32, mut s64, mut i32v, mut i64v) = (0f32, 0f64, 0i32, 0i64);
+        let _ = (s32, s64, i32v, i64v);
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&src.buf).arg(&mut dst.buf).arg(&g).arg(&code);
+        push_t!(l, T, cval, s32, s64, i32v, i64v);
+        l.arg(&t64);
+        // SAFETY: reads are mapped into src by the border rule or replaced by cval.
+        unsafe { l.launch(self.grid(total)) }.ck()?;
+        Ok(())
+    }
+
+    fn peak_candidates<T: Real>(
+        &self,
+        src: &CudaArray<T>,
+        filtered: &CudaArray<T>,
+        threshold: T,
+        border: &[usize],
+    ) -> Result<Vec<(usize, T)>> {
+        same_shape(
+            "peak_candidates: filtered vs src",
+            src.shape(),
+            filtered.shape(),
+        )?;
+        let nd = src.ndim();
+        if border.len() != nd {
+            return Err(Error::shape(
+                "border of peak_candidates",
+                format!("{nd} values (one per axis)"),
+                format!("{} values", border.len()),
+            ));
+        }
+        let total = src.len();
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let mut g = Geom::new("peak_candidates", src.shape(), src.shape())?;
+        for k in 0..nd {
+            g.p[k] = border[k] as i64;
+        }
+        let f = self.func(&format!("peaks_{}", tn::<T>()?))?;
+        let t64 = total as i64;
+        let tsize = std::mem::size_of::<T>();
+        let mut cap = total.min(1 << 16);
+        loop {
+            let mut counter = self.inner.stream.alloc_zeros::<u8>(8).ck()?;
+            let mut oidx = self.inner.stream.alloc_zeros::<u8>(cap * 8).ck()?;
+            let mut oval = self.inner.stream.alloc_zeros::<u8>(cap * tsize).ck()?;
+            let cap64 = cap as i64;
+            let thr = <T as Real>::as_f64(threshold);
+            let (mut s32, mut s64, mut i32v, mut i64v) = (0f32, 0f64, 0i32, 0i64);
+            let _ = (s32, s64, i32v, i64v);
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&src.buf).arg(&filtered.buf);
+            push_t!(l, T, thr, s32, s64, i32v, i64v);
+            l.arg(&g)
+                .arg(&t64)
+                .arg(&mut counter)
+                .arg(&mut oidx)
+                .arg(&mut oval)
+                .arg(&cap64);
+            // SAFETY: writes go to slots below `cap`; the counter is one u64.
+            unsafe { l.launch(self.grid(total)) }.ck()?;
+            let count = self.download_small::<u64>(&counter, 1)?[0] as usize;
+            if count > cap {
+                cap = count;
+                continue;
+            }
+            let idx: Vec<i64> = self.download_small(&oidx, count)?;
+            let val: Vec<T> = self.download_small(&oval, count)?;
+            let mut out: Vec<(usize, T)> = idx.into_iter().map(|i| i as usize).zip(val).collect();
+            out.sort_by_key(|p| p.0);
+            return Ok(out);
+        }
+    }
+}

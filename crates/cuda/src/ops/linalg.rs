@@ -1,0 +1,274 @@
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use monomorph_core::error::fmt_shape;
+use monomorph_core::{
+    ArrayMeta, Boundary, CsrMatrix, Error, Float, Linalg, Memory, Precision, Result,
+};
+
+use super::{per_row, rows_of, same_shape, tn};
+use crate::error::Ck;
+use crate::{BLOCK, Cuda, CudaArray};
+
+impl<P: Precision> Cuda<P> {
+    /// `rows_k(alpha, x, y, rows, n)`-style launch of a per-row kernel with host scalars.
+    fn row_kernel<T: Float>(
+        &self,
+        name: &str,
+        scalars: &[T],
+        first: Option<&CudaArray<T>>,
+        y: &mut CudaArray<T>,
+        scalars_second: bool,
+        rows: usize,
+        n: usize,
+    ) -> Result<()> {
+        if rows * n == 0 {
+            return Ok(());
+        }
+        let s = self.upload_small(scalars)?;
+        let f = self.func(&format!("{name}_{}", tn::<T>()?))?;
+        let (r64, n64) = (rows as i64, n as i64);
+        let mut l = self.inner.stream.launch_builder(&f);
+        match (first, scalars_second) {
+            (Some(x), true) => l.arg(&x.buf).arg(&s),
+            (Some(x), false) => l.arg(&s).arg(&x.buf),
+            (None, _) => l.arg(&s),
+        };
+        l.arg(&mut y.buf).arg(&r64).arg(&n64);
+        // SAFETY: arrays hold rows·n elements of T, `s` holds `rows` scalars.
+        unsafe { l.launch(self.grid(rows * n)) }.ck()?;
+        Ok(())
+    }
+}
+
+impl<P: Precision> Linalg for Cuda<P> {
+    fn matvec_dense<T: Float>(
+        &self,
+        a: &CudaArray<T>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let (batch, n) = rows_of("x of matvec_dense", x.shape())?;
+        let (m, an, per_entry) = match a.shape() {
+            [m, n] => (*m, *n, false),
+            [b, m, n] if *b == batch => (*m, *n, true),
+            s => {
+                return Err(Error::shape(
+                    "matrix of matvec_dense",
+                    format!("(m, {n}) or ({batch}, m, {n})"),
+                    fmt_shape(s),
+                ));
+            }
+        };
+        if an != n {
+            return Err(Error::shape(
+                "matrix of matvec_dense (columns vs x)",
+                format!("{n} columns"),
+                fmt_shape(a.shape()),
+            ));
+        }
+        same_shape("y of matvec_dense", &[batch, m], y.shape())?;
+        if batch * m == 0 {
+            return Ok(());
+        }
+        if n == 0 {
+            return self.fill(y, T::zero());
+        }
+        let f = self.func(&format!("matvec_dense_{}", tn::<T>()?))?;
+        let (b64, m64, n64, pe) = (batch as i64, m as i64, n as i64, per_entry as i32);
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&a.buf)
+            .arg(&x.buf)
+            .arg(&mut y.buf)
+            .arg(&b64)
+            .arg(&m64)
+            .arg(&n64)
+            .arg(&pe);
+        // SAFETY: shapes checked above; one warp per output element.
+        unsafe { l.launch(self.grid(batch * m * 32)) }.ck()?;
+        Ok(())
+    }
+
+    fn matvec_csr<T: Float>(
+        &self,
+        a: &CsrMatrix<Self, T>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let (batch, n) = rows_of("x of matvec_csr", x.shape())?;
+        if n != a.ncols {
+            return Err(Error::shape(
+                "x of matvec_csr",
+                format!("(batch, {})", a.ncols),
+                fmt_shape(x.shape()),
+            ));
+        }
+        same_shape("y of matvec_csr", &[batch, a.nrows], y.shape())?;
+        same_shape("indptr of CSR matrix", &[a.nrows + 1], a.indptr.shape())?;
+        let nnz = a.nnz();
+        let per_entry = match a.data.shape() {
+            [k] if *k == nnz => false,
+            [b, k] if *b == batch && *k == nnz => true,
+            s => {
+                return Err(Error::shape(
+                    "data of CSR matrix",
+                    format!("({nnz},) or ({batch}, {nnz})"),
+                    fmt_shape(s),
+                ));
+            }
+        };
+        if batch * a.nrows == 0 {
+            return Ok(());
+        }
+        let f = self.func(&format!("matvec_csr_{}", tn::<T>()?))?;
+        let (b64, m64, n64, z64, pe) = (
+            batch as i64,
+            a.nrows as i64,
+            n as i64,
+            nnz as i64,
+            per_entry as i32,
+        );
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&a.indptr.buf)
+            .arg(&a.indices.buf)
+            .arg(&a.data.buf)
+            .arg(&x.buf)
+            .arg(&mut y.buf)
+            .arg(&b64)
+            .arg(&m64)
+            .arg(&n64)
+            .arg(&z64)
+            .arg(&pe);
+        // SAFETY: shapes checked above; the CSR structure was validated when it was built.
+        unsafe { l.launch(self.grid(batch * a.nrows)) }.ck()?;
+        Ok(())
+    }
+
+    fn laplacian<T: Float>(
+        &self,
+        grid: &[usize],
+        boundary: Boundary,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+    ) -> Result<()> {
+        if grid.is_empty() || grid.len() > 3 || grid.contains(&0) {
+            return Err(Error::invalid(
+                "grid",
+                format!("1 to 3 non-zero axes expected, got {}", fmt_shape(grid)),
+            ));
+        }
+        let n: usize = grid.iter().product();
+        let (batch, xn) = rows_of("x of laplacian", x.shape())?;
+        if xn != n {
+            return Err(Error::shape(
+                "x of laplacian",
+                format!("(batch, {n})"),
+                fmt_shape(x.shape()),
+            ));
+        }
+        same_shape("y of laplacian", x.shape(), y.shape())?;
+        if batch == 0 {
+            return Ok(());
+        }
+        let mut g = [1usize; 3];
+        g[3 - grid.len()..].copy_from_slice(grid);
+        let [nz, ny, nx] = g.map(|v| v as i64);
+        let (b64, nd, per) = (
+            batch as i64,
+            grid.len() as i32,
+            (boundary == Boundary::Periodic) as i32,
+        );
+        let f = self.func(&format!("laplacian_{}", tn::<T>()?))?;
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&x.buf)
+            .arg(&mut y.buf)
+            .arg(&b64)
+            .arg(&nz)
+            .arg(&ny)
+            .arg(&nx)
+            .arg(&nd)
+            .arg(&per);
+        // SAFETY: x and y hold batch·n elements.
+        unsafe { l.launch(self.grid(batch * n)) }.ck()?;
+        Ok(())
+    }
+
+    fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut CudaArray<T>) -> Result<()> {
+        let (rows, n) = rows_of("x of scale_rows", x.shape())?;
+        per_row("alpha of scale_rows", alpha, rows)?;
+        self.row_kernel("scale_rows", alpha, None, x, false, rows, n)
+    }
+
+    fn axpy_rows<T: Float>(
+        &self,
+        alpha: &[T],
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+    ) -> Result<()> {
+        same_shape("axpy_rows: y vs x", x.shape(), y.shape())?;
+        let (rows, n) = rows_of("x of axpy_rows", x.shape())?;
+        per_row("alpha of axpy_rows", alpha, rows)?;
+        self.row_kernel("axpy_rows", alpha, Some(x), y, false, rows, n)
+    }
+
+    fn xpay_rows<T: Float>(
+        &self,
+        x: &CudaArray<T>,
+        beta: &[T],
+        y: &mut CudaArray<T>,
+    ) -> Result<()> {
+        same_shape("xpay_rows: y vs x", x.shape(), y.shape())?;
+        let (rows, n) = rows_of("x of xpay_rows", x.shape())?;
+        per_row("beta of xpay_rows", beta, rows)?;
+        self.row_kernel("xpay_rows", beta, Some(x), y, true, rows, n)
+    }
+
+    fn cg_update_xr<T: Float>(
+        &self,
+        alpha: &[T],
+        d: &CudaArray<T>,
+        q: &CudaArray<T>,
+        x: &mut CudaArray<T>,
+        r: &mut CudaArray<T>,
+    ) -> Result<Vec<f64>> {
+        same_shape("cg_update_xr: q vs d", d.shape(), q.shape())?;
+        same_shape("cg_update_xr: x vs d", d.shape(), x.shape())?;
+        same_shape("cg_update_xr: r vs d", d.shape(), r.shape())?;
+        let (rows, n) = rows_of("d of cg_update_xr", d.shape())?;
+        per_row("alpha of cg_update_xr", alpha, rows)?;
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        if n == 0 {
+            return Ok(vec![0.0; rows]);
+        }
+        let a = self.upload_small(alpha)?;
+        let bpr = self.blocks_per_row(rows, n);
+        let mut partial = self.inner.stream.alloc_zeros::<u8>(rows * bpr * 8).ck()?;
+        let f = self.func(&format!("cg_update_xr_{}", tn::<T>()?))?;
+        let (n64, bpr64) = (n as i64, bpr as i64);
+        let mut row0 = 0usize;
+        while row0 < rows {
+            let chunk = (rows - row0).min(65535);
+            let r0 = row0 as i64;
+            let cfg = LaunchConfig {
+                grid_dim: (bpr as u32, chunk as u32, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&a)
+                .arg(&d.buf)
+                .arg(&q.buf)
+                .arg(&mut x.buf)
+                .arg(&mut r.buf)
+                .arg(&n64)
+                .arg(&bpr64)
+                .arg(&r0)
+                .arg(&mut partial);
+            // SAFETY: the four vectors hold rows·n elements; `partial` rows·bpr f64.
+            unsafe { l.launch(cfg) }.ck()?;
+            row0 += chunk;
+        }
+        let host: Vec<f64> = self.download_small(&partial, rows * bpr)?;
+        Ok(host.chunks(bpr).map(|c| c.iter().sum()).collect())
+    }
+}

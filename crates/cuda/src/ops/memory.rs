@@ -1,0 +1,146 @@
+use std::marker::PhantomData;
+
+use cudarc::driver::PushKernelArg;
+use monomorph_core::backend::array_bytes;
+use monomorph_core::error::fmt_shape;
+use monomorph_core::{ArrayMeta, Element, Error, Memory, Precision, Real, Result};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+
+use super::{bn, same_shape, tn};
+use crate::error::Ck;
+use crate::{Cuda, CudaArray};
+
+impl<P: Precision> Memory for Cuda<P> {
+    fn zeros<T: Element>(&self, shape: &[usize]) -> Result<CudaArray<T>> {
+        let bytes = array_bytes::<T>(shape)?;
+        self.check_allocation("array", bytes)?;
+        // One byte minimum: the driver rejects empty allocations.
+        let buf = self
+            .inner
+            .stream
+            .alloc_zeros::<u8>((bytes as usize).max(1))
+            .ck()?;
+        Ok(CudaArray {
+            buf,
+            shape: shape.to_vec(),
+            _t: PhantomData,
+        })
+    }
+
+    fn upload<T: Element>(&self, host: ArrayViewD<'_, T>) -> Result<CudaArray<T>> {
+        self.check_allocation("upload", array_bytes::<T>(host.shape())?)?;
+        let std = host.as_standard_layout();
+        let data = std
+            .as_slice()
+            .ok_or_else(|| Error::invalid("host", "array could not be made contiguous"))?;
+        if data.is_empty() {
+            return self.zeros(host.shape());
+        }
+        let buf = self
+            .inner
+            .stream
+            .clone_htod(bytemuck::cast_slice::<T, u8>(data))
+            .ck()?;
+        Ok(CudaArray {
+            buf,
+            shape: host.shape().to_vec(),
+            _t: PhantomData,
+        })
+    }
+
+    fn download<T: Element>(&self, a: &CudaArray<T>) -> Result<ArrayD<T>> {
+        let v: Vec<T> = self.download_small(&a.buf, a.len())?;
+        ArrayD::from_shape_vec(IxDyn(&a.shape), v)
+            .map_err(|e| Error::invalid("download", e.to_string()))
+    }
+
+    fn copy<T: Element>(&self, src: &CudaArray<T>, dst: &mut CudaArray<T>) -> Result<()> {
+        same_shape("copy: dst vs src", src.shape(), dst.shape())?;
+        let nb = src.num_bytes();
+        if nb == 0 {
+            return Ok(());
+        }
+        self.inner
+            .stream
+            .memcpy_dtod(&src.buf.slice(0..nb), &mut dst.buf.slice_mut(0..nb))
+            .ck()
+    }
+
+    fn fill<T: Element>(&self, a: &mut CudaArray<T>, value: T) -> Result<()> {
+        let n = a.len() as i64;
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.func(&format!("fill_{}", bn::<T>()?))?;
+        let bytes = bytemuck::bytes_of(&value);
+        let cfg = self.grid(a.len());
+        let s = &self.inner.stream;
+        let mut b = s.launch_builder(&f);
+        b.arg(&mut a.buf);
+        let (v1, v4, v8, lo, hi);
+        match bytes.len() {
+            1 => {
+                v1 = bytes[0];
+                b.arg(&v1);
+            }
+            4 => {
+                v4 = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                b.arg(&v4);
+            }
+            8 => {
+                v8 = u64::from_ne_bytes(bytemuck::pod_read_unaligned(bytes));
+                b.arg(&v8);
+            }
+            _ => {
+                lo = u64::from_ne_bytes(bytemuck::pod_read_unaligned(&bytes[..8]));
+                hi = u64::from_ne_bytes(bytemuck::pod_read_unaligned(&bytes[8..16]));
+                b.arg(&lo).arg(&hi);
+            }
+        }
+        b.arg(&n);
+        // SAFETY: the kernel writes `n` elements of the array's own size into its buffer.
+        unsafe { b.launch(cfg) }.ck()?;
+        Ok(())
+    }
+
+    fn reshape<T: Element>(&self, mut a: CudaArray<T>, shape: &[usize]) -> Result<CudaArray<T>> {
+        let n: Option<usize> = monomorph_core::shape::checked_len(shape);
+        if n != Some(a.len()) {
+            return Err(Error::shape(
+                "reshape",
+                format!("a shape with {} elements", a.len()),
+                fmt_shape(shape),
+            ));
+        }
+        a.shape = shape.to_vec();
+        Ok(a)
+    }
+
+    fn cast<S: Real, D: Real>(&self, src: &CudaArray<S>, dst: &mut CudaArray<D>) -> Result<()> {
+        same_shape("cast: dst vs src", src.shape(), dst.shape())?;
+        let n = src.len() as i64;
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.func(&format!("cast_{}_{}", tn::<S>()?, tn::<D>()?))?;
+        let cfg = self.grid(src.len());
+        let mut b = self.inner.stream.launch_builder(&f);
+        b.arg(&src.buf).arg(&mut dst.buf).arg(&n);
+        // SAFETY: both buffers hold `n` elements of the kernel's types.
+        unsafe { b.launch(cfg) }.ck()?;
+        Ok(())
+    }
+
+    fn available_memory(&self) -> u64 {
+        self.inner
+            .ctx
+            .mem_get_info()
+            .map(|(free, _)| free as u64)
+            .unwrap_or(0)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.inner.stream.synchronize().ck()?;
+        self.inner.ctx.check_err().ck()
+    }
+}

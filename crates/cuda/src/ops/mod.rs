@@ -1,0 +1,160 @@
+//! One file per op family, mirroring `monomorph_core::backend::ops`.
+
+mod correlate;
+mod elementwise;
+mod filter;
+mod linalg;
+mod memory;
+mod reduce;
+mod resample;
+mod spectral;
+
+use cudarc::driver::{CudaSlice, DeviceRepr};
+use monomorph_core::error::fmt_shape;
+use monomorph_core::{DType, Element, Error, Precision, Result};
+
+use crate::Cuda;
+use crate::error::Ck;
+
+/// Kernel-name suffix of a real dtype.
+pub(crate) fn tn<T: Element>() -> Result<&'static str> {
+    match T::DTYPE {
+        DType::F32 => Ok("f32"),
+        DType::F64 => Ok("f64"),
+        DType::I32 => Ok("i32"),
+        DType::I64 => Ok("i64"),
+        other => Err(Error::invalid(
+            "dtype",
+            format!(
+                "the CUDA kernels serve float32/float64/int32/int64, not {}",
+                other.name()
+            ),
+        )),
+    }
+}
+
+/// Kernel-name suffix by element size, for dtype-agnostic kernels (fill, rearrange).
+pub(crate) fn bn<T: Element>() -> Result<&'static str> {
+    match std::mem::size_of::<T>() {
+        1 => Ok("b1"),
+        4 => Ok("b4"),
+        8 => Ok("b8"),
+        16 => Ok("b16"),
+        s => Err(Error::invalid(
+            "dtype",
+            format!("element size {s} is not supported"),
+        )),
+    }
+}
+
+/// Errors unless the two shapes are equal.
+pub(crate) fn same_shape(what: &str, a: &[usize], b: &[usize]) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::shape(what, fmt_shape(a), fmt_shape(b)))
+    }
+}
+
+/// Errors unless `shape` is `(rows, n)`; returns (rows, n).
+pub(crate) fn rows_of(what: &str, shape: &[usize]) -> Result<(usize, usize)> {
+    if shape.len() == 2 {
+        Ok((shape[0], shape[1]))
+    } else {
+        Err(Error::shape(what, "(batch, n)", fmt_shape(shape)))
+    }
+}
+
+/// Errors unless `v` has `rows` entries.
+pub(crate) fn per_row<T>(what: &str, v: &[T], rows: usize) -> Result<()> {
+    if v.len() == rows {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            what,
+            format!("{rows} per-row values"),
+            format!("{} values", v.len()),
+        ))
+    }
+}
+
+/// Shapes and per-axis parameters of an n-d index mapping (`struct Geom` in `common.cuh`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Geom {
+    pub nd: i64,
+    pub src: [i64; MAXD],
+    pub dst: [i64; MAXD],
+    pub p: [i64; MAXD],
+}
+
+/// Most axes a geometry kernel handles (`MM_MAXD`).
+pub(crate) const MAXD: usize = 8;
+
+// SAFETY: plain `repr(C)` integers, laid out as the C struct.
+unsafe impl DeviceRepr for Geom {}
+
+impl Geom {
+    pub(crate) fn new(what: &str, src: &[usize], dst: &[usize]) -> Result<Geom> {
+        if src.len() > MAXD || dst.len() != src.len() {
+            return Err(Error::invalid(
+                what,
+                format!(
+                    "the CUDA backend handles 1 to {MAXD} axes with equal ndim; got {} and {}",
+                    fmt_shape(src),
+                    fmt_shape(dst)
+                ),
+            ));
+        }
+        let mut g = Geom {
+            nd: src.len() as i64,
+            ..Default::default()
+        };
+        for k in 0..src.len() {
+            g.src[k] = src[k] as i64;
+            g.dst[k] = dst[k] as i64;
+        }
+        Ok(g)
+    }
+}
+
+/// Border mode code of the kernels (`mm_border`): 0 nearest, 1 reflect, 2 mirror, 3 wrap,
+/// 4 constant; and the constant.
+pub(crate) fn border_code(mode: monomorph_core::BorderMode) -> (i32, f64) {
+    use monomorph_core::BorderMode as M;
+    match mode {
+        M::Nearest => (0, 0.0),
+        M::Reflect => (1, 0.0),
+        M::Mirror => (2, 0.0),
+        M::Wrap => (3, 0.0),
+        M::Constant(c) => (4, c),
+    }
+}
+
+impl<P: Precision> Cuda<P> {
+    /// Uploads a small host slice (per-row scalars, offsets) as raw bytes.
+    pub(crate) fn upload_small<T: bytemuck::Pod>(&self, v: &[T]) -> Result<CudaSlice<u8>> {
+        let bytes: &[u8] = bytemuck::cast_slice(v);
+        if bytes.is_empty() {
+            return self.inner.stream.alloc_zeros::<u8>(16).ck();
+        }
+        self.inner.stream.clone_htod(bytes).ck()
+    }
+
+    /// Downloads `n` elements of `T` from the front of a byte buffer, then waits.
+    pub(crate) fn download_small<T: bytemuck::Pod>(
+        &self,
+        buf: &CudaSlice<u8>,
+        n: usize,
+    ) -> Result<Vec<T>> {
+        let nb = n * std::mem::size_of::<T>();
+        if nb == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = self.inner.stream.clone_dtoh(&buf.slice(0..nb)).ck()?;
+        self.inner.stream.synchronize().ck()?;
+        let mut out: Vec<T> = vec![<T as bytemuck::Zeroable>::zeroed(); n];
+        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&bytes);
+        Ok(out)
+    }
+}

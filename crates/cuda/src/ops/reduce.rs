@@ -1,0 +1,229 @@
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use monomorph_core::{ArrayMeta, Error, Float, Precision, Real, Reduce, Result};
+
+use super::{rows_of, same_shape, tn};
+use crate::error::Ck;
+use crate::{BLOCK, Cuda, CudaArray};
+
+/// Kernel modes of `reduce_rows` (see `reduce.cu`).
+const SUM: i32 = 0;
+const SUM_SQ: i32 = 1;
+const DOT: i32 = 2;
+const NONFINITE: i32 = 3;
+const CENTRED_SQ: i32 = 4;
+
+impl<P: Precision> Cuda<P> {
+    /// Blocks per row for a (rows × n) reduction: enough to fill the device, at least
+    /// 4 elements per thread.
+    pub(crate) fn blocks_per_row(&self, rows: usize, n: usize) -> usize {
+        let want = n.div_ceil(BLOCK as usize * 4).max(1);
+        let cap = (self.inner.sms.max(1) * 8).div_ceil(rows.max(1)).max(1);
+        want.min(cap).min(1024)
+    }
+
+    /// Per-row f64 reductions in one launch per 65535 rows; the host adds the per-block
+    /// partials in block order (deterministic).
+    pub(crate) fn reduce_rows<T: Real>(
+        &self,
+        mode: i32,
+        a: &CudaArray<T>,
+        b: Option<&CudaArray<T>>,
+        centre: f64,
+        rows: usize,
+        n: usize,
+    ) -> Result<Vec<f64>> {
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        if n == 0 {
+            return Ok(vec![0.0; rows]);
+        }
+        let bpr = self.blocks_per_row(rows, n);
+        let partial = self.inner.stream.alloc_zeros::<u8>(rows * bpr * 8).ck()?;
+        let mut partial = partial;
+        let f = self.func(&format!("reduce_rows_{}", tn::<T>()?))?;
+        let (n64, bpr64) = (n as i64, bpr as i64);
+        let other = b.unwrap_or(a);
+        let mut row0 = 0usize;
+        while row0 < rows {
+            let chunk = (rows - row0).min(65535);
+            let r0 = row0 as i64;
+            let cfg = LaunchConfig {
+                grid_dim: (bpr as u32, chunk as u32, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&mode)
+                .arg(&a.buf)
+                .arg(&other.buf)
+                .arg(&centre)
+                .arg(&n64)
+                .arg(&bpr64)
+                .arg(&r0)
+                .arg(&mut partial);
+            // SAFETY: `a`/`other` hold rows·n elements of T, `partial` rows·bpr f64.
+            unsafe { l.launch(cfg) }.ck()?;
+            row0 += chunk;
+        }
+        let host: Vec<f64> = self.download_small(&partial, rows * bpr)?;
+        Ok(host.chunks(bpr).map(|c| c.iter().sum()).collect())
+    }
+
+    fn whole<T: Real>(
+        &self,
+        mode: i32,
+        a: &CudaArray<T>,
+        b: Option<&CudaArray<T>>,
+        c: f64,
+    ) -> Result<f64> {
+        Ok(self
+            .reduce_rows(mode, a, b, c, 1, a.len())?
+            .first()
+            .copied()
+            .unwrap_or(0.0))
+    }
+
+    /// (flat index, value) of the first maximum (or minimum) ignoring NaN; `None` when every
+    /// element is NaN.
+    fn extreme<T: Real>(&self, a: &CudaArray<T>, want_max: bool) -> Result<Option<(usize, T)>> {
+        let n = a.len();
+        if n == 0 {
+            return Err(Error::Empty("a".into()));
+        }
+        let blocks = n.div_ceil(BLOCK as usize).clamp(1, 1024);
+        let mut oi = self.inner.stream.alloc_zeros::<u8>(blocks * 8).ck()?;
+        let mut ov = self
+            .inner
+            .stream
+            .alloc_zeros::<u8>(blocks * std::mem::size_of::<T>())
+            .ck()?;
+        let f = self.func(&format!("extreme_{}", tn::<T>()?))?;
+        let (wm, n64) = (want_max as i32, n as i64);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&wm).arg(&a.buf).arg(&n64).arg(&mut oi).arg(&mut ov);
+        // SAFETY: `a` holds n elements; the outputs hold one entry per block.
+        unsafe { l.launch(cfg) }.ck()?;
+        let idx: Vec<i64> = self.download_small(&oi, blocks)?;
+        let val: Vec<T> = self.download_small(&ov, blocks)?;
+        let mut best: Option<(usize, T)> = None;
+        for (i, v) in idx.into_iter().zip(val) {
+            if i < 0 {
+                continue;
+            }
+            let i = i as usize;
+            best = match best {
+                None => Some((i, v)),
+                Some((bi, bv)) => {
+                    let better = if want_max { v > bv } else { v < bv };
+                    if better || (v == bv && i < bi) {
+                        Some((i, v))
+                    } else {
+                        Some((bi, bv))
+                    }
+                }
+            };
+        }
+        Ok(best)
+    }
+}
+
+fn all_nan(n: usize) -> Error {
+    Error::NonFinite {
+        what: "a (all NaN)".into(),
+        count: n,
+    }
+}
+
+impl<P: Precision> Reduce for Cuda<P> {
+    fn sum<T: Real>(&self, a: &CudaArray<T>) -> Result<f64> {
+        self.whole(SUM, a, None, 0.0)
+    }
+
+    fn sum_sq<T: Float>(&self, a: &CudaArray<T>) -> Result<f64> {
+        self.whole(SUM_SQ, a, None, 0.0)
+    }
+
+    fn dot<T: Float>(&self, a: &CudaArray<T>, b: &CudaArray<T>) -> Result<f64> {
+        same_shape("dot: b vs a", a.shape(), b.shape())?;
+        self.whole(DOT, a, Some(b), 0.0)
+    }
+
+    fn min<T: Real>(&self, a: &CudaArray<T>) -> Result<T> {
+        self.extreme(a, false)?
+            .map(|x| x.1)
+            .ok_or_else(|| all_nan(a.len()))
+    }
+
+    fn max<T: Real>(&self, a: &CudaArray<T>) -> Result<T> {
+        Ok(self.argmax(a)?.1)
+    }
+
+    fn argmax<T: Real>(&self, a: &CudaArray<T>) -> Result<(usize, T)> {
+        self.extreme(a, true)?.ok_or_else(|| all_nan(a.len()))
+    }
+
+    fn top_k<T: Real>(&self, a: &CudaArray<T>, k: usize) -> Result<Vec<(usize, T)>> {
+        if k == 0 || a.is_empty() {
+            return Ok(Vec::new());
+        }
+        if k == 1 {
+            return Ok(self.extreme(a, true)?.into_iter().collect());
+        }
+        // Selection on the host: the array crosses once (top_k is called once per run).
+        let host: Vec<T> = self.download_small(&a.buf, a.len())?;
+        let cmp = |x: &(usize, T), y: &(usize, T)| {
+            y.1.partial_cmp(&x.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(x.0.cmp(&y.0))
+        };
+        #[allow(clippy::eq_op)]
+        let mut v: Vec<(usize, T)> = host
+            .into_iter()
+            .enumerate()
+            .filter(|(_, x)| *x == *x)
+            .collect();
+        if v.len() > k {
+            v.select_nth_unstable_by(k - 1, cmp);
+            v.truncate(k);
+        }
+        v.sort_by(cmp);
+        Ok(v)
+    }
+
+    fn count_nonfinite<T: Float>(&self, a: &CudaArray<T>) -> Result<usize> {
+        Ok(self.whole(NONFINITE, a, None, 0.0)? as usize)
+    }
+
+    fn sum_rows<T: Float>(&self, a: &CudaArray<T>) -> Result<Vec<f64>> {
+        let (rows, n) = rows_of("a", a.shape())?;
+        self.reduce_rows(SUM, a, None, 0.0, rows, n)
+    }
+
+    fn dot_rows<T: Float>(&self, a: &CudaArray<T>, b: &CudaArray<T>) -> Result<Vec<f64>> {
+        same_shape("dot_rows: b vs a", a.shape(), b.shape())?;
+        let (rows, n) = rows_of("a", a.shape())?;
+        self.reduce_rows(DOT, a, Some(b), 0.0, rows, n)
+    }
+
+    fn sum_sq_rows<T: Float>(&self, a: &CudaArray<T>) -> Result<Vec<f64>> {
+        let (rows, n) = rows_of("a", a.shape())?;
+        self.reduce_rows(SUM_SQ, a, None, 0.0, rows, n)
+    }
+
+    fn mean_std<T: Float>(&self, a: &CudaArray<T>) -> Result<(f64, f64)> {
+        let n = a.len();
+        if n == 0 {
+            return Err(Error::Empty("a".into()));
+        }
+        // Two passes, as the CPU backend: the mean, then Σ (a − mean)².
+        let mean = self.sum(a)? / n as f64;
+        let var = self.whole(CENTRED_SQ, a, None, mean)? / n as f64;
+        Ok((mean, var.sqrt()))
+    }
+}

@@ -1,0 +1,263 @@
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+use monomorph_core::error::fmt_shape;
+use monomorph_core::{
+    ArrayMeta, Element, Error, Float, Interpolation, Memory, PadMode, Precision, Resample, Result,
+};
+
+use super::{Geom, MAXD, bn, tn};
+use crate::error::Ck;
+use crate::{Cuda, CudaArray};
+
+/// `struct Affine` of `resample.cu`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Affine {
+    nd: i64,
+    src: [i64; MAXD],
+    dst: [i64; MAXD],
+    m: [f64; MAXD * MAXD],
+    off: [f64; MAXD],
+}
+
+// SAFETY: plain `repr(C)` numbers, laid out as the C struct.
+unsafe impl DeviceRepr for Affine {}
+
+const CROP: i32 = 0;
+const FLIP: i32 = 1;
+const ROLL: i32 = 2;
+const PAD_ZERO: i32 = 3;
+const PAD_SYMMETRIC: i32 = 4;
+
+impl<P: Precision> Cuda<P> {
+    fn rearrange<T: Element>(
+        &self,
+        mode: i32,
+        src: &CudaArray<T>,
+        g: Geom,
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let n = dst.len();
+        let total = n as i64;
+        if total == 0 {
+            return Ok(());
+        }
+        let f = self.func(&format!("rearrange_{}", bn::<T>()?))?;
+        let cfg = self.grid(n);
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&mode)
+            .arg(&src.buf)
+            .arg(&mut dst.buf)
+            .arg(&g)
+            .arg(&total);
+        // SAFETY: the geometry was checked against both shapes; every read is in bounds.
+        unsafe { l.launch(cfg) }.ck()?;
+        Ok(())
+    }
+}
+
+fn ndim_check(what: &str, got: usize, nd: usize) -> Result<()> {
+    if got == nd {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            what,
+            format!("{nd} values (one per axis)"),
+            format!("{got} values"),
+        ))
+    }
+}
+
+impl<P: Precision> Resample for Cuda<P> {
+    fn pad<T: Float>(
+        &self,
+        src: &CudaArray<T>,
+        before: &[usize],
+        mode: PadMode,
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let mut g = Geom::new("pad", src.shape(), dst.shape())?;
+        ndim_check("before of pad", before.len(), src.ndim())?;
+        for k in 0..src.ndim() {
+            if before[k] + src.shape()[k] > dst.shape()[k] {
+                return Err(Error::shape(
+                    "dst of pad",
+                    format!(
+                        "axis {k} of at least before + src = {}",
+                        before[k] + src.shape()[k]
+                    ),
+                    fmt_shape(dst.shape()),
+                ));
+            }
+            g.p[k] = before[k] as i64;
+        }
+        if src.is_empty() {
+            return if mode == PadMode::Zero {
+                self.fill(dst, T::zero())
+            } else {
+                Err(Error::Empty("src of symmetric pad".into()))
+            };
+        }
+        let code = if mode == PadMode::Zero {
+            PAD_ZERO
+        } else {
+            PAD_SYMMETRIC
+        };
+        self.rearrange(code, src, g, dst)
+    }
+
+    fn crop<T: Element>(
+        &self,
+        src: &CudaArray<T>,
+        offset: &[usize],
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let mut g = Geom::new("crop", src.shape(), dst.shape())?;
+        ndim_check("offset of crop", offset.len(), src.ndim())?;
+        for k in 0..src.ndim() {
+            if offset[k] + dst.shape()[k] > src.shape()[k] {
+                return Err(Error::shape(
+                    "dst of crop",
+                    format!(
+                        "axis {k} of at most {}",
+                        src.shape()[k].saturating_sub(offset[k])
+                    ),
+                    fmt_shape(dst.shape()),
+                ));
+            }
+            g.p[k] = offset[k] as i64;
+        }
+        self.rearrange(CROP, src, g, dst)
+    }
+
+    fn flip<T: Element>(
+        &self,
+        src: &CudaArray<T>,
+        axes: &[usize],
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        super::same_shape("flip: dst vs src", src.shape(), dst.shape())?;
+        let mut g = Geom::new("flip", src.shape(), dst.shape())?;
+        for &a in axes {
+            if a >= src.ndim() {
+                return Err(Error::invalid(
+                    "axes",
+                    format!("axis {a} out of range for {} axes", src.ndim()),
+                ));
+            }
+            g.p[a] = 1;
+        }
+        self.rearrange(FLIP, src, g, dst)
+    }
+
+    fn roll<T: Element>(
+        &self,
+        src: &CudaArray<T>,
+        shifts: &[isize],
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        super::same_shape("roll: dst vs src", src.shape(), dst.shape())?;
+        ndim_check("shifts of roll", shifts.len(), src.ndim())?;
+        let mut g = Geom::new("roll", src.shape(), dst.shape())?;
+        for k in 0..src.ndim() {
+            let n = src.shape()[k] as i64;
+            if n > 0 {
+                g.p[k] = (shifts[k] as i64).rem_euclid(n);
+            }
+        }
+        self.rearrange(ROLL, src, g, dst)
+    }
+
+    fn spline_prefilter<T: Float>(&self, a: &mut CudaArray<T>) -> Result<()> {
+        if a.is_empty() {
+            return Ok(());
+        }
+        // Filtered in f64 as scipy does, then cast back.
+        let is_f64 = T::DTYPE == monomorph_core::DType::F64;
+        let mut tmp: Option<CudaArray<f64>> = None;
+        if !is_f64 {
+            let mut t = self.zeros::<f64>(a.shape())?;
+            self.cast(a, &mut t)?;
+            tmp = Some(t);
+        }
+        let shape = a.shape().to_vec();
+        let f = self.func("spline_axis_f64")?;
+        let total = a.len();
+        for (k, &len) in shape.iter().enumerate() {
+            if len < 2 {
+                continue;
+            }
+            let stride: usize = shape[k + 1..].iter().product();
+            let (nl, l64, s64) = ((total / len) as i64, len as i64, stride as i64);
+            let buf = match tmp.as_mut() {
+                Some(t) => &mut t.buf,
+                None => &mut a.buf,
+            };
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(buf).arg(&nl).arg(&l64).arg(&s64);
+            // SAFETY: each of the nl lines of `len` samples lies inside the f64 buffer.
+            unsafe { l.launch(self.grid(total / len)) }.ck()?;
+        }
+        if let Some(t) = tmp {
+            self.cast(&t, a)?;
+        }
+        Ok(())
+    }
+
+    fn affine_transform<T: Float>(
+        &self,
+        src: &CudaArray<T>,
+        matrix: &[f64],
+        offset: &[f64],
+        interp: Interpolation,
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let nd = src.ndim();
+        if nd == 0 || nd > MAXD || dst.ndim() != nd {
+            return Err(Error::shape(
+                "dst of affine_transform",
+                format!("{nd} axes like src (1 to {MAXD})"),
+                fmt_shape(dst.shape()),
+            ));
+        }
+        ndim_check("matrix of affine_transform", matrix.len(), nd * nd)?;
+        ndim_check("offset of affine_transform", offset.len(), nd)?;
+        if matrix.iter().chain(offset).any(|v| !v.is_finite()) {
+            return Err(Error::invalid("matrix/offset", "must be finite"));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        if src.is_empty() {
+            return self.fill(dst, T::zero());
+        }
+        let mut g = Affine {
+            nd: nd as i64,
+            src: [0; MAXD],
+            dst: [0; MAXD],
+            m: [0.0; MAXD * MAXD],
+            off: [0.0; MAXD],
+        };
+        for k in 0..nd {
+            g.src[k] = src.shape()[k] as i64;
+            g.dst[k] = dst.shape()[k] as i64;
+            g.off[k] = offset[k];
+        }
+        g.m[..nd * nd].copy_from_slice(matrix);
+        let order: i32 = match interp {
+            Interpolation::Linear => 1,
+            Interpolation::Cubic => 3,
+        };
+        let total = dst.len() as i64;
+        let cfg = self.grid(dst.len());
+        let f = self.func(&format!("affine_{}", tn::<T>()?))?;
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&src.buf)
+            .arg(&mut dst.buf)
+            .arg(&g)
+            .arg(&order)
+            .arg(&total);
+        // SAFETY: reads are clamped into src by the mirror mapping; writes cover dst.
+        unsafe { l.launch(cfg) }.ck()?;
+        Ok(())
+    }
+}

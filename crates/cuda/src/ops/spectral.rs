@@ -1,0 +1,108 @@
+use std::sync::Arc;
+
+use cudarc::driver::{DevicePtr, DevicePtrMut};
+use monomorph_core::error::fmt_shape;
+use monomorph_core::{ArrayMeta, ComplexOf, DType, Error, FloatOf, Precision, Result, Spectral};
+
+use crate::fft::{self, CudaFftPlan};
+use crate::{Cuda, CudaArray};
+
+fn check(plan: &CudaFftPlan, real: &[usize], complex: &[usize]) -> Result<()> {
+    if plan.real_shape != real || plan.complex_shape != complex {
+        return Err(Error::FftPlan {
+            plan: format!(
+                "real {} / complex {} over axes {:?}",
+                fmt_shape(&plan.real_shape),
+                fmt_shape(&plan.complex_shape),
+                plan.axes
+            ),
+            got: format!("real {} / complex {}", fmt_shape(real), fmt_shape(complex)),
+        });
+    }
+    Ok(())
+}
+
+impl<P: Precision> Spectral for Cuda<P> {
+    fn fft_plan(&self, shape: &[usize], axes: &[usize]) -> Result<CudaFftPlan> {
+        monomorph_core::shape::expect_nonempty("fft shape", shape)?;
+        if axes.is_empty() || axes.len() > 3 {
+            return Err(Error::invalid(
+                "axes",
+                format!("1 to 3 axes expected, got {axes:?}"),
+            ));
+        }
+        if axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|&a| a >= shape.len()) {
+            return Err(Error::invalid(
+                "axes",
+                format!(
+                    "ascending unique axes below {} expected, got {axes:?}",
+                    shape.len()
+                ),
+            ));
+        }
+        if !crate::libraries().cufft {
+            return Err(Error::DeviceUnavailable("cuFFT missing".into()));
+        }
+        let double = <FloatOf<Self> as monomorph_core::Element>::DTYPE == DType::F64;
+        let key = (shape.to_vec(), axes.to_vec(), double);
+        let exec = {
+            let mut cache = self.inner.fft.lock().map_err(|_| Error::Backend {
+                backend: "cuda",
+                message: "FFT plan cache lock poisoned".into(),
+            })?;
+            match cache.get(&key) {
+                Some(e) => e.clone(),
+                None => {
+                    let e = Arc::new(fft::build(shape, axes, double, &self.inner.stream)?);
+                    cache.insert(key, e.clone());
+                    e
+                }
+            }
+        };
+        Ok(CudaFftPlan {
+            real_shape: shape.to_vec(),
+            complex_shape: monomorph_core::shape::rfft_shape(shape, axes),
+            axes: axes.to_vec(),
+            exec,
+        })
+    }
+
+    fn rfft(
+        &self,
+        plan: &CudaFftPlan,
+        input: &CudaArray<FloatOf<Self>>,
+        out: &mut CudaArray<ComplexOf<Self>>,
+    ) -> Result<()> {
+        check(plan, input.shape(), out.shape())?;
+        let s = &self.inner.stream;
+        let (ip, _gi) = input.buf.device_ptr(s);
+        let (op, _go) = out.buf.device_ptr_mut(s);
+        let double = plan.exec.double;
+        for (k, st) in plan.exec.forward.iter().enumerate() {
+            let src = if k == 0 { ip } else { op };
+            // SAFETY: the shapes match the plan (checked), so every step stays in bounds.
+            unsafe { fft::run(st, double, src, op)? };
+        }
+        Ok(())
+    }
+
+    fn irfft(
+        &self,
+        plan: &CudaFftPlan,
+        input: &mut CudaArray<ComplexOf<Self>>,
+        out: &mut CudaArray<FloatOf<Self>>,
+    ) -> Result<()> {
+        check(plan, out.shape(), input.shape())?;
+        let s = &self.inner.stream;
+        let (ip, _gi) = input.buf.device_ptr_mut(s);
+        let (op, _go) = out.buf.device_ptr_mut(s);
+        let double = plan.exec.double;
+        let last = plan.exec.inverse.len() - 1;
+        for (k, st) in plan.exec.inverse.iter().enumerate() {
+            let dst = if k == last { op } else { ip };
+            // SAFETY: the shapes match the plan (checked), so every step stays in bounds.
+            unsafe { fft::run(st, double, ip, dst)? };
+        }
+        Ok(())
+    }
+}
