@@ -20,6 +20,10 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod dispatch;
+pub mod io;
+
+pub use dispatch::{BackendChoice, BackendTask, DefaultBackend, PrecisionChoice, dispatch};
 pub use monomorph_core::*;
 
 #[cfg(feature = "cpu")]

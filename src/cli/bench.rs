@@ -1,0 +1,288 @@
+//! `monomorph bench`: times one cell of the benchmark matrix (one algorithm, one size, the
+//! global backend and precision) with warm-up and repetitions, and the bound it is compared
+//! with, measured in the same process. `cargo xtask bench` drives it and collects the JSON.
+
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use monomorph::algo::cg::{Boundary, LaplacianOperator, SolveParams, conjugate_gradient};
+use monomorph::algo::peaks::{PeakParams, find_peaks};
+use monomorph::{Backend, BackendTask, BorderMode, ComplexOf, FloatOf};
+use ndarray::{ArrayD, IxDyn, Zip};
+use serde_json::{Value, json};
+
+use super::{CliError, CliResult, Global};
+
+/// Options of `monomorph bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// What to time.
+    #[arg(long, value_enum)]
+    pub algorithm: BenchAlgorithm,
+    /// Problem size: `N` (an N³ volume), `NxN` (2-D) or `NxNxN`; for matching `TARGET/TEMPLATE`
+    /// (e.g. `128/32`, `1024x1024/48x48`); for stream the element count.
+    #[arg(long, value_name = "SIZE")]
+    pub size: String,
+    /// Timed repetitions.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Untimed warm-up runs.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Rotations per matching run.
+    #[arg(long, default_value_t = 64)]
+    pub rotations: usize,
+    /// CG iterations per run (the tolerance is set so that every run does exactly this many).
+    #[arg(long, default_value_t = 50)]
+    pub cg_iterations: usize,
+    /// Print one JSON object instead of a line of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--algorithm`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchAlgorithm {
+    /// Forward + inverse real FFT of a volume.
+    Fft,
+    /// FLC template matching over a rotation set.
+    Matching,
+    /// skimage-style peak calling (max filter + compaction + spacing).
+    Peaks,
+    /// Max filter alone (window 11).
+    MaxFilter,
+    /// CG on the Poisson (Laplacian) problem.
+    Cg,
+    /// STREAM triad `a = b + s·c` on the host (the bandwidth bound).
+    Stream,
+}
+
+/// Parses `N`, `NxN`, `NxNxN` (a single N means N³).
+pub fn parse_dims(s: &str) -> Result<Vec<usize>, String> {
+    let v: Vec<usize> = s
+        .split(['x', 'X'])
+        .map(|p| p.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("size '{s}': expected N, NxN or NxNxN"))?;
+    if v.is_empty() || v.len() > 3 || v.contains(&0) {
+        return Err(format!(
+            "size '{s}': expected N, NxN or NxNxN of positive sizes"
+        ));
+    }
+    Ok(if v.len() == 1 { vec![v[0]; 3] } else { v })
+}
+
+/// Median, min, max of a list of seconds.
+pub fn stats(t: &[f64]) -> (f64, f64, f64) {
+    let mut s = t.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    let med = if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    };
+    (
+        med,
+        s.first().copied().unwrap_or(f64::NAN),
+        s.last().copied().unwrap_or(f64::NAN),
+    )
+}
+
+/// Times `f` (which must synchronise the device before returning) `warmup + reps` times.
+fn time_reps(
+    warmup: usize,
+    reps: usize,
+    mut f: impl FnMut() -> monomorph::Result<()>,
+) -> monomorph::Result<Vec<f64>> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    let mut out = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        f()?;
+        out.push(t.elapsed().as_secs_f64());
+    }
+    Ok(out)
+}
+
+/// A deterministic pseudo-random volume (xorshift), values in [0, 1).
+pub fn noise(shape: &[usize], seed: u64) -> ArrayD<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    ArrayD::from_shape_simple_fn(IxDyn(shape), || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
+/// STREAM triad bandwidth in bytes/s over `n` f64 elements (best of `reps`), on rayon threads.
+pub fn stream_triad(n: usize, reps: usize) -> f64 {
+    let mut a = ArrayD::<f64>::zeros(IxDyn(&[n]));
+    let b = ArrayD::<f64>::from_elem(IxDyn(&[n]), 1.0);
+    let c = ArrayD::<f64>::from_elem(IxDyn(&[n]), 2.0);
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(2) {
+        let t = Instant::now();
+        Zip::from(&mut a)
+            .and(&b)
+            .and(&c)
+            .par_for_each(|a, &b, &c| *a = b + 3.0 * c);
+        best = best.min(t.elapsed().as_secs_f64());
+        std::hint::black_box(&a);
+    }
+    (3 * n * 8) as f64 / best
+}
+
+struct Cell {
+    args: BenchArgs,
+}
+
+fn fft_pair<B: Backend>(
+    b: &B,
+    shape: &[usize],
+) -> monomorph::Result<impl FnMut() -> monomorph::Result<()>> {
+    let axes: Vec<usize> = (0..shape.len()).collect();
+    let plan = b.fft_plan(shape, &axes)?;
+    let host = noise(shape, 1).mapv(<FloatOf<B> as monomorph::Real>::from_f64);
+    let x = b.upload(host.view())?;
+    let cshape = monomorph::shape::rfft_shape(shape, &axes);
+    let mut spec = b.zeros::<ComplexOf<B>>(&cshape)?;
+    let mut y = b.zeros::<FloatOf<B>>(shape)?;
+    Ok(move || {
+        b.rfft(&plan, &x, &mut spec)?;
+        b.irfft(&plan, &mut spec, &mut y)?;
+        b.synchronize()
+    })
+}
+
+impl BackendTask for Cell {
+    type Output = Value;
+    fn run<B: Backend>(self, b: &B) -> monomorph::Result<Value> {
+        let a = &self.args;
+        let bad = |m: String| monomorph::Error::invalid("--size", m);
+        let fsize = std::mem::size_of::<FloatOf<B>>() as f64;
+        let mut extra = serde_json::Map::new();
+        let times = match a.algorithm {
+            BenchAlgorithm::Stream => {
+                let n: usize = a
+                    .size
+                    .parse()
+                    .map_err(|_| bad(format!("'{}': expected an element count", a.size)))?;
+                let bw = stream_triad(n, a.reps);
+                extra.insert("bandwidth_bytes_per_s".into(), json!(bw));
+                vec![(3 * n * 8) as f64 / bw]
+            }
+            BenchAlgorithm::Fft => {
+                let shape = parse_dims(&a.size).map_err(bad)?;
+                let n: usize = shape.iter().product();
+                let mut f = fft_pair(b, &shape)?;
+                let t = time_reps(a.warmup, a.reps, &mut f)?;
+                // 2 transforms × 2.5 N log2 N flops each (real FFT).
+                extra.insert("flops".into(), json!(5.0 * n as f64 * (n as f64).log2()));
+                t
+            }
+            BenchAlgorithm::Peaks | BenchAlgorithm::MaxFilter => {
+                let shape = parse_dims(&a.size).map_err(bad)?;
+                let n: usize = shape.iter().product();
+                let host = noise(&shape, 2).mapv(<FloatOf<B> as monomorph::Real>::from_f64);
+                let s = b.upload(host.view())?;
+                let mut dst = b.zeros::<FloatOf<B>>(&shape)?;
+                let params = PeakParams::with_min_distance(5);
+                let window = vec![11usize; shape.len()];
+                let alg = a.algorithm;
+                let mut npk = 0usize;
+                let t = time_reps(a.warmup, a.reps, || {
+                    if alg == BenchAlgorithm::Peaks {
+                        npk = find_peaks(b, &s, &params)?.len();
+                    } else {
+                        b.max_filter(&s, &window, BorderMode::Nearest, &mut dst)?;
+                    }
+                    b.synchronize()
+                })?;
+                // Bound: one read and one write of the map.
+                extra.insert("bytes".into(), json!(2.0 * n as f64 * fsize));
+                if alg == BenchAlgorithm::Peaks {
+                    extra.insert("peaks".into(), json!(npk));
+                }
+                t
+            }
+            BenchAlgorithm::Cg => {
+                let grid = parse_dims(&a.size).map_err(bad)?;
+                let n: usize = grid.iter().product();
+                let op = LaplacianOperator::new(&grid, Boundary::DirichletZero)?;
+                let host = noise(&[1, n], 3).mapv(<FloatOf<B> as monomorph::Real>::from_f64);
+                let y = b.upload(host.view())?;
+                // rtol 0 and atol 0: every run does exactly cg_iterations iterations.
+                let params = SolveParams::default().with_tolerances(0.0, 0.0, a.cg_iterations);
+                let mut its = 0usize;
+                let t = time_reps(a.warmup, a.reps, || {
+                    let r = conjugate_gradient(b, &op, &y, None, &params)?;
+                    its = r.iterations.first().copied().unwrap_or(0);
+                    b.synchronize()
+                })?;
+                // Bound: per iteration CG streams ~12 vectors (stencil read/write, 2 dots,
+                // 2 axpys, the direction update); plus the initial residual.
+                extra.insert("iterations".into(), json!(its));
+                extra.insert(
+                    "bytes".into(),
+                    json!(12.0 * n as f64 * fsize * its.max(1) as f64),
+                );
+                t
+            }
+            BenchAlgorithm::Matching => {
+                return Err(monomorph::Error::invalid(
+                    "--algorithm",
+                    "matching is timed by match_cell (see bench_matching)",
+                ));
+            }
+        };
+        let (med, min, max) = stats(&times);
+        let mut v = json!({
+            "algorithm": format!("{:?}", a.algorithm).to_lowercase(),
+            "size": a.size,
+            "backend": b.name(),
+            "device": b.device().name,
+            "precision": <B::Precision as monomorph::Precision>::NAME,
+            "reps": times.len(),
+            "warmup": a.warmup,
+            "times_s": times,
+            "median_s": med,
+            "min_s": min,
+            "max_s": max,
+        });
+        if let Some(o) = v.as_object_mut() {
+            o.extend(extra);
+        }
+        Ok(v)
+    }
+}
+
+/// Runs `monomorph bench`.
+pub fn run(g: &Global, a: BenchArgs) -> CliResult<()> {
+    if a.reps == 0 {
+        return Err(CliError::input("--reps 0: expected at least 1 repetition"));
+    }
+    let json_out = a.json;
+    let v = monomorph::dispatch(g.dispatch(None), Cell { args: a })?;
+    if json_out {
+        println!("{v}");
+    } else {
+        println!(
+            "{} {} on {} ({}): median {:.4} s, min {:.4} s, max {:.4} s over {} reps",
+            v["algorithm"].as_str().unwrap_or("?"),
+            v["size"].as_str().unwrap_or("?"),
+            v["backend"].as_str().unwrap_or("?"),
+            v["precision"].as_str().unwrap_or("?"),
+            v["median_s"].as_f64().unwrap_or(f64::NAN),
+            v["min_s"].as_f64().unwrap_or(f64::NAN),
+            v["max_s"].as_f64().unwrap_or(f64::NAN),
+            v["reps"]
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,390 @@
+//! `monomorph match`: template matching over a rotation set.
+
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, ValueEnum};
+use monomorph::algo::matching::{MatchParams, Score, match_template};
+use monomorph::algo::rotations::RotationSet;
+use monomorph::io::{HostArray, read_euler_csv, write_mrc, write_npy, write_png};
+use monomorph::{Backend, BackendTask, FloatOf, Interpolation};
+use ndarray::{Array3, ArrayD};
+use serde_json::json;
+use tracing::info_span;
+
+use super::output::{
+    Timings, parse_bytes, peak_memory_bytes, prepare_out_dir, read_input, run_info, write_json,
+};
+use super::peaks::{Caller, PeakQuery, read_rotations};
+use super::trace::progress;
+use super::{CliError, CliResult, Global};
+
+/// Options of `monomorph match`.
+#[derive(Args, Debug, Clone)]
+#[command(group(ArgGroup::new("rotation_set").args(["rotations", "angular_step", "euler"])))]
+pub struct MatchArgs {
+    /// Target (tomogram or micrograph): `.npy` (2-D/3-D) or MRC (`.mrc`, `.map`, `.rec`).
+    #[arg(long, short = 'm', value_name = "T")]
+    pub target: PathBuf,
+    /// Template, same number of axes as the target and no larger.
+    #[arg(long, short = 'i', value_name = "P")]
+    pub template: PathBuf,
+    /// Template mask (template-shaped) for cam, flc-sphere, flc, mcc.
+    #[arg(long, value_name = "M")]
+    pub template_mask: Option<PathBuf>,
+    /// Target mask (target-shaped), required by mcc.
+    #[arg(long, value_name = "TM")]
+    pub target_mask: Option<PathBuf>,
+    /// Score (pytme's CC, LCC, NCC, CAM, FLCSphericalMask, FLC, MCC).
+    #[arg(long, short = 's', value_enum, default_value_t = ScoreArg::FlcSphere)]
+    pub score: ScoreArg,
+    /// Rotation matrices `(n, d, d)` (e.g. pytme's rotations.npy).
+    #[arg(long, value_name = "R.npy")]
+    pub rotations: Option<PathBuf>,
+    /// Even rotation sampling with this angular step in degrees (default 30).
+    #[arg(long, short = 'a', value_name = "DEG")]
+    pub angular_step: Option<f64>,
+    /// ZYZ intrinsic Euler angles in degrees, one `phi,theta,psi` per line (3-D only).
+    #[arg(long, value_name = "E.csv")]
+    pub euler: Option<PathBuf>,
+    /// Interpolation of the rotated template.
+    #[arg(long, value_enum, default_value_t = InterpArg::Cubic)]
+    pub interpolation: InterpArg,
+    /// Extend the target symmetrically at its edges instead of wrapping around.
+    #[arg(long)]
+    pub pad_edges: bool,
+    /// At most this much memory (e.g. 8G, 512M); the target is split into tiles to fit.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub memory_limit: Option<u64>,
+    /// Output folder: scores.npy, rotation_index.npy, rotations.npy, run.json (+ scores.mrc).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: PathBuf,
+    /// Also write DIR/scores.png: the central slice with the best peaks marked.
+    #[arg(long)]
+    pub png: bool,
+}
+
+/// `--score`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreArg {
+    /// Cross-correlation.
+    Cc,
+    /// Laplace-filtered cross-correlation.
+    Lcc,
+    /// Normalised cross-correlation (pytme's CORR).
+    Ncc,
+    /// Globally standardised correlation (CAM).
+    Cam,
+    /// Fast local correlation with a spherical mask (pytme's default).
+    FlcSphere,
+    /// Fast local correlation with a rotated mask.
+    Flc,
+    /// Masked normalised cross-correlation.
+    Mcc,
+}
+
+impl ScoreArg {
+    pub fn score(self) -> Score {
+        match self {
+            ScoreArg::Cc => Score::CC,
+            ScoreArg::Lcc => Score::LCC,
+            ScoreArg::Ncc => Score::NCC,
+            ScoreArg::Cam => Score::CAM,
+            ScoreArg::FlcSphere => Score::FLCSphericalMask,
+            ScoreArg::Flc => Score::FLC,
+            ScoreArg::Mcc => Score::MCC,
+        }
+    }
+}
+
+/// `--interpolation`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterpArg {
+    /// Cubic B-spline with prefilter (scipy order 3).
+    Cubic,
+    /// Trilinear / bilinear (order 1).
+    Linear,
+}
+
+/// Inputs of one matching run (host data only).
+pub struct MatchJob {
+    pub target: HostArray,
+    pub template: HostArray,
+    pub template_mask: Option<HostArray>,
+    pub target_mask: Option<HostArray>,
+    pub rotations: RotationSet,
+    pub score: Score,
+    pub interpolation: Interpolation,
+    pub pad_edges: bool,
+    pub memory_limit: Option<u64>,
+    pub quiet: bool,
+    /// Also call peaks (for a PNG or the demo) with this query.
+    pub peaks: Option<PeakQuery>,
+}
+
+/// Host copy of a matching result.
+pub struct Matched {
+    pub scores: ArrayD<f32>,
+    pub rotation_index: ArrayD<i32>,
+    pub rotations: Array3<f64>,
+    pub ssum: f64,
+    pub tiles: usize,
+    pub backend: String,
+    pub device: String,
+    pub match_s: f64,
+    pub peaks_s: f64,
+    pub peaks: Vec<monomorph::algo::peaks::Peak>,
+}
+
+impl BackendTask for MatchJob {
+    type Output = Matched;
+    fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
+        let _span = info_span!("match", backend = b.name(), score = %self.score, rotations = self.rotations.len()).entered();
+        let up = |a: &HostArray| b.upload(a.to_float::<FloatOf<B>>().view());
+        let (target, template) = {
+            let _s = info_span!("upload").entered();
+            (up(&self.target)?, up(&self.template)?)
+        };
+        let tmask = self.template_mask.as_ref().map(up).transpose()?;
+        let gmask = self.target_mask.as_ref().map(up).transpose()?;
+        let pb = progress(self.rotations.len() as u64, "rotations", self.quiet);
+        let cb = |done: usize, total: usize| {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+            ControlFlow::Continue(())
+        };
+        let mut params = MatchParams::new(self.score, self.rotations.clone());
+        params.template_mask = tmask.as_ref();
+        params.target_mask = gmask.as_ref();
+        params.pad_edges = self.pad_edges;
+        params.interpolation = self.interpolation;
+        params.memory_limit = self.memory_limit;
+        params.progress = Some(&cb);
+        let t0 = std::time::Instant::now();
+        let r = {
+            let _s = info_span!("match_template").entered();
+            let r = match_template(b, &target, &template, &params)?;
+            b.synchronize()?;
+            r
+        };
+        let match_s = t0.elapsed().as_secs_f64();
+        pb.finish_and_clear();
+        let t1 = std::time::Instant::now();
+        let peaks = match &self.peaks {
+            Some(q) => {
+                let ri: ArrayD<i64> = b
+                    .download(&r.rotation_index)?
+                    .mapv(|v| super::output::f64_of(v) as i64);
+                let ri = b.upload(ri.view())?;
+                let rots = r.rotations.to_array();
+                super::peaks::call(b, &r.scores, q, Some((&ri, &rots)))?
+            }
+            None => Vec::new(),
+        };
+        let peaks_s = t1.elapsed().as_secs_f64();
+        let _s = info_span!("download").entered();
+        Ok(Matched {
+            scores: b
+                .download(&r.scores)?
+                .mapv(|v| super::output::f64_of(v) as f32),
+            rotation_index: b
+                .download(&r.rotation_index)?
+                .mapv(|v| super::output::f64_of(v) as i32),
+            rotations: r.rotations.to_array(),
+            ssum: r.ssum,
+            tiles: r.tiles,
+            backend: b.name().to_string(),
+            device: b.device().name,
+            match_s,
+            peaks_s,
+            peaks,
+        })
+    }
+}
+
+fn check_same_ndim(
+    flag: &str,
+    p: &std::path::Path,
+    shape: &[usize],
+    want: &[usize],
+    exact: bool,
+) -> CliResult<()> {
+    let ok = shape.len() == want.len()
+        && (!exact || shape == want)
+        && (exact || shape.iter().zip(want).all(|(a, b)| a <= b));
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::input(format!(
+            "{flag} {}: shape {shape:?}, expected {} {want:?}",
+            p.display(),
+            if exact {
+                "the shape"
+            } else {
+                "as many axes as, and no larger than, the target"
+            }
+        )))
+    }
+}
+
+/// Runs `monomorph match`.
+pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
+    let out = prepare_out_dir(&a.out)?;
+    let mut timings = Timings::default();
+    let target = timings.time("read", || read_input("--target", &a.target, &[2, 3]))?;
+    let tshape = target.data.shape().to_vec();
+    let d = tshape.len();
+    let template = read_input("--template", &a.template, &[2, 3])?;
+    check_same_ndim(
+        "--template",
+        &a.template,
+        template.data.shape(),
+        &tshape,
+        false,
+    )?;
+    let template_mask = match &a.template_mask {
+        Some(p) => {
+            let m = read_input("--template-mask", p, &[2, 3])?;
+            check_same_ndim(
+                "--template-mask",
+                p,
+                m.data.shape(),
+                template.data.shape(),
+                true,
+            )?;
+            Some(m.data)
+        }
+        None => None,
+    };
+    let target_mask = match &a.target_mask {
+        Some(p) => {
+            let m = read_input("--target-mask", p, &[2, 3])?;
+            check_same_ndim("--target-mask", p, m.data.shape(), &tshape, true)?;
+            Some(m.data)
+        }
+        None => None,
+    };
+    let score = a.score.score();
+    if score == Score::MCC && target_mask.is_none() {
+        return Err(CliError::input(
+            "--score mcc needs --target-mask, expected a target-shaped mask",
+        ));
+    }
+    let rotations = if let Some(p) = &a.rotations {
+        let r = read_rotations("--rotations", p)?;
+        if r.shape()[1] != d {
+            return Err(CliError::input(format!(
+                "--rotations {}: {}×{} matrices, expected {d}×{d} for a {d}-D target",
+                p.display(),
+                r.shape()[1],
+                r.shape()[2]
+            )));
+        }
+        RotationSet::from_array(r.view())
+            .map_err(|e| CliError::from(e).about(format!("--rotations {}", p.display())))?
+    } else if let Some(p) = &a.euler {
+        if d != 3 {
+            return Err(CliError::input(format!(
+                "--euler {}: Euler angles need a 3-D target, got {d}-D",
+                p.display()
+            )));
+        }
+        RotationSet::from_euler_zyz(&read_euler_csv(p)?)?
+    } else {
+        let step = a.angular_step.unwrap_or(30.0);
+        RotationSet::uniform(d, step).map_err(|e| CliError::from(e).about("--angular-step"))?
+    };
+    let png_query = a.png.then(|| PeakQuery {
+        min_distance: template
+            .data
+            .shape()
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(2)
+            .div_ceil(2)
+            .max(1),
+        threshold_abs: None,
+        threshold_rel: None,
+        exclude_border: None,
+        num_peaks: Some(100),
+        false_positives: Some(1.0),
+        caller: Caller::Skimage,
+    });
+    let job = MatchJob {
+        target: target.data,
+        template: template.data,
+        template_mask,
+        target_mask,
+        rotations,
+        score,
+        interpolation: match a.interpolation {
+            InterpArg::Cubic => Interpolation::Cubic,
+            InterpArg::Linear => Interpolation::Linear,
+        },
+        pad_edges: a.pad_edges,
+        memory_limit: a.memory_limit,
+        quiet: g.quiet,
+        peaks: png_query,
+    };
+    let n_rot = job.rotations.len();
+    let m = timings.time("total", || {
+        monomorph::dispatch(g.dispatch(a.memory_limit), job)
+    })?;
+    timings.time("write", || -> CliResult<()> {
+        write_npy(out.join("scores.npy"), &m.scores)?;
+        write_npy(out.join("rotation_index.npy"), &m.rotation_index)?;
+        write_npy(
+            out.join("rotations.npy"),
+            &m.rotations.mapv(|v| v as f32).into_dyn(),
+        )?;
+        if let Some(vs) = target.voxel_size {
+            write_mrc(out.join("scores.mrc"), &m.scores, vs)?;
+        }
+        if a.png {
+            let coords: Vec<Vec<usize>> = m.peaks.iter().map(|p| p.coord.clone()).collect();
+            write_png(out.join("scores.png"), &m.scores, &coords)?;
+        }
+        Ok(())
+    })?;
+    let mut info = run_info(g, &m.backend, &m.device);
+    if let Some(o) = info.as_object_mut() {
+        o.insert(
+            "parameters".into(),
+            json!({
+                "target": a.target, "template": a.template, "template_mask": a.template_mask,
+                "target_mask": a.target_mask, "score": score.name(), "rotations_file": a.rotations,
+                "angular_step": a.angular_step, "euler": a.euler, "n_rotations": n_rot,
+                "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
+                "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
+                "target_shape": tshape, "voxel_size": target.voxel_size,
+            }),
+        );
+        o.insert("ssum".into(), json!(m.ssum));
+        o.insert("tiles".into(), json!(m.tiles));
+        let mut t = timings.to_json();
+        if let Some(tm) = t.as_object_mut() {
+            tm.insert("match_s".into(), json!(m.match_s));
+            tm.insert("peaks_s".into(), json!(m.peaks_s));
+            tm.insert(
+                "per_rotation_s".into(),
+                json!(m.match_s / n_rot.max(1) as f64),
+            );
+        }
+        o.insert("timings".into(), t);
+        o.insert("peak_memory_bytes".into(), json!(peak_memory_bytes()));
+    }
+    write_json(&out.join("run.json"), &info)?;
+    if !g.quiet {
+        eprintln!(
+            "matched {} rotations ({}) on {} in {:.2} s ({:.1} ms per rotation); wrote {}",
+            n_rot,
+            score.name(),
+            m.backend,
+            m.match_s,
+            1e3 * m.match_s / n_rot.max(1) as f64,
+            out.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! The `monomorph` command line: argument parsing, the one backend dispatch, and the
+//! subcommands (one file each).
+
+mod bench;
+// mod demo;
+mod devices;
+mod error;
+mod matching;
+mod output;
+mod peaks;
+mod solve;
+mod trace;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use monomorph::dispatch::{BackendChoice, DispatchOptions, PrecisionChoice};
+
+pub use error::{CliError, CliResult};
+
+/// Template matching, peak calling and batched conjugate gradient on CPU or CUDA.
+///
+/// Reads `.npy` (float32/float64, 2-D or 3-D) and MRC (`.mrc`, `.map`, `.rec`) files and writes
+/// `.npy`, MRC, CSV/STAR peak lists and PNG slices. Start with `monomorph demo`.
+#[derive(Parser, Debug)]
+#[command(name = "monomorph", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand accepts.
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Backend: `auto` picks CUDA when compiled in and a device is present, else the CPU.
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto, global = true)]
+    pub backend: BackendArg,
+    /// Float precision of the computation (scores are always written as float32).
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Single, global = true)]
+    pub precision: PrecisionArg,
+    /// Write a Chrome/Perfetto trace of every instrumented step to FILE.json.
+    #[arg(long, value_name = "FILE.json", global = true)]
+    pub trace: Option<PathBuf>,
+    /// Print nothing but errors (no progress bar, no table).
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+}
+
+/// `--backend`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendArg {
+    /// The CPU (rayon threads).
+    Cpu,
+    /// CUDA device 0.
+    Cuda,
+    /// CUDA when available, else the CPU.
+    Auto,
+}
+
+/// `--precision`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrecisionArg {
+    /// float32 / int32.
+    Single,
+    /// float64 / int64.
+    Double,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    // @DEMO
+    /// Template matching of a template over a rotation set against a target.
+    Match(matching::MatchArgs),
+    /// Peak calling on a score map, written as CSV or RELION STAR.
+    Peaks(peaks::PeaksArgs),
+    /// Batched conjugate gradient on dense, CSR or Laplacian systems.
+    Solve(solve::SolveArgs),
+    /// Every backend compiled in and every device found.
+    Devices,
+    /// Time one algorithm at one size (the cell `cargo xtask bench` runs).
+    Bench(bench::BenchArgs),
+}
+
+impl Global {
+    /// The dispatch options these flags ask for.
+    pub fn dispatch(&self, memory_limit: Option<u64>) -> DispatchOptions {
+        DispatchOptions {
+            backend: match self.backend {
+                BackendArg::Cpu => BackendChoice::Cpu,
+                BackendArg::Cuda => BackendChoice::Cuda,
+                BackendArg::Auto => BackendChoice::Auto,
+            },
+            precision: match self.precision {
+                PrecisionArg::Single => PrecisionChoice::Single,
+                PrecisionArg::Double => PrecisionChoice::Double,
+            },
+            memory_limit,
+        }
+    }
+}
+
+/// Parses a clap error into one line.
+fn one_line_clap(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut parts = Vec::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with("Usage:") || l.starts_with("For more information") {
+            break;
+        }
+        if !l.is_empty() {
+            parts.push(l.trim_start_matches("error:").trim().to_string());
+        }
+    }
+    let sub = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let help = match sub {
+        Some(s) => format!("monomorph {s} --help"),
+        None => "monomorph --help".into(),
+    };
+    format!("{} (see `{help}`)", parts.join(" "))
+}
+
+/// Entry point: parse, run, print one line on error.
+pub fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let one = what.split_whitespace().collect::<Vec<_>>().join(" ");
+        eprintln!("error: internal error (a bug, please report it): {one}{at}");
+        std::process::exit(error::EXIT_FAILURE as i32);
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = e.print();
+                    ExitCode::from(error::EXIT_USAGE)
+                }
+                _ => {
+                    eprintln!("error: {}", one_line_clap(&e));
+                    ExitCode::from(error::EXIT_USAGE)
+                }
+            };
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> CliResult<()> {
+    let g = cli.global;
+    let _guard = trace::init(g.verbose, g.quiet, g.trace.as_deref())?;
+    match cli.command {
+        // Command::Demo(a) => demo::run(&g, a),
+        Command::Match(a) => matching::run(&g, a),
+        Command::Peaks(a) => peaks::run(&g, a),
+        Command::Solve(a) => solve::run(&g, a),
+        Command::Devices => devices::run(&g),
+        Command::Bench(a) => bench::run(&g, a),
+    }
+}

@@ -1,0 +1,170 @@
+//! Choosing a backend at run time, once, at the top of a program.
+//!
+//! Algorithms are generic over `B: Backend`; a program that picks its backend from a flag or
+//! from the machine writes its work as a [`BackendTask`] and hands it to [`dispatch`] (or to
+//! [`DefaultBackend::run`]), which instantiates it for the chosen backend and precision. No
+//! generic parameter leaks into the caller's own types.
+
+use crate::{Backend, Error, Result};
+
+/// Which backend to run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// The CPU backend.
+    Cpu,
+    /// The CUDA backend, device 0.
+    Cuda,
+    /// CUDA when compiled in and a device is present, else the CPU.
+    #[default]
+    Auto,
+}
+
+/// Which precision set to run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PrecisionChoice {
+    /// `f32` / `i32`.
+    #[default]
+    Single,
+    /// `f64` / `i64`.
+    Double,
+}
+
+/// A piece of work generic over the backend, run by [`dispatch`].
+pub trait BackendTask {
+    /// What the work returns.
+    type Output;
+    /// Runs the work on `b`.
+    fn run<B: Backend>(self, b: &B) -> Result<Self::Output>;
+}
+
+/// Options of [`dispatch`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DispatchOptions {
+    /// Backend to use.
+    pub backend: BackendChoice,
+    /// Precision to use.
+    pub precision: PrecisionChoice,
+    /// Cap on the memory the backend reports as available (bytes).
+    pub memory_limit: Option<u64>,
+}
+
+/// Runs `task` on the backend and precision `opts` ask for; the one place where a run-time
+/// choice becomes a compile-time type.
+///
+/// Errors: [`Error::NotCompiled`] for `Cuda` in a build without the `cuda` feature, and
+/// [`Error::DeviceUnavailable`] when CUDA is compiled in but no device can be opened.
+pub fn dispatch<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> {
+    match opts.backend {
+        BackendChoice::Cpu => run_cpu(opts, task),
+        BackendChoice::Cuda => run_cuda(opts, task),
+        BackendChoice::Auto => {
+            if cuda_usable() {
+                run_cuda(opts, task)
+            } else {
+                run_cpu(opts, task)
+            }
+        }
+    }
+}
+
+#[cfg(feature = "cpu")]
+fn run_cpu<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> {
+    use crate::{Cpu, Double, Single};
+    match (opts.precision, opts.memory_limit) {
+        (PrecisionChoice::Single, None) => task.run(&Cpu::<Single>::new()),
+        (PrecisionChoice::Single, Some(l)) => task.run(&Cpu::<Single>::with_memory_limit(l)),
+        (PrecisionChoice::Double, None) => task.run(&Cpu::<Double>::new()),
+        (PrecisionChoice::Double, Some(l)) => task.run(&Cpu::<Double>::with_memory_limit(l)),
+    }
+}
+
+#[cfg(not(feature = "cpu"))]
+fn run_cpu<T: BackendTask>(_opts: DispatchOptions, _task: T) -> Result<T::Output> {
+    Err(Error::NotCompiled("cpu"))
+}
+
+/// Why CUDA cannot be used in this process, or `None` when a device opens.
+pub fn cuda_unavailable_reason() -> Option<String> {
+    #[cfg(feature = "cuda")]
+    {
+        match crate::Cuda::<crate::Single>::new(0) {
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Some(Error::NotCompiled("cuda").to_string())
+    }
+}
+
+fn cuda_usable() -> bool {
+    cuda_unavailable_reason().is_none()
+}
+
+#[cfg(feature = "cuda")]
+fn run_cuda<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> {
+    cuda_impl::run(opts, task)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_cuda<T: BackendTask>(_opts: DispatchOptions, _task: T) -> Result<T::Output> {
+    Err(Error::NotCompiled("cuda"))
+}
+
+#[cfg(feature = "cuda")]
+mod cuda_impl {
+    use super::*;
+    use crate::{Cuda, Double, Single};
+
+    /// Opens device 0 in the requested precision. The CUDA backend does not implement the
+    /// [`Backend`] op families yet, so an opened device is reported as unusable rather than
+    /// silently falling back to the CPU.
+    pub(super) fn run<T: BackendTask>(opts: DispatchOptions, _task: T) -> Result<T::Output> {
+        match opts.precision {
+            PrecisionChoice::Single => drop(Cuda::<Single>::new(0)?),
+            PrecisionChoice::Double => drop(Cuda::<Double>::new(0)?),
+        }
+        Err(Error::DeviceUnavailable(
+            "CUDA device 0 opened, but this build's CUDA backend has no ops yet".into(),
+        ))
+    }
+}
+
+/// The backend a user who wants no choice gets: CUDA (single precision, device 0) when built
+/// with the `cuda` feature and a device is present at run time, else the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DefaultBackend {
+    /// The resolved choice (`Cpu` or `Cuda`, never `Auto`).
+    pub backend: BackendChoice,
+}
+
+impl DefaultBackend {
+    /// Probes the machine once.
+    pub fn new() -> Self {
+        DefaultBackend {
+            backend: if cuda_usable() {
+                BackendChoice::Cuda
+            } else {
+                BackendChoice::Cpu
+            },
+        }
+    }
+
+    /// Runs `task` on this backend in single precision.
+    pub fn run<T: BackendTask>(&self, task: T) -> Result<T::Output> {
+        dispatch(
+            DispatchOptions {
+                backend: self.backend,
+                ..Default::default()
+            },
+            task,
+        )
+    }
+}
+
+impl Default for DefaultBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
