@@ -1,0 +1,529 @@
+//! The passes of an N-d real FFT over realfft/rustfft plans.
+//!
+//! # How memory is walked
+//!
+//! * **The r2c axis** (`L`, the last of the plan's axes). When it is the array's last axis its
+//!   lines are contiguous rows: each row is copied into a per-thread buffer (realfft uses its
+//!   input as scratch and ours is borrowed) and transformed straight into the output row. When
+//!   batch axes follow `L`, `TILE` adjacent lines are gathered into a contiguous block first.
+//! * **Strided complex axes.** `TILE` adjacent lines (adjacent in the fastest index) are gathered
+//!   into one contiguous block, transformed with ONE rustfft call (rustfft runs `len/n`
+//!   back-to-back transforms of length `n`), and scattered back. A strided read is then
+//!   `TILE` contiguous elements, so every fetched cache line is used, and the block stays in L1.
+//! * **Fusion.** When the complex axis just before `L` has many outer slabs (the z planes of a
+//!   3-D volume, or the items of a batch of 2-D images), each slab's r2c rows and then its
+//!   complex transforms along that axis run back to back while the slab is in cache. The
+//!   remaining axis (z of a 3-D volume) runs as a separate pass, parallel over
+//!   (outer index, tile of columns).
+//! * **Pruning** (forward only). With the input zero outside `[0, nonzero[k])`: the r2c lines
+//!   and the complex lines whose coordinates on a not-yet-transformed axis are outside the box
+//!   are skipped (their values are never read: the later pass along that axis reads only the
+//!   first `nonzero` entries of each line and zero-fills the rest), so a 32³ block in a 128³
+//!   box skips most of the first two passes and the last pass reads 32 of 128 planes.
+//!
+//! Scratch (the gathered block, the real row buffer and the FFT scratch) is per thread, grown
+//! once and reused: no allocation inside a transform after the first call on a thread.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use monomorph_core::{Error, Result};
+use num_complex::Complex;
+use rayon::prelude::*;
+use realfft::{ComplexToReal, FftError, RealToComplex};
+use rustfft::{Fft, FftNum};
+
+use super::{CPass, Check, Geometry};
+
+/// Lines gathered into one block for a strided pass.
+const TILE: usize = 16;
+/// Elements of work below which a parallel task is not split further.
+const PAR_WORK: usize = 1 << 14;
+/// A fused slab must fit in this many bytes (L2-sized) to be worth fusing.
+const FUSE_MAX_BYTES: usize = 1 << 21;
+
+/// The typed realfft/rustfft plans of one [`Geometry`] and the scratch sizes they need.
+pub(crate) struct Kernels<T: FftNum> {
+    r2c: Arc<dyn RealToComplex<T>>,
+    c2r: Arc<dyn ComplexToReal<T>>,
+    /// Forward complex plans, one per [`Geometry::cpasses`] entry.
+    cfwd: Vec<Arc<dyn Fft<T>>>,
+    /// Inverse complex plans, one per [`Geometry::cpasses`] entry.
+    cinv: Vec<Arc<dyn Fft<T>>>,
+    /// Complex elements of FFT scratch any call needs.
+    fft_scratch: usize,
+    /// Complex elements of the gathered block.
+    block: usize,
+    /// Real elements of the real line buffer.
+    real: usize,
+}
+
+impl<T: FftNum> Kernels<T> {
+    pub(crate) fn new(
+        g: &Geometry,
+        r2c: Arc<dyn RealToComplex<T>>,
+        c2r: Arc<dyn ComplexToReal<T>>,
+        cfwd: Vec<Arc<dyn Fft<T>>>,
+        cinv: Vec<Arc<dyn Fft<T>>>,
+    ) -> Self {
+        let fft_scratch = cfwd
+            .iter()
+            .chain(cinv.iter())
+            .map(|f| f.get_inplace_scratch_len())
+            .chain([r2c.get_scratch_len(), c2r.get_scratch_len()])
+            .max()
+            .unwrap_or(0);
+        let longest = g.cpasses.iter().map(|p| p.len).max().unwrap_or(0).max(g.m);
+        Kernels {
+            r2c,
+            c2r,
+            cfwd,
+            cinv,
+            fft_scratch,
+            block: TILE * longest,
+            real: TILE * g.n,
+        }
+    }
+}
+
+/// A float type the kernels run in, with its per-thread scratch.
+pub(crate) trait FftFloat: FftNum + Default {
+    /// Runs `f` with this thread's scratch for this float type.
+    fn with_scratch<R>(f: impl FnOnce(&mut Scratch<Self>) -> R) -> R;
+}
+
+/// Per-thread buffers, grown to the largest plan seen on the thread and then reused.
+#[derive(Default)]
+pub(crate) struct Scratch<T> {
+    block: Vec<Complex<T>>,
+    real: Vec<T>,
+    fft: Vec<Complex<T>>,
+}
+
+impl<T: FftNum + Default> Scratch<T> {
+    /// (block, real line buffer, FFT scratch), each at least as long as `k` needs.
+    fn parts(&mut self, k: &Kernels<T>) -> (&mut [Complex<T>], &mut [T], &mut [Complex<T>]) {
+        grow(&mut self.block, k.block);
+        grow(&mut self.real, k.real);
+        grow(&mut self.fft, k.fft_scratch);
+        (&mut self.block, &mut self.real, &mut self.fft)
+    }
+}
+
+fn grow<E: Default + Clone>(v: &mut Vec<E>, len: usize) {
+    if v.len() < len {
+        v.resize(len, E::default());
+    }
+}
+
+macro_rules! fft_float {
+    ($t:ty, $key:ident) => {
+        thread_local! {
+            static $key: RefCell<Scratch<$t>> = RefCell::new(Scratch::default());
+        }
+        impl FftFloat for $t {
+            fn with_scratch<R>(f: impl FnOnce(&mut Scratch<Self>) -> R) -> R {
+                $key.with(|cell| match cell.try_borrow_mut() {
+                    Ok(mut s) => f(&mut s),
+                    // Re-entered on this thread (not expected: no pass calls into rayon while
+                    // holding its scratch); fall back to a temporary one rather than panic.
+                    Err(_) => f(&mut Scratch::default()),
+                })
+            }
+        }
+    };
+}
+fft_float!(f32, SCRATCH_F32);
+fft_float!(f64, SCRATCH_F64);
+
+/// A raw pointer that parallel tasks share; each task touches a disjoint set of elements.
+#[derive(Clone, Copy)]
+struct SharedMut<E>(*mut E);
+// SAFETY: the pointer is only dereferenced by tasks that access pairwise disjoint elements of
+// one live `&mut [E]` borrowed for the whole parallel section (see each use), so sending it to
+// other threads is the same as splitting that slice.
+unsafe impl<E: Send> Send for SharedMut<E> {}
+// SAFETY: as above; no two tasks access the same element.
+unsafe impl<E: Send> Sync for SharedMut<E> {}
+
+impl<E> SharedMut<E> {
+    /// The pointer (a method, so that closures capture the `Sync` wrapper, not the field).
+    fn get(self) -> *mut E {
+        self.0
+    }
+}
+
+/// realfft's result as ours: `InputValues` (non-zero imaginary DC/Nyquist bins, which c2r
+/// ignores as it should) is not an error; anything else is a bug in our buffer sizes.
+fn realfft_ok(r: std::result::Result<(), FftError>) -> Result<()> {
+    match r {
+        Ok(()) | Err(FftError::InputValues(..)) => Ok(()),
+        Err(e) => Err(Error::Backend {
+            backend: "cpu",
+            message: format!("realfft: {e}"),
+        }),
+    }
+}
+
+/// Tasks per parallel loop: enough that no task is smaller than [`PAR_WORK`] elements.
+fn min_tasks(work_per_task: usize) -> usize {
+    (PAR_WORK / work_per_task.max(1)).max(1)
+}
+
+/// `(number of tiles, tile width)` covering `inner` adjacent lines with tiles of at most
+/// [`TILE`] lines and widths as even as possible.
+fn tiling(inner: usize) -> (usize, usize) {
+    let tiles = inner.div_ceil(TILE);
+    (tiles, inner.div_ceil(tiles))
+}
+
+/// Copies `w` strided lines of length `len` (line `t` starts at `src + i0 + t`, element `j`
+/// at `+ j * inner`) into `block` as contiguous lines (`block[t * len + j]`), reading only
+/// `j < lim` and zero-filling the rest.
+///
+/// # Safety
+/// For every `j < lim` and `t < w`, `src + j * inner + i0 + t` must be valid for reads and not
+/// written concurrently. `block.len() >= w * len`.
+#[inline]
+unsafe fn gather<E: Copy + Default>(
+    src: *const E,
+    inner: usize,
+    i0: usize,
+    w: usize,
+    len: usize,
+    lim: usize,
+    block: &mut [E],
+) {
+    let block = &mut block[..w * len];
+    for j in 0..lim {
+        // SAFETY: in bounds by the caller's contract (j < lim, t < w).
+        let row = unsafe { std::slice::from_raw_parts(src.add(j * inner + i0), w) };
+        for (t, &v) in row.iter().enumerate() {
+            block[t * len + j] = v;
+        }
+    }
+    if lim < len {
+        for line in block.chunks_exact_mut(len) {
+            line[lim..].fill(E::default());
+        }
+    }
+}
+
+/// The inverse of [`gather`] (all `len` elements of each line).
+///
+/// # Safety
+/// For every `j < len` and `t < w`, `dst + j * inner + i0 + t` must be valid for writes and
+/// not accessed concurrently. `block.len() >= w * len`.
+#[inline]
+unsafe fn scatter<E: Copy>(
+    block: &[E],
+    dst: *mut E,
+    inner: usize,
+    i0: usize,
+    w: usize,
+    len: usize,
+) {
+    let block = &block[..w * len];
+    for j in 0..len {
+        // SAFETY: in bounds and unaliased by the caller's contract.
+        let row = unsafe { std::slice::from_raw_parts_mut(dst.add(j * inner + i0), w) };
+        for (t, v) in row.iter_mut().enumerate() {
+            *v = block[t * len + j];
+        }
+    }
+}
+
+/// Complex transforms of `w` adjacent strided lines of one slab (`(len, inner)` starting at
+/// `base`), reading only the first `lim` entries of each line.
+///
+/// # Safety
+/// `base` must point to a slab of `len * inner` elements valid for reads and writes, of which
+/// the columns `i0..i0 + w` are accessed by no one else during the call; `i0 + w <= inner`.
+unsafe fn c_tile<T: FftNum + Default>(
+    base: *mut Complex<T>,
+    inner: usize,
+    i0: usize,
+    w: usize,
+    len: usize,
+    lim: usize,
+    fft: &dyn Fft<T>,
+    block: &mut [Complex<T>],
+    scratch: &mut [Complex<T>],
+) {
+    let blk = &mut block[..w * len];
+    // SAFETY: forwarded from this function's contract.
+    unsafe { gather(base, inner, i0, w, len, lim, blk) };
+    fft.process_with_scratch(blk, scratch);
+    // SAFETY: forwarded from this function's contract.
+    unsafe { scatter(blk, base, inner, i0, w, len) };
+}
+
+/// Complex transforms along the pass axis of one slab `(len, inner)`, on this thread.
+fn c_slab<T: FftFloat>(
+    slab: &mut [Complex<T>],
+    p: &CPass,
+    lim: usize,
+    fft: &dyn Fft<T>,
+    k: &Kernels<T>,
+    s: &mut Scratch<T>,
+) {
+    let (len, inner) = (p.len, p.inner);
+    assert_eq!(slab.len(), len * inner, "slab of a complex pass");
+    let (tiles, tw) = tiling(inner);
+    let (block, _, scratch) = s.parts(k);
+    let base = slab.as_mut_ptr();
+    for tile in 0..tiles {
+        let i0 = tile * tw;
+        let w = tw.min(inner - i0);
+        // SAFETY: `slab` is borrowed mutably for the whole loop and holds `len * inner`
+        // elements (asserted above); i0 + w <= inner.
+        unsafe { c_tile(base, inner, i0, w, len, lim, fft, block, scratch) };
+    }
+}
+
+/// One complex pass over the whole array, parallel over (outer slab, tile of lines).
+fn c_pass<T: FftFloat>(
+    data: &mut [Complex<T>],
+    p: &CPass,
+    nonzero: Option<&[usize]>,
+    fft: &dyn Fft<T>,
+    k: &Kernels<T>,
+) {
+    let (len, inner) = (p.len, p.inner);
+    assert_eq!(data.len(), p.outer * len * inner, "array of a complex pass");
+    let lim = nonzero.map_or(len, |nz| nz[p.axis]);
+    let (tiles, tw) = tiling(inner);
+    let ptr = SharedMut(data.as_mut_ptr());
+    (0..p.outer * tiles)
+        .into_par_iter()
+        .with_min_len(min_tasks(tw * len))
+        .for_each(|task| {
+            let (o, tile) = (task / tiles, task % tiles);
+            if let Some(nz) = nonzero
+                && !Check::all_inside(&p.checks, o, nz)
+            {
+                return;
+            }
+            let i0 = tile * tw;
+            let w = tw.min(inner - i0);
+            T::with_scratch(|s| {
+                let (block, _, scratch) = s.parts(k);
+                // SAFETY: `data` is borrowed mutably for the whole parallel loop and holds
+                // `outer * len * inner` elements (asserted above), so slab `o` is in bounds;
+                // distinct tasks are distinct (o, tile) pairs, whose columns i0..i0 + w of
+                // slab o are disjoint.
+                unsafe {
+                    let base = ptr.get().add(o * len * inner);
+                    c_tile(base, inner, i0, w, len, lim, fft, block, scratch);
+                }
+            });
+        });
+}
+
+/// r2c transforms of the lines of `rows` outer slabs: `input` holds `rows * n * r_inner` reals,
+/// `out` `rows * m * r_inner` complex values. On this thread.
+fn r2c_rows<T: FftFloat>(
+    g: &Geometry,
+    k: &Kernels<T>,
+    input: &[T],
+    out: &mut [Complex<T>],
+    active: impl Fn(usize) -> bool,
+    s: &mut Scratch<T>,
+) -> Result<()> {
+    let (n, m, inner) = (g.n, g.m, g.r_inner);
+    let (block, real, scratch) = s.parts(k);
+    if inner == 1 {
+        for (o, (src, dst)) in input
+            .chunks_exact(n)
+            .zip(out.chunks_exact_mut(m))
+            .enumerate()
+        {
+            if active(o) {
+                let buf = &mut real[..n];
+                buf.copy_from_slice(src);
+                realfft_ok(k.r2c.process_with_scratch(buf, dst, scratch))?;
+            }
+        }
+        return Ok(());
+    }
+    let (tiles, tw) = tiling(inner);
+    for (o, (src, dst)) in input
+        .chunks_exact(n * inner)
+        .zip(out.chunks_exact_mut(m * inner))
+        .enumerate()
+    {
+        if !active(o) {
+            continue;
+        }
+        for tile in 0..tiles {
+            let i0 = tile * tw;
+            let w = tw.min(inner - i0);
+            // SAFETY: `src` holds n * inner elements and i0 + w <= inner.
+            unsafe { gather(src.as_ptr(), inner, i0, w, n, n, real) };
+            for t in 0..w {
+                realfft_ok(k.r2c.process_with_scratch(
+                    &mut real[t * n..(t + 1) * n],
+                    &mut block[t * m..(t + 1) * m],
+                    scratch,
+                ))?;
+            }
+            // SAFETY: `dst` is borrowed mutably, holds m * inner elements, i0 + w <= inner.
+            unsafe { scatter(block, dst.as_mut_ptr(), inner, i0, w, m) };
+        }
+    }
+    Ok(())
+}
+
+/// c2r transforms of the lines of whole outer slabs (`input` is clobbered). On this thread.
+fn c2r_rows<T: FftFloat>(
+    g: &Geometry,
+    k: &Kernels<T>,
+    input: &mut [Complex<T>],
+    out: &mut [T],
+    s: &mut Scratch<T>,
+) -> Result<()> {
+    let (n, m, inner) = (g.n, g.m, g.r_inner);
+    let zero = T::zero();
+    let (block, real, scratch) = s.parts(k);
+    if inner == 1 {
+        for (src, dst) in input.chunks_exact_mut(m).zip(out.chunks_exact_mut(n)) {
+            src[0].im = zero;
+            src[m - 1].im = if n % 2 == 0 { zero } else { src[m - 1].im };
+            realfft_ok(k.c2r.process_with_scratch(src, dst, scratch))?;
+        }
+        return Ok(());
+    }
+    let (tiles, tw) = tiling(inner);
+    for (src, dst) in input
+        .chunks_exact_mut(m * inner)
+        .zip(out.chunks_exact_mut(n * inner))
+    {
+        for tile in 0..tiles {
+            let i0 = tile * tw;
+            let w = tw.min(inner - i0);
+            // SAFETY: `src` holds m * inner elements and i0 + w <= inner.
+            unsafe { gather(src.as_ptr(), inner, i0, w, m, m, block) };
+            for t in 0..w {
+                let line = &mut block[t * m..(t + 1) * m];
+                line[0].im = zero;
+                if n % 2 == 0 {
+                    line[m - 1].im = zero;
+                }
+                realfft_ok(k.c2r.process_with_scratch(
+                    line,
+                    &mut real[t * n..(t + 1) * n],
+                    scratch,
+                ))?;
+            }
+            // SAFETY: `dst` is borrowed mutably, holds n * inner elements, i0 + w <= inner.
+            unsafe { scatter(real, dst.as_mut_ptr(), inner, i0, w, n) };
+        }
+    }
+    Ok(())
+}
+
+/// Slabs per parallel task: about 8 tasks per thread, but none under [`PAR_WORK`] elements.
+fn rows_per_task(total_rows: usize, row_elems: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    total_rows
+        .div_ceil(8 * threads)
+        .max(min_tasks(row_elems))
+        .max(1)
+}
+
+/// The fused slab of a geometry: the outer slabs of the first complex pass, if there are
+/// enough of them for every thread and each fits in L2.
+fn fused<T>(g: &Geometry) -> Option<&CPass> {
+    let p = g.cpasses.first()?;
+    let threads = rayon::current_num_threads().max(1);
+    let bytes = p.len * p.inner * std::mem::size_of::<Complex<T>>();
+    (p.outer >= 4 * threads && bytes <= FUSE_MAX_BYTES).then_some(p)
+}
+
+/// Forward transform (pruned when `nonzero` is given). Shapes were checked by the caller.
+pub(crate) fn forward<T: FftFloat>(
+    g: &Geometry,
+    k: &Kernels<T>,
+    input: &[T],
+    out: &mut [Complex<T>],
+    nonzero: Option<&[usize]>,
+) -> Result<()> {
+    let rest = if let Some(p0) = fused::<T>(g) {
+        let units = p0.outer;
+        let (unit_r, unit_c) = (g.real_len / units, g.complex_len / units);
+        let rows = g.r_outer / units;
+        // R lines per coordinate of p0's axis within a slab.
+        let between = rows / p0.len;
+        let lim = nonzero.map_or(p0.len, |nz| nz[p0.axis]);
+        let row_lim = lim * between;
+        out.par_chunks_mut(unit_c)
+            .zip(input.par_chunks(unit_r))
+            .enumerate()
+            .try_for_each(|(u, (oc, ir))| {
+                if let Some(nz) = nonzero
+                    && !Check::all_inside(&p0.checks, u, nz)
+                {
+                    return Ok(());
+                }
+                T::with_scratch(|s| {
+                    r2c_rows(g, k, ir, oc, |o| o < row_lim, s)?;
+                    c_slab(oc, p0, lim, k.cfwd[0].as_ref(), k, s);
+                    Ok(())
+                })
+            })?;
+        1
+    } else {
+        let row_elems = g.n * g.r_inner;
+        let rpt = rows_per_task(g.r_outer, row_elems);
+        out.par_chunks_mut(rpt * g.m * g.r_inner)
+            .zip(input.par_chunks(rpt * row_elems))
+            .enumerate()
+            .try_for_each(|(c, (oc, ir))| {
+                T::with_scratch(|s| {
+                    let active = |o: usize| {
+                        nonzero.is_none_or(|nz| Check::all_inside(&g.r_checks, c * rpt + o, nz))
+                    };
+                    r2c_rows(g, k, ir, oc, active, s)
+                })
+            })?;
+        0
+    };
+    for (p, fft) in g.cpasses.iter().zip(&k.cfwd).skip(rest) {
+        c_pass(out, p, nonzero, fft.as_ref(), k);
+    }
+    Ok(())
+}
+
+/// Inverse transform (unnormalised; `input` is clobbered). Shapes were checked by the caller.
+pub(crate) fn inverse<T: FftFloat>(
+    g: &Geometry,
+    k: &Kernels<T>,
+    input: &mut [Complex<T>],
+    out: &mut [T],
+) -> Result<()> {
+    let fuse = fused::<T>(g);
+    let skip = usize::from(fuse.is_some());
+    for (p, fft) in g.cpasses.iter().zip(&k.cinv).skip(skip).rev() {
+        c_pass(input, p, None, fft.as_ref(), k);
+    }
+    if let Some(p0) = fuse {
+        let units = p0.outer;
+        let (unit_r, unit_c) = (g.real_len / units, g.complex_len / units);
+        input
+            .par_chunks_mut(unit_c)
+            .zip(out.par_chunks_mut(unit_r))
+            .try_for_each(|(ic, oc)| {
+                T::with_scratch(|s| {
+                    c_slab(ic, p0, p0.len, k.cinv[0].as_ref(), k, s);
+                    c2r_rows(g, k, ic, oc, s)
+                })
+            })
+    } else {
+        let row_elems = g.n * g.r_inner;
+        let rpt = rows_per_task(g.r_outer, row_elems);
+        input
+            .par_chunks_mut(rpt * g.m * g.r_inner)
+            .zip(out.par_chunks_mut(rpt * row_elems))
+            .try_for_each(|(ic, oc)| T::with_scratch(|s| c2r_rows(g, k, ic, oc, s)))
+    }
+}
