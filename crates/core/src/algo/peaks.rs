@@ -31,7 +31,7 @@ use crate::error::{Error, Result, fmt_shape};
 use crate::shape::{expect_nonempty, expect_shape};
 
 pub use pytme::{
-    PytmeParams, call_peaks_fast, call_peaks_maximum_filter, call_peaks_recursive,
+    PytmeParams, RecursiveMask, call_peaks_fast, call_peaks_maximum_filter, call_peaks_recursive,
     max_filter_coordinates,
 };
 pub use refine::refine_parabolic;

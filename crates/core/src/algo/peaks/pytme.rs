@@ -190,7 +190,9 @@ pub fn call_peaks_maximum_filter<B: Backend, T: Float>(
 
 /// pytme's `PeakCallerFast`: the score map is cut into a grid of `shape // min_distance` equal
 /// boxes per axis (pytme's `split_shape`: the last box is shifted to end at the edge, so it may
-/// overlap its neighbour); each box contributes its first maximum if that voxel is also the
+/// overlap its neighbour; where `ceil(s / n)·(n − 1)` runs past the edge, pytme 0.3.6 makes
+/// empty boxes and fails, here those boxes are shifted to end at the edge too); each box
+/// contributes its first maximum if that voxel is also the
 /// maximum of the window `[p − min_distance, p + min_distance)` around it; then pytme's driver.
 ///
 /// On the device: the box maxima come from a max filter of the box size read at the box
@@ -228,7 +230,7 @@ pub fn call_peaks_fast<B: Backend, T: Float>(
             (0..splits[k])
                 .map(|i| {
                     if i + 1 < splits[k] {
-                        i * len[k]
+                        (i * len[k]).min(shape[k] - len[k])
                     } else {
                         shape[k] - len[k]
                     }
