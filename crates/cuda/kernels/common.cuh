@@ -67,5 +67,8 @@ __device__ __forceinline__ i64 mm_border(i64 j, i64 n, int mode) {
     }
 }
 
+// 16-byte element (complex<f64>) for dtype-agnostic kernels.
+struct B16 { u64 lo, hi; };
+
 #define MM_FLOATS(M) M(f32, float) M(f64, double)
 #define MM_REALS(M) M(f32, float) M(f64, double) M(i32, int) M(i64, i64)

@@ -13,3 +13,137 @@
     }
 #define MM_RMAX_I(n, T) MM_RMAX(n, T, i32, int) MM_RMAX(n, T, i64, i64)
 MM_FLOATS(MM_RMAX_I)
+
+// 1 / (s n) of pytme's norm_scores from C(f, m) and C(f^2, m) (already scaled).
+__device__ __forceinline__ double mm_inv_den(double c1, double c2, double n, double eps) {
+    const double e1 = c1 / n;
+    const double e2 = c2 / n;
+    double v = e2 - e1 * e1;
+    double s = sqrt(v > 0.0 ? v : 0.0);
+    if (s < eps) s = 1.0;
+    return 1.0 / (s * n);
+}
+
+// Flat index on the FFT grid g.src of output voxel i (output shape g.dst), read through the
+// window (x + p) mod fast, with p = shift already reduced into [0, fast).
+__device__ __forceinline__ i64 mm_window_index(const Geom &g, i64 i) {
+    i64 rem = i, q = 0, st = 1;
+    for (i64 k = g.nd - 1; k >= 0; --k) {
+        const i64 x = rem % g.dst[k];
+        rem /= g.dst[k];
+        q += ((x + g.p[k]) % g.src[k]) * st;
+        st *= g.src[k];
+    }
+    return q;
+}
+
+// norm: 0 scaled (scale * c), 1 denominator (scale * c * inv_den[x]), 2 local (FLC).
+template <typename T, typename I>
+__device__ void mm_score_max(const T *corr, const T *c1, const T *c2, const T *inv_den, Geom g,
+                             int norm, T scale, double n, double eps, T *best, I *bi, I index,
+                             i64 total, double *ssum) {
+    __shared__ double sh[MM_BLOCK];
+    double acc = 0.0;
+    const double sc = (double)scale;
+    GRID_LOOP(i, total) {
+        const i64 q = mm_window_index(g, i);
+        T s;
+        if (norm == 0) s = corr[q] * scale;
+        else if (norm == 1) s = corr[q] * scale * inv_den[i];
+        else s = (T)((double)corr[q] * sc * mm_inv_den((double)c1[q] * sc, (double)c2[q] * sc, n, eps));
+        acc += (double)(s * s);
+        if (s > best[i]) {
+            best[i] = s;
+            bi[i] = index;
+        }
+    }
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int st = MM_BLOCK / 2; st > 0; st >>= 1) {
+        if (threadIdx.x < st) sh[threadIdx.x] += sh[threadIdx.x + st];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(ssum, sh[0]);
+}
+
+#define MM_SMU(n, T, in, I)                                                                 \
+    extern "C" __global__ void score_max_##n##_##in(                                        \
+        const T *corr, const T *c1, const T *c2, const T *inv_den, Geom g, int norm, T scale,\
+        double nn, double eps, T *best, I *bi, I index, i64 total, double *ssum) {          \
+        mm_score_max<T, I>(corr, c1, c2, inv_den, g, norm, scale, nn, eps, best, bi, index,  \
+                           total, ssum);                                                    \
+    }
+#define MM_SMU_I(n, T) MM_SMU(n, T, i32, int) MM_SMU(n, T, i64, i64)
+MM_FLOATS(MM_SMU_I)
+
+#define MM_INVDEN(n, T)                                                                     \
+    extern "C" __global__ void inverse_denominator_##n(const T *c1, const T *c2, Geom g,     \
+                                                       double sc, double nn, double eps,    \
+                                                       T *out, i64 total) {                 \
+        GRID_LOOP(i, total) {                                                               \
+            const i64 q = mm_window_index(g, i);                                            \
+            out[i] = (T)mm_inv_den((double)c1[q] * sc, (double)c2[q] * sc, nn, eps);        \
+        }                                                                                   \
+    }
+MM_FLOATS(MM_INVDEN)
+
+// A window of src (shape w.src) placed at the front of dst (shape w.dst): dst[j] =
+// ext(src)[start + j] for j < len, 0 beyond. ext: 0 periodic with period w.per (zero where the
+// period exceeds src), 1 numpy symmetric.
+struct Win {
+    i64 nd;
+    i64 src[MM_MAXD];
+    i64 dst[MM_MAXD];
+    i64 start[MM_MAXD];
+    i64 len[MM_MAXD];
+    i64 per[MM_MAXD];
+};
+
+#define MM_GATHER(n, T)                                                                     \
+    extern "C" __global__ void gather_window_##n(const T *s, T *d, Win w, int ext,           \
+                                                 i64 total) {                               \
+        GRID_LOOP(i, total) {                                                               \
+            i64 rem = i, off = 0, st = 1;                                                   \
+            bool zero = false;                                                              \
+            for (i64 k = w.nd - 1; k >= 0; --k) {                                           \
+                const i64 j = rem % w.dst[k];                                               \
+                rem /= w.dst[k];                                                            \
+                const i64 sn = w.src[k];                                                    \
+                i64 q = 0;                                                                  \
+                if (j >= w.len[k]) {                                                        \
+                    zero = true;                                                            \
+                } else if (ext == 0) {                                                      \
+                    q = (w.start[k] + j) % w.per[k];                                        \
+                    if (q < 0) q += w.per[k];                                               \
+                    if (q >= sn) zero = true;                                               \
+                } else {                                                                    \
+                    q = (w.start[k] + j) % (2 * sn);                                        \
+                    if (q < 0) q += 2 * sn;                                                 \
+                    if (q >= sn) q = 2 * sn - 1 - q;                                        \
+                }                                                                           \
+                off += q * st;                                                              \
+                st *= sn;                                                                   \
+            }                                                                               \
+            d[i] = zero ? (T)0 : s[off];                                                    \
+        }                                                                                   \
+    }
+MM_FLOATS(MM_GATHER)
+
+// dst[offset + j] = src[j] (g.src = block shape, g.dst = destination shape, g.p = offset).
+#define MM_INSERT(n, E)                                                                     \
+    extern "C" __global__ void insert_block_##n(const E *s, E *d, Geom g, i64 total) {       \
+        GRID_LOOP(i, total) {                                                               \
+            i64 rem = i, off = 0, st = 1;                                                   \
+            for (i64 k = g.nd - 1; k >= 0; --k) {                                           \
+                const i64 j = rem % g.src[k];                                               \
+                rem /= g.src[k];                                                            \
+                off += (j + g.p[k]) * st;                                                   \
+                st *= g.dst[k];                                                             \
+            }                                                                               \
+            d[off] = s[i];                                                                  \
+        }                                                                                   \
+    }
+MM_INSERT(b1, unsigned char)
+MM_INSERT(b4, u32)
+MM_INSERT(b8, u64)
+MM_INSERT(b16, B16)

@@ -2,7 +2,6 @@
 // resampling with scipy.ndimage's semantics (mode="constant", cval=0, mirror-extended
 // spline coefficients).
 
-struct B16 { u64 lo, hi; };
 
 // mode: 0 crop (p = offset), 1 flip (p = 1 to flip the axis), 2 roll (p = shift in [0, n)),
 //       3 zero pad (p = before), 4 symmetric pad (p = before).

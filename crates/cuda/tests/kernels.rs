@@ -80,6 +80,7 @@ fn every_instantiation_is_in_the_ptx() {
         }
         for i in ["i32", "i64"] {
             expected.push(format!("running_max_{t}_{i}"));
+            expected.push(format!("score_max_{t}_{i}"));
         }
     }
     for t in ["f32", "f64", "i32", "i64"] {
@@ -93,6 +94,7 @@ fn every_instantiation_is_in_the_ptx() {
     for b in ["b1", "b4", "b8", "b16"] {
         expected.push(format!("fill_{b}"));
         expected.push(format!("rearrange_{b}"));
+        expected.push(format!("insert_block_{b}"));
     }
     expected.push("spline_axis_f64".into());
     for name in expected {

@@ -1,9 +1,55 @@
-use cudarc::driver::PushKernelArg;
-use monomorph_core::{ArrayMeta, Correlate, Float, Index, Precision, Result};
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+use monomorph_core::error::fmt_shape;
+use monomorph_core::{
+    ArrayMeta, CorrWindow, Correlate, Element, Error, Float, Index, Precision, Real, Result,
+    ScoreNorm, WindowExtension,
+};
 
-use super::{same_shape, tn};
+use super::{Geom, MAXD, bn, same_shape, tn};
 use crate::error::Ck;
 use crate::{Cuda, CudaArray};
+
+/// `struct Win` of `correlate.cu`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Win {
+    nd: i64,
+    src: [i64; MAXD],
+    dst: [i64; MAXD],
+    start: [i64; MAXD],
+    len: [i64; MAXD],
+    per: [i64; MAXD],
+}
+
+// SAFETY: plain `repr(C)` integers, laid out as the C struct.
+unsafe impl DeviceRepr for Win {}
+
+/// The window geometry: src = FFT grid, dst = output shape, p = shift reduced into [0, fast).
+fn window_geom(fast: &[usize], out: &[usize], shift: &[isize]) -> Result<Geom> {
+    let mut g = Geom::new("correlation window", fast, out)?;
+    if shift.len() != fast.len() {
+        return Err(Error::shape(
+            "correlation window shift",
+            format!("{} values", fast.len()),
+            format!("{} values", shift.len()),
+        ));
+    }
+    for k in 0..fast.len() {
+        if fast[k] == 0 {
+            return Err(Error::Empty(format!("FFT grid {}", fmt_shape(fast))));
+        }
+        g.p[k] = (shift[k] as i64).rem_euclid(fast[k] as i64);
+    }
+    Ok(g)
+}
+
+impl<P: Precision> Cuda<P> {
+    /// Pushes a float scalar of T's width.
+    fn push_float<T: Float>(v: T) -> (f32, f64) {
+        let f = <T as Real>::as_f64(v);
+        (f as f32, f)
+    }
+}
 
 impl<P: Precision> Correlate for Cuda<P> {
     fn running_max<T: Float, I: Index>(
@@ -25,6 +71,7 @@ impl<P: Precision> Correlate for Cuda<P> {
         }
         let f = self.func(&format!("running_max_{}_{}", tn::<T>()?, tn::<I>()?))?;
         let bytes = bytemuck::bytes_of(&index);
+        let cfg = self.grid(n as usize);
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&scores.buf)
             .arg(&mut best.buf)
@@ -39,7 +86,221 @@ impl<P: Precision> Correlate for Cuda<P> {
         }
         l.arg(&n);
         // SAFETY: the three buffers hold `n` elements of their types.
-        unsafe { l.launch(self.grid(n as usize)) }.ck()?;
+        unsafe { l.launch(cfg) }.ck()?;
+        Ok(())
+    }
+
+    fn insert_block<T: Element>(
+        &self,
+        src: &CudaArray<T>,
+        offset: &[usize],
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let d = src.ndim();
+        if dst.ndim() != d
+            || offset.len() != d
+            || (0..d).any(|k| offset[k] + src.shape()[k] > dst.shape()[k])
+        {
+            return Err(Error::shape(
+                "insert_block",
+                format!("a block inside {}", fmt_shape(dst.shape())),
+                format!("{} at {:?}", fmt_shape(src.shape()), offset),
+            ));
+        }
+        let n = src.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let mut g = Geom::new("insert_block", src.shape(), dst.shape())?;
+        for k in 0..d {
+            g.p[k] = offset[k] as i64;
+        }
+        let f = self.func(&format!("insert_block_{}", bn::<T>()?))?;
+        let (t64, cfg) = (n as i64, self.grid(n));
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&src.buf).arg(&mut dst.buf).arg(&g).arg(&t64);
+        // SAFETY: the block lies inside dst (checked above).
+        unsafe { l.launch(cfg) }.ck()?;
+        Ok(())
+    }
+
+    fn gather_window<T: Float>(
+        &self,
+        src: &CudaArray<T>,
+        start: &[isize],
+        len: &[usize],
+        ext: WindowExtension<'_>,
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let d = src.ndim();
+        if d == 0 || d > MAXD || dst.ndim() != d || start.len() != d || len.len() != d {
+            return Err(Error::shape(
+                "gather_window",
+                format!("{d} axes"),
+                fmt_shape(dst.shape()),
+            ));
+        }
+        let mut w = Win {
+            nd: d as i64,
+            ..Default::default()
+        };
+        let code: i32 = match ext {
+            WindowExtension::Periodic(p) => {
+                if p.len() != d || p.iter().zip(src.shape()).any(|(p, s)| p < s) {
+                    return Err(Error::shape(
+                        "gather_window period",
+                        format!("≥ {}", fmt_shape(src.shape())),
+                        fmt_shape(p),
+                    ));
+                }
+                for k in 0..d {
+                    w.per[k] = p[k] as i64;
+                }
+                0
+            }
+            WindowExtension::Symmetric => 1,
+        };
+        for k in 0..d {
+            w.src[k] = src.shape()[k] as i64;
+            w.dst[k] = dst.shape()[k] as i64;
+            w.start[k] = start[k] as i64;
+            w.len[k] = len[k] as i64;
+        }
+        let n = dst.len();
+        if n == 0 {
+            return Ok(());
+        }
+        if src.is_empty() {
+            return Err(Error::Empty("src of gather_window".into()));
+        }
+        let f = self.func(&format!("gather_window_{}", tn::<T>()?))?;
+        let (t64, cfg) = (n as i64, self.grid(n));
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&src.buf)
+            .arg(&mut dst.buf)
+            .arg(&w)
+            .arg(&code)
+            .arg(&t64);
+        // SAFETY: every read index is reduced into src's shape (or replaced by zero).
+        unsafe { l.launch(cfg) }.ck()?;
+        Ok(())
+    }
+
+    fn inverse_denominator<T: Float>(
+        &self,
+        c1: &CudaArray<T>,
+        c2: &CudaArray<T>,
+        window: CorrWindow<'_>,
+        scale: T,
+        n: T,
+        eps: T,
+        out: &mut CudaArray<T>,
+    ) -> Result<()> {
+        same_shape("inverse_denominator: c2 vs c1", c1.shape(), c2.shape())?;
+        let g = window_geom(c1.shape(), out.shape(), window.shift)?;
+        let total = out.len();
+        if total == 0 {
+            return Ok(());
+        }
+        let f = self.func(&format!("inverse_denominator_{}", tn::<T>()?))?;
+        let (sc, nn, ep) = (
+            <T as Real>::as_f64(scale),
+            <T as Real>::as_f64(n),
+            <T as Real>::as_f64(eps),
+        );
+        let (t64, cfg) = (total as i64, self.grid(total));
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&c1.buf)
+            .arg(&c2.buf)
+            .arg(&g)
+            .arg(&sc)
+            .arg(&nn)
+            .arg(&ep)
+            .arg(&mut out.buf)
+            .arg(&t64);
+        // SAFETY: window indices are reduced modulo the grid; out holds `total` values.
+        unsafe { l.launch(cfg) }.ck()?;
+        Ok(())
+    }
+
+    fn score_max_update<T: Float, I: Index>(
+        &self,
+        corr: &CudaArray<T>,
+        norm: ScoreNorm<'_, Self, T>,
+        window: CorrWindow<'_>,
+        best: &mut CudaArray<T>,
+        best_index: &mut CudaArray<I>,
+        index: I,
+        ssum: &mut CudaArray<f64>,
+    ) -> Result<()> {
+        same_shape(
+            "score_max_update: best_index vs best",
+            best.shape(),
+            best_index.shape(),
+        )?;
+        same_shape("ssum", &[1], ssum.shape())?;
+        let g = window_geom(corr.shape(), best.shape(), window.shift)?;
+        let total = best.len();
+        if total == 0 {
+            return Ok(());
+        }
+        let (code, scale, c1, c2, den, nn, ep) = match norm {
+            ScoreNorm::Scaled { scale } => (0i32, scale, corr, corr, corr, 1.0, 0.0),
+            ScoreNorm::Denominator { scale, inv_den } => {
+                same_shape("inverse denominator", best.shape(), inv_den.shape())?;
+                (1, scale, corr, corr, inv_den, 1.0, 0.0)
+            }
+            ScoreNorm::LocalNorm {
+                scale,
+                c1,
+                c2,
+                n,
+                eps,
+            } => {
+                same_shape("FLC mask correlation c1", corr.shape(), c1.shape())?;
+                same_shape("FLC mask correlation c2", corr.shape(), c2.shape())?;
+                (
+                    2,
+                    scale,
+                    c1,
+                    c2,
+                    corr,
+                    <T as Real>::as_f64(n),
+                    <T as Real>::as_f64(eps),
+                )
+            }
+        };
+        let f = self.func(&format!("score_max_{}_{}", tn::<T>()?, tn::<I>()?))?;
+        let (s32, s64) = Self::push_float(scale);
+        let ib = bytemuck::bytes_of(&index);
+        let (i32v, i64v): (i32, i64);
+        let (t64, cfg) = (total as i64, self.grid(total));
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&corr.buf)
+            .arg(&c1.buf)
+            .arg(&c2.buf)
+            .arg(&den.buf)
+            .arg(&g)
+            .arg(&code);
+        if std::mem::size_of::<T>() == 4 {
+            l.arg(&s32);
+        } else {
+            l.arg(&s64);
+        }
+        l.arg(&nn)
+            .arg(&ep)
+            .arg(&mut best.buf)
+            .arg(&mut best_index.buf);
+        if ib.len() == 4 {
+            i32v = bytemuck::pod_read_unaligned(ib);
+            l.arg(&i32v);
+        } else {
+            i64v = bytemuck::pod_read_unaligned(ib);
+            l.arg(&i64v);
+        }
+        l.arg(&t64).arg(&mut ssum.buf);
+        // SAFETY: grid reads are reduced modulo the grid; outputs hold `total` values.
+        unsafe { l.launch(cfg) }.ck()?;
         Ok(())
     }
 }

@@ -79,9 +79,9 @@ impl<P: Precision> Filter for Cuda<P> {
             let _ = (s32, s64, i32v, i64v);
             let mut l = self.inner.stream.launch_builder(&f);
             match (i, tmp.as_mut()) {
-                (0, Some(t)) if remaining % 2 == 0 => l.arg(&src.buf).arg(&mut t.buf),
+                (0, Some(t)) if remaining.is_multiple_of(2) => l.arg(&src.buf).arg(&mut t.buf),
                 (0, _) => l.arg(&src.buf).arg(&mut dst.buf),
-                (_, Some(t)) if remaining % 2 == 0 => l.arg(&dst.buf).arg(&mut t.buf),
+                (_, Some(t)) if remaining.is_multiple_of(2) => l.arg(&dst.buf).arg(&mut t.buf),
                 (_, Some(t)) => l.arg(&t.buf).arg(&mut dst.buf),
                 (_, None) => l.arg(&src.buf).arg(&mut dst.buf),
             };
