@@ -1,29 +1,673 @@
+//! Spatial rearrangements (pad, crop, flip, roll) and scipy-compatible spline resampling.
+//!
+//! * `pad`/`crop`/`flip`/`roll` are one gather: every destination axis index maps to a source
+//!   index (or to zero), and rows of the last axis are copied in contiguous runs, in parallel
+//!   over rows.
+//! * `spline_prefilter` is scipy's `spline_filter1d(order=3, mode="mirror")` along every axis
+//!   (the filter `affine_transform(mode="constant", prefilter=True)` applies), computed in
+//!   `f64` on blocks of adjacent lines so that non-contiguous axes stay cache friendly.
+//! * `affine_transform` follows scipy's `NI_GeometricTransform` for mode `"constant"`: a
+//!   coordinate outside `[0, n − 1]` on any axis gives `cval = 0`; inside, the B-spline taps
+//!   that fall outside the array read mirrored coefficients (`−1 → 1`, `n → n − 2`). The
+//!   coordinates are computed in `f64` in scipy's order (`Σ_l o_l·m[h][l]`, then `+ offset[h]`),
+//!   so points on the edge (`0` or `n − 1` exactly) land on the same side as in scipy.
+
+use monomorph_core::error::fmt_shape;
 use monomorph_core::{Element, Error, Float, Interpolation, PadMode, Precision, Resample, Result};
 use ndarray::ArrayD;
+use rayon::prelude::*;
 
+use super::filter::{LineBlocks, SendPtr};
+use super::{data, data_mut};
 use crate::Cpu;
+use crate::util::PAR_MIN;
 
-fn pending<T>(op: &str) -> Result<T> {
-    Err(Error::Backend { backend: "cpu", message: format!("{op}: being implemented") })
+/// Source index along one axis for each destination index; `None` means "zero".
+type AxisMap = Vec<Option<usize>>;
+
+/// A run of the last axis: `len` destination elements from `dst` on, copied from `src` on
+/// (or zero-filled when `src` is `None`).
+#[derive(Clone, Copy)]
+struct Run {
+    dst: usize,
+    src: Option<usize>,
+    len: usize,
+}
+
+fn runs_of(map: &[Option<usize>]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for (d, &s) in map.iter().enumerate() {
+        if let Some(last) = runs.last_mut() {
+            let extends = match (last.src, s) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a + last.len == b,
+                _ => false,
+            };
+            if extends {
+                last.len += 1;
+                continue;
+            }
+        }
+        runs.push(Run {
+            dst: d,
+            src: s,
+            len: 1,
+        });
+    }
+    runs
+}
+
+/// `dst[o] = src[map_0[o_0], …, map_{r−1}[o_{r−1}]]`, or zero where any map entry is `None`.
+fn remap<T: Element>(
+    src: &[T],
+    src_shape: &[usize],
+    dst: &mut [T],
+    dst_shape: &[usize],
+    maps: &[AxisMap],
+) {
+    let r = dst_shape.len();
+    if dst.is_empty() {
+        return;
+    }
+    if r == 0 {
+        dst[0] = src[0];
+        return;
+    }
+    let row_len = dst_shape[r - 1];
+    let mut sstr = vec![1usize; r];
+    for k in (0..r - 1).rev() {
+        sstr[k] = sstr[k + 1] * src_shape[k + 1];
+    }
+    let runs = runs_of(&maps[r - 1]);
+    let src_row_len = src_shape[r - 1];
+    let fill_row = |row: usize, out: &mut [T]| {
+        let mut rem = row;
+        let mut soff = 0usize;
+        for k in (0..r - 1).rev() {
+            let i = rem % dst_shape[k];
+            rem /= dst_shape[k];
+            match maps[k][i] {
+                Some(s) => soff += s * sstr[k],
+                None => {
+                    out.fill(T::default());
+                    return;
+                }
+            }
+        }
+        let srow = &src[soff..soff + src_row_len];
+        for run in &runs {
+            let o = &mut out[run.dst..run.dst + run.len];
+            match run.src {
+                Some(s) => o.copy_from_slice(&srow[s..s + run.len]),
+                None => o.fill(T::default()),
+            }
+        }
+    };
+    if dst.len() >= PAR_MIN {
+        let rows_per_task = (PAR_MIN / row_len.max(1)).max(1);
+        dst.par_chunks_mut(row_len * rows_per_task)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                for (i, out) in chunk.chunks_mut(row_len).enumerate() {
+                    fill_row(c * rows_per_task + i, out);
+                }
+            });
+    } else {
+        for (i, out) in dst.chunks_mut(row_len).enumerate() {
+            fill_row(i, out);
+        }
+    }
+}
+
+/// numpy's `mode="symmetric"` index (scipy's "reflect"): `d c b a | a b c d | d c b a`.
+pub(crate) fn symmetric_index(p: isize, n: usize) -> usize {
+    let n = n as isize;
+    let period = 2 * n;
+    let q = p.rem_euclid(period);
+    (if q < n { q } else { period - 1 - q }) as usize
+}
+
+/// scipy's mirror index for spline taps (`NI_GeometricTransform`): `c b | a b c d | c b`.
+fn mirror_index(idx: isize, n: usize) -> usize {
+    let n = n as isize;
+    if n <= 1 {
+        return 0;
+    }
+    let s2 = 2 * n - 2;
+    let mut i = idx;
+    if i < 0 {
+        i += s2 * (-i / s2);
+        i = if i <= 1 - n { i + s2 } else { -i };
+    } else if i >= n {
+        i -= s2 * (i / s2);
+        if i >= n {
+            i = s2 - i;
+        }
+    }
+    i as usize
+}
+
+fn check_rank(what: &str, expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            what,
+            format!("{expected} entries (one per axis)"),
+            format!("{got} entries"),
+        ))
+    }
+}
+
+fn check_ndim(what: &str, src: &[usize], dst: &[usize]) -> Result<()> {
+    if src.len() == dst.len() {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            what,
+            format!("{} axes like src {}", src.len(), fmt_shape(src)),
+            format!("{} axes {}", dst.len(), fmt_shape(dst)),
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spline prefilter
+
+/// The cubic B-spline pole, `sqrt(3) − 2` (scipy's `get_filter_poles`).
+const POLE3: f64 = -0.267_949_192_431_122_7;
+
+/// Lanes (adjacent lines) filtered together.
+const LANES: usize = 16;
+
+/// scipy's `apply_filter(order=3, mode=mirror)` on `nl` interleaved lines of length `n > 1`:
+/// element `i` of lane `l` is `c[i * LANES + l]`.
+fn spline_filter_lanes(c: &mut [f64], n: usize, nl: usize) {
+    let z = POLE3;
+    let gain = (1.0 - z) * (1.0 - 1.0 / z);
+    for v in c[..n * LANES].iter_mut() {
+        *v *= gain;
+    }
+    // _init_causal_mirror
+    let z_n_1 = z.powi((n - 1) as i32);
+    let mut c0 = [0.0f64; LANES];
+    for l in 0..nl {
+        c0[l] = c[l] + z_n_1 * c[(n - 1) * LANES + l];
+    }
+    let mut z_i = z;
+    for i in 1..n - 1 {
+        let (a, b) = (i * LANES, (n - 1 - i) * LANES);
+        for l in 0..nl {
+            c0[l] += z_i * (c[a + l] + z_n_1 * c[b + l]);
+        }
+        z_i *= z;
+    }
+    let den = 1.0 - z_n_1 * z_n_1;
+    for l in 0..nl {
+        c[l] = c0[l] / den;
+    }
+    for i in 1..n {
+        let (prev, cur) = c.split_at_mut(i * LANES);
+        let prev = &prev[(i - 1) * LANES..];
+        for l in 0..LANES {
+            cur[l] += z * prev[l];
+        }
+    }
+    // _init_anticausal_mirror
+    let (a, b) = ((n - 2) * LANES, (n - 1) * LANES);
+    for l in 0..nl {
+        c[b + l] = (z * c[a + l] + c[b + l]) * z / (z * z - 1.0);
+    }
+    for i in (0..n - 1).rev() {
+        let (cur, next) = c.split_at_mut((i + 1) * LANES);
+        let cur = &mut cur[i * LANES..];
+        for l in 0..LANES {
+            cur[l] = z * (next[l] - cur[l]);
+        }
+    }
+}
+
+fn spline_prefilter_impl<T: Float>(a: &mut [T], shape: &[usize]) {
+    if a.is_empty() {
+        return;
+    }
+    for axis in 0..shape.len() {
+        let n = shape[axis];
+        if n <= 1 {
+            continue;
+        }
+        let blocks = LineBlocks::new(shape, axis, LANES);
+        let ptr = SendPtr(a.as_mut_ptr());
+        let run = |buf: &mut Vec<f64>, b: usize| {
+            let (bases, nl) = blocks.block(b);
+            buf.clear();
+            buf.resize(n * LANES, 0.0);
+            // SAFETY: blocks partition the lines of the array and a block reads and writes only
+            // its own lines, so parallel blocks touch disjoint elements; every index is
+            // `base + i * stride < a.len()` by construction of `LineBlocks`.
+            unsafe {
+                for i in 0..n {
+                    for l in 0..nl {
+                        buf[i * LANES + l] =
+                            (*ptr.get().add(bases[l] + i * blocks.stride)).as_f64();
+                    }
+                }
+            }
+            spline_filter_lanes(buf, n, nl);
+            unsafe {
+                for i in 0..n {
+                    for l in 0..nl {
+                        *ptr.get().add(bases[l] + i * blocks.stride) =
+                            T::from_f64(buf[i * LANES + l]);
+                    }
+                }
+            }
+        };
+        if a.len() >= PAR_MIN {
+            (0..blocks.count())
+                .into_par_iter()
+                .for_each_init(Vec::new, |buf, b| run(buf, b));
+        } else {
+            let mut buf = Vec::new();
+            for b in 0..blocks.count() {
+                run(&mut buf, b);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Affine transform
+
+/// Per-axis geometry of the source: mirrored tap offsets (element offsets, already multiplied
+/// by the stride) for tap indices `−1 ..= n + 1`, stored at `idx + 1`.
+struct AxisTaps {
+    n: usize,
+    last: f64,
+    offsets: Vec<usize>,
+}
+
+impl AxisTaps {
+    fn new(n: usize, stride: usize) -> Self {
+        let offsets = (-1..=(n as isize + 1))
+            .map(|i| mirror_index(i, n) * stride)
+            .collect();
+        AxisTaps {
+            n,
+            last: (n - 1) as f64,
+            offsets,
+        }
+    }
+}
+
+/// One output point: `Some((offsets, weights))` per axis, or `None` outside the source.
+#[inline(always)]
+fn taps<const K: usize>(cc: f64, ax: &AxisTaps) -> Option<([usize; K], [f64; K])> {
+    if !(cc >= 0.0 && cc <= ax.last) {
+        return None;
+    }
+    let fl = cc.floor();
+    let x = cc - fl;
+    let mut w = [0.0f64; K];
+    let mut off = [0usize; K];
+    // start index of the taps, + 1 for the table's origin at −1
+    let base = if K == 4 {
+        // get_spline_interpolation_weights(order=3)
+        let y = x;
+        let z = 1.0 - x;
+        w[1] = (y * y * (y - 2.0) * 3.0 + 4.0) / 6.0;
+        w[2] = (z * z * (z - 2.0) * 3.0 + 4.0) / 6.0;
+        w[0] = z * z * z / 6.0;
+        let mut w3 = 1.0;
+        w3 -= w[0];
+        w3 -= w[1];
+        w3 -= w[2];
+        w[3] = w3;
+        fl as usize // start = floor − 1, table origin + 1
+    } else {
+        w[0] = 1.0 - x;
+        w[1] = 1.0 - w[0];
+        fl as usize + 1
+    };
+    debug_assert!(base + K <= ax.n + 3);
+    off.copy_from_slice(&ax.offsets[base..base + K]);
+    Some((off, w))
+}
+
+#[inline(always)]
+fn eval<T: Float, const D: usize, const K: usize>(
+    src: &[T],
+    off: &[[usize; K]; D],
+    w: &[[f64; K]; D],
+) -> f64 {
+    match D {
+        1 => {
+            let mut t = 0.0;
+            for a in 0..K {
+                t += w[0][a] * src[off[0][a]].as_f64();
+            }
+            t
+        }
+        2 => {
+            let mut t = 0.0;
+            for a in 0..K {
+                let row = off[0][a];
+                let mut s = 0.0;
+                for b in 0..K {
+                    s += w[1][b] * src[row + off[1][b]].as_f64();
+                }
+                t += w[0][a] * s;
+            }
+            t
+        }
+        _ => {
+            let mut t = 0.0;
+            for a in 0..K {
+                let mut sa = 0.0;
+                for b in 0..K {
+                    let row = off[0][a] + off[1][b];
+                    let mut s = 0.0;
+                    for c in 0..K {
+                        s += w[2][c] * src[row + off[2][c]].as_f64();
+                    }
+                    sa += w[1][b] * s;
+                }
+                t += w[0][a] * sa;
+            }
+            t
+        }
+    }
+}
+
+fn affine_impl<T: Float, const D: usize, const K: usize>(
+    src: &[T],
+    ishape: &[usize],
+    dst: &mut [T],
+    oshape: &[usize],
+    matrix: &[f64],
+    shift: &[f64],
+) {
+    let mut istr = [1usize; D];
+    for k in (0..D - 1).rev() {
+        istr[k] = istr[k + 1] * ishape[k + 1];
+    }
+    let axes: Vec<AxisTaps> = (0..D).map(|h| AxisTaps::new(ishape[h], istr[h])).collect();
+    let mut m = [[0.0f64; D]; D];
+    for h in 0..D {
+        for l in 0..D {
+            m[h][l] = matrix[h * D + l];
+        }
+    }
+    let row_len = oshape[D - 1];
+    let rows = dst.len() / row_len;
+    let do_row = |row: usize, out: &mut [T]| {
+        // output coordinates of this row (all axes but the last)
+        let mut o = [0usize; D];
+        let mut rem = row;
+        for k in (0..D - 1).rev() {
+            o[k] = rem % oshape[k];
+            rem /= oshape[k];
+        }
+        // scipy sums Σ_l o_l·m[h][l] from 0.0 in axis order, then adds the shift; the first
+        // D − 1 terms are the same for the whole row.
+        let mut partial = [0.0f64; D];
+        for h in 0..D {
+            let mut acc = 0.0f64;
+            for l in 0..D - 1 {
+                acc += o[l] as f64 * m[h][l];
+            }
+            partial[h] = acc;
+        }
+        let mut off = [[0usize; K]; D];
+        let mut w = [[0.0f64; K]; D];
+        'points: for (j, out) in out.iter_mut().enumerate() {
+            let jf = j as f64;
+            for h in 0..D {
+                let cc = (partial[h] + jf * m[h][D - 1]) + shift[h];
+                match taps::<K>(cc, &axes[h]) {
+                    Some((oo, ww)) => {
+                        off[h] = oo;
+                        w[h] = ww;
+                    }
+                    None => {
+                        *out = T::zero();
+                        continue 'points;
+                    }
+                }
+            }
+            *out = T::from_f64(eval::<T, D, K>(src, &off, &w));
+        }
+    };
+    if dst.len() >= PAR_MIN / 4 && rows > 1 {
+        let tasks = rayon::current_num_threads() * 8;
+        let rows_per_task = rows.div_ceil(tasks).max(1);
+        dst.par_chunks_mut(row_len * rows_per_task)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                for (i, out) in chunk.chunks_mut(row_len).enumerate() {
+                    do_row(c * rows_per_task + i, out);
+                }
+            });
+    } else {
+        for (i, out) in dst.chunks_mut(row_len).enumerate() {
+            do_row(i, out);
+        }
+    }
 }
 
 impl<P: Precision> Resample for Cpu<P> {
-    fn pad<T: Float>(&self, _src: &ArrayD<T>, _before: &[usize], _mode: PadMode, _dst: &mut ArrayD<T>) -> Result<()> {
-        pending("pad")
+    fn pad<T: Float>(
+        &self,
+        src: &ArrayD<T>,
+        before: &[usize],
+        mode: PadMode,
+        dst: &mut ArrayD<T>,
+    ) -> Result<()> {
+        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+        check_ndim("pad: dst", &ss, &ds)?;
+        check_rank("pad: before", ss.len(), before.len())?;
+        for k in 0..ss.len() {
+            if before[k].checked_add(ss[k]).is_none_or(|e| e > ds[k]) {
+                return Err(Error::shape(
+                    format!("pad: dst axis {k}"),
+                    format!("at least before[{k}] + src = {} + {}", before[k], ss[k]),
+                    format!("{} (dst {})", ds[k], fmt_shape(&ds)),
+                ));
+            }
+            if mode == PadMode::Symmetric && ss[k] == 0 && ds[k] > 0 {
+                return Err(Error::Empty(format!(
+                    "pad: src {} (symmetric padding needs data on axis {k})",
+                    fmt_shape(&ss)
+                )));
+            }
+        }
+        let maps: Vec<AxisMap> = (0..ss.len())
+            .map(|k| {
+                (0..ds[k])
+                    .map(|o| {
+                        let p = o as isize - before[k] as isize;
+                        match mode {
+                            PadMode::Zero => (p >= 0 && (p as usize) < ss[k]).then_some(p as usize),
+                            PadMode::Symmetric => Some(symmetric_index(p, ss[k])),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let s = data("pad: src", src)?;
+        remap(s, &ss, data_mut("pad: dst", dst)?, &ds, &maps);
+        Ok(())
     }
-    fn crop<T: Element>(&self, _src: &ArrayD<T>, _offset: &[usize], _dst: &mut ArrayD<T>) -> Result<()> {
-        pending("crop")
+
+    fn crop<T: Element>(
+        &self,
+        src: &ArrayD<T>,
+        offset: &[usize],
+        dst: &mut ArrayD<T>,
+    ) -> Result<()> {
+        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+        check_ndim("crop: dst", &ss, &ds)?;
+        check_rank("crop: offset", ss.len(), offset.len())?;
+        for k in 0..ss.len() {
+            if offset[k].checked_add(ds[k]).is_none_or(|e| e > ss[k]) {
+                return Err(Error::shape(
+                    format!("crop: window on axis {k}"),
+                    format!("offset + dst <= src = {} (src {})", ss[k], fmt_shape(&ss)),
+                    format!("{} + {} (dst {})", offset[k], ds[k], fmt_shape(&ds)),
+                ));
+            }
+        }
+        let maps: Vec<AxisMap> = (0..ss.len())
+            .map(|k| (0..ds[k]).map(|o| Some(o + offset[k])).collect())
+            .collect();
+        let s = data("crop: src", src)?;
+        remap(s, &ss, data_mut("crop: dst", dst)?, &ds, &maps);
+        Ok(())
     }
-    fn flip<T: Element>(&self, _src: &ArrayD<T>, _axes: &[usize], _dst: &mut ArrayD<T>) -> Result<()> {
-        pending("flip")
+
+    fn flip<T: Element>(&self, src: &ArrayD<T>, axes: &[usize], dst: &mut ArrayD<T>) -> Result<()> {
+        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+        if ss != ds {
+            return Err(Error::shape("flip: dst", fmt_shape(&ss), fmt_shape(&ds)));
+        }
+        let mut flipped = vec![false; ss.len()];
+        for &a in axes {
+            if a >= ss.len() {
+                return Err(Error::invalid(
+                    "flip: axes",
+                    format!("axis {a} is out of range for {} axes", ss.len()),
+                ));
+            }
+            if flipped[a] {
+                return Err(Error::invalid(
+                    "flip: axes",
+                    format!("axis {a} is repeated"),
+                ));
+            }
+            flipped[a] = true;
+        }
+        let maps: Vec<AxisMap> = (0..ss.len())
+            .map(|k| {
+                (0..ds[k])
+                    .map(|o| Some(if flipped[k] { ss[k] - 1 - o } else { o }))
+                    .collect()
+            })
+            .collect();
+        let s = data("flip: src", src)?;
+        remap(s, &ss, data_mut("flip: dst", dst)?, &ds, &maps);
+        Ok(())
     }
-    fn roll<T: Element>(&self, _src: &ArrayD<T>, _shifts: &[isize], _dst: &mut ArrayD<T>) -> Result<()> {
-        pending("roll")
+
+    fn roll<T: Element>(
+        &self,
+        src: &ArrayD<T>,
+        shifts: &[isize],
+        dst: &mut ArrayD<T>,
+    ) -> Result<()> {
+        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+        if ss != ds {
+            return Err(Error::shape("roll: dst", fmt_shape(&ss), fmt_shape(&ds)));
+        }
+        check_rank("roll: shifts", ss.len(), shifts.len())?;
+        let maps: Vec<AxisMap> = (0..ss.len())
+            .map(|k| {
+                let n = ss[k] as isize;
+                (0..ds[k])
+                    .map(
+                        |o| Some((o as isize - shifts[k] % n.max(1)).rem_euclid(n.max(1)) as usize),
+                    )
+                    .collect()
+            })
+            .collect();
+        let s = data("roll: src", src)?;
+        remap(s, &ss, data_mut("roll: dst", dst)?, &ds, &maps);
+        Ok(())
     }
-    fn spline_prefilter<T: Float>(&self, _a: &mut ArrayD<T>) -> Result<()> {
-        pending("spline_prefilter")
+
+    fn spline_prefilter<T: Float>(&self, a: &mut ArrayD<T>) -> Result<()> {
+        let shape = a.shape().to_vec();
+        spline_prefilter_impl(data_mut("spline_prefilter: a", a)?, &shape);
+        Ok(())
     }
-    fn affine_transform<T: Float>(&self, _src: &ArrayD<T>, _m: &[f64], _o: &[f64], _i: Interpolation, _dst: &mut ArrayD<T>) -> Result<()> {
-        pending("affine_transform")
+
+    fn affine_transform<T: Float>(
+        &self,
+        src: &ArrayD<T>,
+        matrix: &[f64],
+        offset: &[f64],
+        interp: Interpolation,
+        dst: &mut ArrayD<T>,
+    ) -> Result<()> {
+        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+        check_ndim("affine_transform: dst", &ss, &ds)?;
+        let d = ss.len();
+        if !(1..=3).contains(&d) {
+            return Err(Error::shape(
+                "affine_transform: src",
+                "1, 2 or 3 axes",
+                format!("{d} axes {}", fmt_shape(&ss)),
+            ));
+        }
+        if matrix.len() != d * d {
+            return Err(Error::shape(
+                "affine_transform: matrix",
+                format!("{d}x{d} = {} entries (row-major)", d * d),
+                format!("{} entries", matrix.len()),
+            ));
+        }
+        check_rank("affine_transform: offset", d, offset.len())?;
+        let bad = matrix.iter().filter(|v| !v.is_finite()).count();
+        if bad > 0 {
+            return Err(Error::NonFinite {
+                what: "affine_transform: matrix".into(),
+                count: bad,
+            });
+        }
+        let bad = offset.iter().filter(|v| !v.is_finite()).count();
+        if bad > 0 {
+            return Err(Error::NonFinite {
+                what: "affine_transform: offset".into(),
+                count: bad,
+            });
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        if src.is_empty() {
+            return Err(Error::Empty(format!(
+                "affine_transform: src {}",
+                fmt_shape(&ss)
+            )));
+        }
+        let s = data("affine_transform: src", src)?;
+        let o = data_mut("affine_transform: dst", dst)?;
+        match (d, interp) {
+            (1, Interpolation::Linear) => affine_impl::<T, 1, 2>(s, &ss, o, &ds, matrix, offset),
+            (1, Interpolation::Cubic) => affine_impl::<T, 1, 4>(s, &ss, o, &ds, matrix, offset),
+            (2, Interpolation::Linear) => affine_impl::<T, 2, 2>(s, &ss, o, &ds, matrix, offset),
+            (2, Interpolation::Cubic) => affine_impl::<T, 2, 4>(s, &ss, o, &ds, matrix, offset),
+            (_, Interpolation::Linear) => affine_impl::<T, 3, 2>(s, &ss, o, &ds, matrix, offset),
+            (_, Interpolation::Cubic) => affine_impl::<T, 3, 4>(s, &ss, o, &ds, matrix, offset),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_and_symmetric_indices() {
+        assert_eq!(mirror_index(-1, 5), 1);
+        assert_eq!(mirror_index(5, 5), 3);
+        assert_eq!(mirror_index(6, 5), 2);
+        assert_eq!(mirror_index(-1, 1), 0);
+        assert_eq!(mirror_index(-1, 2), 1);
+        assert_eq!(mirror_index(2, 2), 0);
+        assert_eq!(symmetric_index(-1, 4), 0);
+        assert_eq!(symmetric_index(-5, 4), 3);
+        assert_eq!(symmetric_index(4, 4), 3);
+        assert_eq!(symmetric_index(9, 4), 1);
     }
 }
