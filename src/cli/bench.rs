@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use monomorph::algo::cg::{Boundary, LaplacianOperator, SolveParams, conjugate_gradient};
+use monomorph::algo::matching::{MatchParams, Score, match_template};
 use monomorph::algo::peaks::{PeakParams, find_peaks};
+use monomorph::algo::rotations::RotationSet;
 use monomorph::{Backend, BackendTask, BorderMode, ComplexOf, FloatOf};
 use ndarray::{ArrayD, IxDyn, Zip};
 use serde_json::{Value, json};
@@ -138,6 +140,19 @@ pub fn stream_triad(n: usize, reps: usize) -> f64 {
     (3 * n * 8) as f64 / best
 }
 
+/// The first `n` rotations of an even sampling fine enough to hold `n`.
+fn first_rotations(d: usize, n: usize) -> monomorph::Result<RotationSet> {
+    let mut step = 60.0;
+    loop {
+        let set = RotationSet::uniform(d, step)?;
+        if set.len() >= n || step < 1.0 {
+            let k = n.min(set.len());
+            return RotationSet::from_matrices(d, &set.as_flat()[..k * d * d]);
+        }
+        step *= 0.8;
+    }
+}
+
 struct Cell {
     args: BenchArgs,
 }
@@ -235,10 +250,45 @@ impl BackendTask for Cell {
                 t
             }
             BenchAlgorithm::Matching => {
-                return Err(monomorph::Error::invalid(
-                    "--algorithm",
-                    "matching is timed by match_cell (see bench_matching)",
-                ));
+                let (ts, ps) = a.size.split_once('/').ok_or_else(|| {
+                    bad(format!(
+                        "'{}': expected TARGET/TEMPLATE, e.g. 128/32",
+                        a.size
+                    ))
+                })?;
+                let tshape = parse_dims(ts).map_err(bad)?;
+                let mut pshape = parse_dims(ps).map_err(bad)?;
+                if ps.split(['x', 'X']).count() == 1 {
+                    pshape.truncate(tshape.len());
+                }
+                if pshape.len() != tshape.len() {
+                    return Err(bad(format!(
+                        "'{}': template and target need the same number of axes",
+                        a.size
+                    )));
+                }
+                let d = tshape.len();
+                let rots = first_rotations(d, a.rotations.max(1))?;
+                let f = <FloatOf<B> as monomorph::Real>::from_f64;
+                let target = b.upload(noise(&tshape, 4).mapv(f).view())?;
+                let template = b.upload(noise(&pshape, 5).mapv(f).view())?;
+                let c: Vec<f64> = pshape.iter().map(|&n| (n as f64 - 1.0) / 2.0).collect();
+                let mask_host = ArrayD::from_shape_fn(IxDyn(&pshape), |i| {
+                    let r2: f64 = (0..d).map(|k| (i[k] as f64 - c[k]).powi(2)).sum();
+                    if r2.sqrt() <= c[0] { f(1.0) } else { f(0.0) }
+                });
+                let mask = b.upload(mask_host.view())?;
+                let mut params = MatchParams::new(Score::FLC, rots);
+                params.template_mask = Some(&mask);
+                let t = time_reps(a.warmup, a.reps, || {
+                    let r = match_template(b, &target, &template, &params)?;
+                    std::hint::black_box(&r.scores);
+                    b.synchronize()
+                })?;
+                extra.insert("rotations".into(), json!(a.rotations.max(1)));
+                extra.insert("score".into(), json!("FLC"));
+                extra.insert("fft_shape".into(), json!(monomorph::fast_shape(&tshape)));
+                t
             }
         };
         let (med, min, max) = stats(&times);

@@ -177,7 +177,9 @@ impl BackendTask for MatchJob {
                     .mapv(|v| super::output::f64_of(v) as i64);
                 let ri = b.upload(ri.view())?;
                 let rots = r.rotations.to_array();
-                super::peaks::call(b, &r.scores, q, Some((&ri, &rots)))?
+                let mut q = q.clone();
+                q.noise_sigma = Some(r.ssum.sqrt());
+                super::peaks::call(b, &r.scores, &q, Some((&ri, &rots)))?
             }
             None => Vec::new(),
         };
@@ -310,6 +312,7 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
         num_peaks: Some(100),
         false_positives: Some(1.0),
         caller: Caller::Skimage,
+        noise_sigma: None,
     });
     let job = MatchJob {
         target: target.data,

@@ -2,7 +2,7 @@
 //! subcommands (one file each).
 
 mod bench;
-// mod demo;
+mod demo;
 mod devices;
 mod error;
 mod matching;
@@ -74,7 +74,8 @@ pub enum PrecisionArg {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    // @DEMO
+    /// Synthetic tomogram with planted particles, matched end to end (no input files needed).
+    Demo(demo::DemoArgs),
     /// Template matching of a template over a rotation set against a target.
     Match(matching::MatchArgs),
     /// Peak calling on a score map, written as CSV or RELION STAR.
@@ -176,7 +177,7 @@ fn run(cli: Cli) -> CliResult<()> {
     let g = cli.global;
     let _guard = trace::init(g.verbose, g.quiet, g.trace.as_deref())?;
     match cli.command {
-        // Command::Demo(a) => demo::run(&g, a),
+        Command::Demo(a) => demo::run(&g, a),
         Command::Match(a) => matching::run(&g, a),
         Command::Peaks(a) => peaks::run(&g, a),
         Command::Solve(a) => solve::run(&g, a),

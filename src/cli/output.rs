@@ -115,14 +115,6 @@ impl Timings {
             .push((name.to_string(), t.elapsed().as_secs_f64()));
         r
     }
-    /// Seconds recorded under `name`.
-    pub fn get(&self, name: &str) -> f64 {
-        self.items
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, s)| s)
-            .sum()
-    }
     /// As a JSON object of seconds.
     pub fn to_json(&self) -> Value {
         let mut m = serde_json::Map::new();

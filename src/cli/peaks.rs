@@ -71,6 +71,7 @@ pub enum Caller {
 }
 
 /// What to call peaks with (host data, no backend type).
+#[derive(Debug, Clone)]
 pub struct PeakQuery {
     pub min_distance: usize,
     pub threshold_abs: Option<f64>,
@@ -79,6 +80,9 @@ pub struct PeakQuery {
     pub num_peaks: Option<usize>,
     pub false_positives: Option<f64>,
     pub caller: Caller,
+    /// Noise standard deviation for `false_positives` (matching's `sqrt(ssum)`); default: the
+    /// map's standard deviation.
+    pub noise_sigma: Option<f64>,
 }
 
 impl PeakQuery {
@@ -112,6 +116,7 @@ impl PeakQuery {
             num_peaks: a.num_peaks,
             false_positives: a.false_positives,
             caller: a.caller,
+            noise_sigma: None,
         })
     }
 }
@@ -152,7 +157,10 @@ pub fn call<B: Backend>(
     let mut threshold = q.threshold_abs;
     if let Some(k) = q.false_positives {
         let n_rot = rotations.map_or(1, |(_, r)| r.shape()[0]);
-        let sigma = b.std(scores)?;
+        let sigma = match q.noise_sigma {
+            Some(s) => s,
+            None => b.std(scores)?,
+        };
         let t = false_alarm_threshold(k, scores.len(), n_rot, sigma)?;
         threshold = Some(threshold.map_or(t, |a| a.max(t)));
     }
