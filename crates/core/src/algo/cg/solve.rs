@@ -333,12 +333,16 @@ fn solve_impl<B: Backend>(
         for e in 0..batch {
             if running[e] {
                 book.it[e] += 1;
-                book.fe[e] += 1;
             }
         }
         match params.method {
             Method::Cg => {
                 dq = op.apply_dot(b, &d, &mut q, &running)?;
+                for e in 0..batch {
+                    if running[e] {
+                        book.fe[e] += 1;
+                    }
+                }
                 let alpha: Vec<T<B>> = (0..batch)
                     .map(|e| {
                         if running[e] {
