@@ -77,3 +77,16 @@ fn affine_only_32(bencher: Bencher, interp: Interpolation) {
         divan::black_box(&out);
     });
 }
+
+/// The spline prefilter alone (three recursive passes in `f64`).
+#[divan::bench]
+fn prefilter_32(bencher: Bencher) {
+    let cpu = Cpu::<Single>::new();
+    let vol = volume();
+    let mut coef = vol.clone();
+    bencher.bench_local(|| {
+        coef.assign(&vol);
+        cpu.spline_prefilter(&mut coef).expect("prefilter");
+        divan::black_box(&coef);
+    });
+}

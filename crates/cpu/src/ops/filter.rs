@@ -135,8 +135,62 @@ fn vmax<T: Real>(a: T, b: T) -> T {
     if b > a { b } else { a }
 }
 
-/// Lanes of a max-filter block.
+/// Lanes of a max-filter block whose lines are not adjacent in memory (last axis, tiny
+/// strides): element `i` of lane `l` at `i * MF_LANES + l` in the block buffers.
 const MF_LANES: usize = 32;
+
+/// Width (elements) of a block of adjacent lines on a non-contiguous axis: each gathered row
+/// is one contiguous run of this many elements.
+const MF_WIDE: usize = 512;
+
+/// Van Herk / Gil-Werman on `w`-wide rows. Forward: `ext` holds the extended rows (already
+/// gathered, row `j` = position `j − size/2`), `g` gets the running maximum from the start of
+/// each segment of `size` rows. Backward: `ext` becomes the running maximum to the end of each
+/// segment (`h`), and as soon as `h[i]` is known, `emit(i, max(h[i], g[i + size − 1]))` gives
+/// output row `i` (window `[i, i + size)` of the extended line).
+#[inline(always)]
+fn van_herk_rows<T: Real>(
+    ext: &mut [T],
+    g: &mut [T],
+    w: usize,
+    ext_len: usize,
+    size: usize,
+    n: usize,
+    mut emit: impl FnMut(usize, &[T], &[T]),
+) {
+    for j in 0..ext_len {
+        let (gp, gc) = g.split_at_mut(j * w);
+        let gc = &mut gc[..w];
+        let e = &ext[j * w..(j + 1) * w];
+        if j % size == 0 {
+            gc.copy_from_slice(e);
+        } else {
+            let gp = &gp[(j - 1) * w..];
+            for l in 0..w {
+                gc[l] = vmax(gp[l], e[l]);
+            }
+        }
+    }
+    let mut j = ext_len;
+    while j > 0 {
+        j -= 1;
+        if (j + 1) % size != 0 && j + 1 < ext_len {
+            let (hc, hn) = ext.split_at_mut((j + 1) * w);
+            let hc = &mut hc[j * w..];
+            let hn = &hn[..w];
+            for l in 0..w {
+                hc[l] = vmax(hc[l], hn[l]);
+            }
+        }
+        if j < n {
+            emit(
+                j,
+                &ext[j * w..(j + 1) * w],
+                &g[(j + size - 1) * w..(j + size) * w],
+            );
+        }
+    }
+}
 
 /// One separable max-filter pass of window `size` along `axis`, reading `input` (or `out`
 /// itself when `None`) and writing `out`.
@@ -148,17 +202,69 @@ fn max_pass<T: Real>(
     size: usize,
     mode: BorderMode,
 ) {
-    let blocks = LineBlocks::new(shape, axis, MF_LANES);
-    let n = blocks.len;
+    let n = shape[axis];
+    let stride: usize = shape[axis + 1..].iter().product();
+    let outer: usize = shape[..axis].iter().product();
     let left = (size / 2) as isize;
     let ext_len = n + size - 1;
     let table: Vec<Option<usize>> = (0..ext_len)
-        .map(|j| border_index(j as isize - left, n, mode).map(|i| i * blocks.stride))
+        .map(|j| border_index(j as isize - left, n, mode).map(|i| i * stride))
         .collect();
     let cval = cval_of::<T>(mode);
     let ptr = SendPtr(out.as_mut_ptr());
     let total = out.len();
-    let inp = input.map(|s| (s.as_ptr() as usize, s.len()));
+    let inp = input.map(|s| SendPtr(s.as_ptr() as *mut T));
+    // the source of the pass: the input, or `out` itself (in place)
+    let src = inp.unwrap_or(ptr);
+    let parallel = total >= PAR_MIN;
+
+    if stride >= MF_LANES {
+        // Blocks of up to MF_WIDE adjacent lines: rows are contiguous runs.
+        let per_outer = stride.div_ceil(MF_WIDE);
+        let run = |bufs: &mut (Vec<T>, Vec<T>), b: usize| {
+            let (o, j0) = (b / per_outer, (b % per_outer) * MF_WIDE);
+            let w = MF_WIDE.min(stride - j0);
+            let base = o * n * stride + j0;
+            let (ext, g) = bufs;
+            ext.clear();
+            ext.resize(ext_len * w, cval);
+            g.clear();
+            g.resize(ext_len * w, cval);
+            for (j, t) in table.iter().enumerate() {
+                if let Some(off) = t {
+                    // SAFETY: `base + off + w <= total` (line `base..` of the block, element
+                    // `off / stride < n`); the block reads only its own lines, which no other
+                    // task writes (blocks partition the lines).
+                    let row = unsafe { std::slice::from_raw_parts(src.get().add(base + off), w) };
+                    ext[j * w..(j + 1) * w].copy_from_slice(row);
+                }
+            }
+            van_herk_rows(ext, g, w, ext_len, size, n, |i, h, gg| {
+                // SAFETY: output row `i` of this block's lines: in bounds, written by this
+                // task only; it is no longer read (the block was gathered above).
+                let o =
+                    unsafe { std::slice::from_raw_parts_mut(ptr.get().add(base + i * stride), w) };
+                for l in 0..w {
+                    o[l] = vmax(h[l], gg[l]);
+                }
+            });
+        };
+        let count = outer * per_outer;
+        if parallel {
+            (0..count)
+                .into_par_iter()
+                .for_each_init(|| (Vec::new(), Vec::new()), |bufs, b| run(bufs, b));
+        } else {
+            let mut bufs = (Vec::new(), Vec::new());
+            for b in 0..count {
+                run(&mut bufs, b);
+            }
+        }
+        return;
+    }
+
+    // Lines not adjacent in memory: MF_LANES lines per block, interleaved in the buffers.
+    let blocks = LineBlocks::new(shape, axis, MF_LANES);
     let run = |bufs: &mut (Vec<T>, Vec<T>), b: usize| {
         let (bases, nl) = blocks.block(b);
         let (ext, g) = bufs;
@@ -166,60 +272,28 @@ fn max_pass<T: Real>(
         ext.resize(ext_len * MF_LANES, cval);
         g.clear();
         g.resize(ext_len * MF_LANES, cval);
-        let src_ptr: *const T = match inp {
-            Some((p, _)) => p as *const T,
-            None => ptr.get() as *const T,
-        };
-        // gather the extended lines
         for (j, t) in table.iter().enumerate() {
-            let row = &mut ext[j * MF_LANES..(j + 1) * MF_LANES];
-            match t {
-                // SAFETY: `bases[l] + off < total` (the input has the output's shape); when
-                // reading `out` in place, the block reads only its own lines (see LineBlocks).
-                Some(off) => unsafe {
+            if let Some(off) = t {
+                let row = &mut ext[j * MF_LANES..(j + 1) * MF_LANES];
+                // SAFETY: `bases[l] + off < total` (see LineBlocks); in place, the block reads
+                // only its own lines.
+                unsafe {
                     for l in 0..nl {
-                        row[l] = *src_ptr.add(bases[l] + off);
+                        row[l] = *src.get().add(bases[l] + off);
                     }
-                },
-                None => row.fill(cval),
-            }
-        }
-        // van Herk / Gil-Werman: prefix maxima (g) and suffix maxima (h, in place of ext) in
-        // blocks of `size`; window [i, i + size) = max(h[i], g[i + size - 1]).
-        let mut start = 0;
-        while start < ext_len {
-            let end = (start + size).min(ext_len);
-            g[start * MF_LANES..(start + 1) * MF_LANES]
-                .copy_from_slice(&ext[start * MF_LANES..(start + 1) * MF_LANES]);
-            for j in start + 1..end {
-                let (prev, cur) = g.split_at_mut(j * MF_LANES);
-                let prev = &prev[(j - 1) * MF_LANES..];
-                let e = &ext[j * MF_LANES..(j + 1) * MF_LANES];
-                for l in 0..MF_LANES {
-                    cur[l] = vmax(prev[l], e[l]);
                 }
             }
-            for j in (start..end - 1).rev() {
-                let (cur, next) = ext.split_at_mut((j + 1) * MF_LANES);
-                let cur = &mut cur[j * MF_LANES..];
-                for l in 0..MF_LANES {
-                    cur[l] = vmax(cur[l], next[l]);
-                }
-            }
-            start = end;
         }
-        for i in 0..n {
-            let h = &ext[i * MF_LANES..(i + 1) * MF_LANES];
-            let gg = &g[(i + size - 1) * MF_LANES..(i + size) * MF_LANES];
-            // SAFETY: element `i` of the block's own lines, in bounds (see LineBlocks).
+        van_herk_rows(ext, g, MF_LANES, ext_len, size, n, |i, h, gg| {
+            // SAFETY: element `i` of the block's own lines, in bounds, written by this task only.
             unsafe {
                 for l in 0..nl {
-                    *ptr.get().add(bases[l] + i * blocks.stride) = vmax(h[l], gg[l]);
+                    *ptr.get().add(bases[l] + i * stride) = vmax(h[l], gg[l]);
                 }
             }
-        }
+        });
     };
-    if total >= PAR_MIN {
+    if parallel {
         (0..blocks.count())
             .into_par_iter()
             .for_each_init(|| (Vec::new(), Vec::new()), |bufs, b| run(bufs, b));
