@@ -4,7 +4,9 @@ pyFFTW builders (FFTW_MEASURE, float32, planned once), timing `execute()` of the
 the inverse, median and minimum of N runs, for 128^3, 256^3 and 2048^2 on 1 and 2 threads, plus
 the forward alone at 128^3 (the "full" figure of the pruning bench).
 
-    /work/venv/bin/python benches/peers/fft_fftw.py [runs]
+    /work/venv/bin/python benches/peers/fft_fftw.py [runs] [threads] [shape ...]
+
+e.g. `fft_fftw.py 21 1 128x128x128` (defaults: 11 runs, threads 1 and 2, all three shapes).
 """
 
 import sys
@@ -43,9 +45,15 @@ def pair_times(shape, threads, runs):
 
 def main():
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 11
+    thread_counts = [int(sys.argv[2])] if len(sys.argv) > 2 else [1, 2]
+    shapes = [tuple(int(v) for v in a.split("x")) for a in sys.argv[3:]] or [
+        (128, 128, 128),
+        (256, 256, 256),
+        (2048, 2048),
+    ]
     print(f"pyFFTW {pyfftw.__version__}, FFTW_MEASURE, float32, {runs} runs (ms)")
-    for shape in [(128, 128, 128), (256, 256, 256), (2048, 2048)]:
-        for threads in (1, 2):
+    for shape in shapes:
+        for threads in thread_counts:
             pair, forward = pair_times(shape, threads, runs)
             name = "x".join(map(str, shape))
             print(

@@ -33,7 +33,8 @@ use rayon::prelude::*;
 use realfft::{ComplexToReal, FftError, RealToComplex};
 use rustfft::{Fft, FftNum};
 
-use super::{CPass, Check, Geometry};
+use super::real::{HalfPlans, ROWS, Twiddle};
+use super::{CPass, Check, Geometry, transpose};
 
 /// Lines gathered into one block for a strided pass.
 const TILE: usize = 16;
@@ -50,6 +51,8 @@ pub(crate) struct Kernels<T: FftNum> {
     cfwd: Vec<Arc<dyn Fft<T>>>,
     /// Inverse complex plans, one per [`Geometry::cpasses`] entry.
     cinv: Vec<Arc<dyn Fft<T>>>,
+    /// The batched half-length path of contiguous even-length rows (`None` for odd lengths).
+    half: Option<HalfPlans<T>>,
     /// Complex elements of FFT scratch any call needs.
     fft_scratch: usize,
     /// Complex elements of the gathered block.
@@ -65,12 +68,14 @@ impl<T: FftNum> Kernels<T> {
         c2r: Arc<dyn ComplexToReal<T>>,
         cfwd: Vec<Arc<dyn Fft<T>>>,
         cinv: Vec<Arc<dyn Fft<T>>>,
+        half: Option<HalfPlans<T>>,
     ) -> Self {
         let fft_scratch = cfwd
             .iter()
             .chain(cinv.iter())
             .map(|f| f.get_inplace_scratch_len())
             .chain([r2c.get_scratch_len(), c2r.get_scratch_len()])
+            .chain(half.as_ref().map(HalfPlans::scratch_len))
             .max()
             .unwrap_or(0);
         let longest = g.cpasses.iter().map(|p| p.len).max().unwrap_or(0).max(g.m);
@@ -79,15 +84,16 @@ impl<T: FftNum> Kernels<T> {
             c2r,
             cfwd,
             cinv,
+            half,
             fft_scratch,
-            block: TILE * longest,
+            block: (TILE * longest).max(ROWS * (g.n / 2)),
             real: TILE * g.n,
         }
     }
 }
 
 /// A float type the kernels run in, with its per-thread scratch.
-pub(crate) trait FftFloat: FftNum + Default {
+pub(crate) trait FftFloat: FftNum + Default + Twiddle + bytemuck::Pod {
     /// Runs `f` with this thread's scratch for this float type.
     fn with_scratch<R>(f: impl FnOnce(&mut Scratch<Self>) -> R) -> R;
 }
@@ -165,6 +171,22 @@ fn realfft_ok(r: std::result::Result<(), FftError>) -> Result<()> {
     }
 }
 
+/// Even-length real rows viewed as complex pairs.
+fn as_complex<T: FftFloat>(v: &[T]) -> Result<&[Complex<T>]> {
+    bytemuck::try_cast_slice(v).map_err(|e| Error::Backend {
+        backend: "cpu",
+        message: format!("real rows as complex pairs: {e}"),
+    })
+}
+
+/// Mutable counterpart of [`as_complex`].
+fn as_complex_mut<T: FftFloat>(v: &mut [T]) -> Result<&mut [Complex<T>]> {
+    bytemuck::try_cast_slice_mut(v).map_err(|e| Error::Backend {
+        backend: "cpu",
+        message: format!("real rows as complex pairs: {e}"),
+    })
+}
+
 /// Tasks per parallel loop: enough that no task is smaller than [`PAR_WORK`] elements.
 fn min_tasks(work_per_task: usize) -> usize {
     (PAR_WORK / work_per_task.max(1)).max(1)
@@ -195,13 +217,10 @@ unsafe fn gather<E: Copy + Default>(
     block: &mut [E],
 ) {
     let block = &mut block[..w * len];
-    for j in 0..lim {
-        // SAFETY: in bounds by the caller's contract (j < lim, t < w).
-        let row = unsafe { std::slice::from_raw_parts(src.add(j * inner + i0), w) };
-        for (t, &v) in row.iter().enumerate() {
-            block[t * len + j] = v;
-        }
-    }
+    // SAFETY: the source rectangle (lim rows of stride `inner`, w columns from i0) is valid by
+    // the caller's contract; the destination (w rows of stride `len`, lim columns) lies in
+    // `block`, which is exclusively borrowed and does not overlap the source.
+    unsafe { transpose::transpose(src.add(i0), inner, block.as_mut_ptr(), len, lim, w) };
     if lim < len {
         for line in block.chunks_exact_mut(len) {
             line[lim..].fill(E::default());
@@ -224,13 +243,10 @@ unsafe fn scatter<E: Copy>(
     len: usize,
 ) {
     let block = &block[..w * len];
-    for j in 0..len {
-        // SAFETY: in bounds and unaliased by the caller's contract.
-        let row = unsafe { std::slice::from_raw_parts_mut(dst.add(j * inner + i0), w) };
-        for (t, v) in row.iter_mut().enumerate() {
-            *v = block[t * len + j];
-        }
-    }
+    // SAFETY: the source (w rows of stride `len`, len columns) is `block`; the destination
+    // (len rows of stride `inner`, w columns from i0) is valid and unaliased by the caller's
+    // contract, and does not overlap `block`.
+    unsafe { transpose::transpose(block.as_ptr(), len, dst.add(i0), inner, w, len) };
 }
 
 /// Complex transforms of `w` adjacent strided lines of one slab (`(len, inner)` starting at
@@ -333,6 +349,33 @@ fn r2c_rows<T: FftFloat>(
     let (n, m, inner) = (g.n, g.m, g.r_inner);
     let (block, real, scratch) = s.parts(k);
     if inner == 1 {
+        if let Some(hp) = &k.half {
+            // Runs of up to ROWS consecutive active rows: one half-length FFT call per run,
+            // straight from the input rows, then the twiddle step into the output rows.
+            let (h, rows) = (n / 2, input.len() / n);
+            let mut o = 0;
+            while o < rows {
+                if !active(o) {
+                    o += 1;
+                    continue;
+                }
+                let mut e = o + 1;
+                while e < rows && e - o < ROWS && active(e) {
+                    e += 1;
+                }
+                let z: &[Complex<T>] = as_complex(&input[o * n..e * n])?;
+                let blk = &mut block[..(e - o) * h];
+                hp.fwd.process_immutable_with_scratch(z, blk, scratch);
+                for (zr, xr) in blk
+                    .chunks_exact(h)
+                    .zip(out[o * m..e * m].chunks_exact_mut(m))
+                {
+                    T::r2c_post(zr, &hp.tw_fwd, xr);
+                }
+                o = e;
+            }
+            return Ok(());
+        }
         for (o, (src, dst)) in input
             .chunks_exact(n)
             .zip(out.chunks_exact_mut(m))
@@ -386,6 +429,19 @@ fn c2r_rows<T: FftFloat>(
     let zero = T::zero();
     let (block, real, scratch) = s.parts(k);
     if inner == 1 {
+        if let Some(hp) = &k.half {
+            let h = n / 2;
+            for (x, y) in input.chunks_mut(ROWS * m).zip(out.chunks_mut(ROWS * n)) {
+                let r = x.len() / m;
+                let blk = &mut block[..r * h];
+                for (xr, yr) in x.chunks_exact(m).zip(blk.chunks_exact_mut(h)) {
+                    T::c2r_pre(xr, &hp.tw_inv, yr);
+                }
+                hp.inv
+                    .process_outofplace_with_scratch(blk, as_complex_mut(y)?, scratch);
+            }
+            return Ok(());
+        }
         for (src, dst) in input.chunks_exact_mut(m).zip(out.chunks_exact_mut(n)) {
             src[0].im = zero;
             src[m - 1].im = if n % 2 == 0 { zero } else { src[m - 1].im };

@@ -18,6 +18,8 @@
 mod exec;
 #[cfg(test)]
 mod tests;
+mod real;
+mod transpose;
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -277,7 +279,8 @@ impl<T: rustfft::FftNum> Planners<T> {
             .iter()
             .map(|p| self.complex.plan_fft_inverse(p.len))
             .collect();
-        Kernels::new(g, r2c, c2r, cfwd, cinv)
+        let half = (g.n % 2 == 0).then(|| real::HalfPlans::new(g.n, &mut self.complex));
+        Kernels::new(g, r2c, c2r, cfwd, cinv, half)
     }
 }
 
