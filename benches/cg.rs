@@ -1,1 +1,131 @@
-fn main() {}
+//! Batched CG speed: 3-D Poisson 128³ with the matrix-free 7-point Laplacian, 200 fixed
+//! iterations, f32 and f64, next to the memory-bandwidth bound of one iteration.
+//!
+//! `cargo bench --bench cg` first prints a summary (STREAM triad bandwidth, bytes one CG
+//! iteration must move, the bound in ms/iteration, and the measured ms/iteration with its ratio
+//! to the bound), then runs the divan benches. Peer: `benches/peers/cg_scipy.py`.
+//!
+//! Bytes per iteration (STREAM's convention: every array read or written once counts once, no
+//! write-allocate traffic): `q = A·d` with `d·q` reads d, writes q (2 vectors, neighbours come
+//! from cache); `x += αd, r −= αq` with `r·r` reads d, q, x, r and writes x, r (6);
+//! `d = r + βd` reads r, d and writes d (3). 11 vectors of `n` elements per iteration.
+
+use std::time::Instant;
+
+use monomorph::algo::cg::{LaplacianOperator, Method, SolveParams, conjugate_gradient};
+use monomorph::prelude::*;
+use monomorph::{Boundary, FloatOf, Precision, Real};
+use ndarray::{ArrayD, IxDyn};
+
+const GRID: [usize; 3] = [128, 128, 128];
+const ITERS: usize = 200;
+/// Vectors moved per CG iteration (see the module docs).
+const VECTORS_PER_ITER: usize = 11;
+
+fn main() {
+    summary();
+    divan::main();
+}
+
+/// A smooth right-hand side with some noise (deterministic).
+fn rhs<T: Real>(n: usize) -> ArrayD<T> {
+    ArrayD::from_shape_fn(IxDyn(&[1, n]), |i| {
+        let k = i[1];
+        T::from_f64(((k % 977) as f64 / 977.0 - 0.5) + ((k * 7919) % 101) as f64 * 1e-3)
+    })
+}
+
+/// 200 CG iterations on 128³ (tolerances 0, so every iteration runs); returns seconds.
+fn run_cg<P: Precision>() -> f64
+where
+    Cpu<P>: Backend<Precision = P>,
+{
+    let b = Cpu::<P>::new();
+    let n: usize = GRID.iter().product();
+    let op = LaplacianOperator::new(&GRID, Boundary::DirichletZero).expect("grid");
+    let y = b.upload(rhs::<FloatOf<Cpu<P>>>(n).view()).expect("upload");
+    let p = SolveParams::new(Method::Cg).with_tolerances(0.0, 0.0, ITERS);
+    let t = Instant::now();
+    let res = conjugate_gradient(&b, &op, &y, None, &p).expect("cg");
+    let s = t.elapsed().as_secs_f64();
+    assert_eq!(res.iterations[0], ITERS, "{:?}", res.message);
+    s
+}
+
+/// Worker threads: the machine's parallelism (what rayon's pool uses by default).
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// STREAM triad `a = b + s·c` over `n` elements of `T`, split over [`threads`] scoped threads;
+/// best GB/s of `reps` (3 arrays counted once each, STREAM's convention).
+fn triad<T: Real + std::ops::Mul<Output = T> + std::ops::Add<Output = T>>(
+    n: usize,
+    reps: usize,
+) -> f64 {
+    let mut a = vec![T::from_f64(0.0); n];
+    let b = vec![T::from_f64(1.0); n];
+    let c = vec![T::from_f64(2.0); n];
+    let s = T::from_f64(3.0);
+    let per = n.div_ceil(threads());
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let t = Instant::now();
+        std::thread::scope(|scope| {
+            for (k, ac) in a.chunks_mut(per).enumerate() {
+                let o = k * per;
+                let (bc, cc) = (&b[o..o + ac.len()], &c[o..o + ac.len()]);
+                scope.spawn(move || {
+                    for i in 0..ac.len() {
+                        ac[i] = bc[i] + s * cc[i];
+                    }
+                });
+            }
+        });
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    std::hint::black_box(&a);
+    (3 * n * std::mem::size_of::<T>()) as f64 / best / 1e9
+}
+
+fn summary() {
+    let n: usize = GRID.iter().product();
+    println!(
+        "CG 3-D Poisson {}³, 7-point Laplacian, {ITERS} iterations, {} rayon threads",
+        GRID[0],
+        threads()
+    );
+    // Triad on arrays the size of the CG vectors (what CG streams) and on arrays far larger
+    // than any cache (DRAM).
+    let bw_vec = triad::<f64>(n, 20);
+    let bw_big = triad::<f64>(1 << 26, 5);
+    println!(
+        "STREAM triad: {bw_vec:.1} GB/s on {} MiB arrays, {bw_big:.1} GB/s on 512 MiB arrays",
+        n * 8 >> 20
+    );
+    for (name, size, secs) in [
+        ("f32", 4usize, run_cg::<Single>()),
+        ("f64", 8usize, run_cg::<Double>()),
+    ] {
+        let bytes = (VECTORS_PER_ITER * n * size) as f64;
+        let ms = secs * 1e3 / ITERS as f64;
+        let bound = bytes / (bw_vec * 1e9) * 1e3;
+        println!(
+            "{name}: {ms:.2} ms/iteration; {:.0} MB/iteration → bound {bound:.2} ms at {bw_vec:.1} GB/s \
+             ({:.2}× the bound; {:.1} GB/s achieved)",
+            bytes / 1e6,
+            ms / bound,
+            bytes / (ms * 1e-3) / 1e9
+        );
+    }
+}
+
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn poisson128_cg200_f32(bencher: divan::Bencher) {
+    bencher.bench(run_cg::<Single>);
+}
+
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn poisson128_cg200_f64(bencher: divan::Bencher) {
+    bencher.bench(run_cg::<Double>);
+}
