@@ -141,7 +141,7 @@ const MF_LANES: usize = 32;
 
 /// Width (elements) of a block of adjacent lines on a non-contiguous axis: each gathered row
 /// is one contiguous run of this many elements.
-const MF_WIDE: usize = 512;
+const MF_WIDE: usize = 128;
 
 /// Van Herk / Gil-Werman on `w`-wide rows. Forward: `ext` holds the extended rows (already
 /// gathered, row `j` = position `j − size/2`), `g` gets the running maximum from the start of
@@ -162,7 +162,7 @@ fn van_herk_rows<T: Real>(
         let (gp, gc) = g.split_at_mut(j * w);
         let gc = &mut gc[..w];
         let e = &ext[j * w..(j + 1) * w];
-        if j % size == 0 {
+        if j.is_multiple_of(size) {
             gc.copy_from_slice(e);
         } else {
             let gp = &gp[(j - 1) * w..];
@@ -174,7 +174,7 @@ fn van_herk_rows<T: Real>(
     let mut j = ext_len;
     while j > 0 {
         j -= 1;
-        if (j + 1) % size != 0 && j + 1 < ext_len {
+        if !(j + 1).is_multiple_of(size) && j + 1 < ext_len {
             let (hc, hn) = ext.split_at_mut((j + 1) * w);
             let hc = &mut hc[j * w..];
             let hn = &hn[..w];
@@ -193,7 +193,7 @@ fn van_herk_rows<T: Real>(
 }
 
 /// One separable max-filter pass of window `size` along `axis`, reading `input` (or `out`
-/// itself when `None`) and writing `out`.
+/// itself when `None`) and writing `out`; on rayon's pool when `parallel` and large.
 fn max_pass<T: Real>(
     input: Option<&[T]>,
     out: &mut [T],
@@ -201,6 +201,7 @@ fn max_pass<T: Real>(
     axis: usize,
     size: usize,
     mode: BorderMode,
+    parallel: bool,
 ) {
     let n = shape[axis];
     let stride: usize = shape[axis + 1..].iter().product();
@@ -216,7 +217,7 @@ fn max_pass<T: Real>(
     let inp = input.map(|s| SendPtr(s.as_ptr() as *mut T));
     // the source of the pass: the input, or `out` itself (in place)
     let src = inp.unwrap_or(ptr);
-    let parallel = total >= PAR_MIN;
+    let parallel = parallel && total >= PAR_MIN;
 
     if stride >= MF_LANES {
         // Blocks of up to MF_WIDE adjacent lines: rows are contiguous runs.
@@ -263,42 +264,48 @@ fn max_pass<T: Real>(
         return;
     }
 
-    // Lines not adjacent in memory: MF_LANES lines per block, interleaved in the buffers.
+    // Lines not adjacent in memory: MF_LANES lines per block, interleaved in the buffers
+    // (gathered and scattered line by line, so each line is read and written sequentially).
     let blocks = LineBlocks::new(shape, axis, MF_LANES);
-    let run = |bufs: &mut (Vec<T>, Vec<T>), b: usize| {
+    let run = |bufs: &mut (Vec<T>, Vec<T>, Vec<T>), b: usize| {
         let (bases, nl) = blocks.block(b);
-        let (ext, g) = bufs;
+        let (ext, g, res) = bufs;
         ext.clear();
         ext.resize(ext_len * MF_LANES, cval);
         g.clear();
         g.resize(ext_len * MF_LANES, cval);
-        for (j, t) in table.iter().enumerate() {
-            if let Some(off) = t {
-                let row = &mut ext[j * MF_LANES..(j + 1) * MF_LANES];
-                // SAFETY: `bases[l] + off < total` (see LineBlocks); in place, the block reads
-                // only its own lines.
-                unsafe {
-                    for l in 0..nl {
-                        row[l] = *src.get().add(bases[l] + off);
-                    }
+        res.clear();
+        res.resize(n * MF_LANES, cval);
+        for (l, &base) in bases.iter().enumerate().take(nl) {
+            for (j, t) in table.iter().enumerate() {
+                if let Some(off) = t {
+                    // SAFETY: `base + off < total` (see LineBlocks); in place, the block reads
+                    // only its own lines.
+                    ext[j * MF_LANES + l] = unsafe { *src.get().add(base + off) };
                 }
             }
         }
         van_herk_rows(ext, g, MF_LANES, ext_len, size, n, |i, h, gg| {
-            // SAFETY: element `i` of the block's own lines, in bounds, written by this task only.
-            unsafe {
-                for l in 0..nl {
-                    *ptr.get().add(bases[l] + i * stride) = vmax(h[l], gg[l]);
-                }
+            let r = &mut res[i * MF_LANES..(i + 1) * MF_LANES];
+            for l in 0..MF_LANES {
+                r[l] = vmax(h[l], gg[l]);
             }
         });
+        for (l, &base) in bases.iter().enumerate().take(nl) {
+            for i in 0..n {
+                // SAFETY: element `i` of the block's own line `l`, in bounds, written by this
+                // task only.
+                unsafe { *ptr.get().add(base + i * stride) = res[i * MF_LANES + l] };
+            }
+        }
     };
     if parallel {
-        (0..blocks.count())
-            .into_par_iter()
-            .for_each_init(|| (Vec::new(), Vec::new()), |bufs, b| run(bufs, b));
+        (0..blocks.count()).into_par_iter().for_each_init(
+            || (Vec::new(), Vec::new(), Vec::new()),
+            |bufs, b| run(bufs, b),
+        );
     } else {
-        let mut bufs = (Vec::new(), Vec::new());
+        let mut bufs = (Vec::new(), Vec::new(), Vec::new());
         for b in 0..blocks.count() {
             run(&mut bufs, b);
         }
@@ -499,12 +506,38 @@ impl<P: Precision> Filter for Cpu<P> {
         if o.is_empty() {
             return Ok(());
         }
+        let r = shape.len();
+        let planes: usize = shape[..r.saturating_sub(2)].iter().product();
         let mut first = true;
-        for axis in 0..shape.len() {
-            if size[axis] <= 1 {
+        let mut done = vec![false; r];
+        if r >= 3
+            && planes >= 2 * rayon::current_num_threads()
+            && (size[r - 1] > 1 || size[r - 2] > 1)
+        {
+            // The last two axes plane by plane (each plane stays in cache between its two
+            // passes), planes in parallel; then the leading axes over the whole volume.
+            let pshape = [shape[r - 2], shape[r - 1]];
+            let plane = pshape[0] * pshape[1];
+            o.par_chunks_mut(plane)
+                .zip(s.par_chunks(plane))
+                .for_each(|(op, sp)| {
+                    let mut pfirst = true;
+                    for (k, ax) in [(r - 1, 1), (r - 2, 0)] {
+                        if size[k] > 1 {
+                            max_pass(pfirst.then_some(sp), op, &pshape, ax, size[k], mode, false);
+                            pfirst = false;
+                        }
+                    }
+                });
+            first = false;
+            done[r - 1] = true;
+            done[r - 2] = true;
+        }
+        for axis in 0..r {
+            if size[axis] <= 1 || done[axis] {
                 continue;
             }
-            max_pass(first.then_some(s), o, &shape, axis, size[axis], mode);
+            max_pass(first.then_some(s), o, &shape, axis, size[axis], mode, true);
             first = false;
         }
         if first {
