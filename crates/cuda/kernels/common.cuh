@@ -19,6 +19,11 @@ struct Geom {
     i64 p[MM_MAXD];
 };
 
+// Products rounded on their own (no FMA contraction), as the CPU backend computes them, so
+// bandwidth-bound updates agree with it to the last bit.
+__device__ __forceinline__ float mm_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mm_mul(double a, double b) { return __dmul_rn(a, b); }
+
 template <typename T> __device__ __forceinline__ bool mm_isnan(T v) { return v != v; }
 
 // Float -> integer conversion as Rust's `as` does it (saturating, NaN -> 0).

@@ -49,7 +49,7 @@ template <typename T> __device__ __forceinline__ T mm_unop(int op, T a) {
         GRID_LOOP(i, len) a[i] = mm_unop<T>(op, a[i]);                                     \
     }                                                                                      \
     extern "C" __global__ void ew_axpy_##n(T alpha, const T *x, T *y, i64 len) {           \
-        GRID_LOOP(i, len) y[i] += alpha * x[i];                                            \
+        GRID_LOOP(i, len) y[i] += mm_mul(alpha, x[i]);                                            \
     }                                                                                      \
     extern "C" __global__ void c_mul_conj_##n(const T *a, const T *b, T *o, i64 len) {     \
         GRID_LOOP(i, len) {                                                                \

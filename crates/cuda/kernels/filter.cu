@@ -50,7 +50,7 @@ __device__ void mm_maxfp(const T *s, T *d, Geom g, const i64 *offs, i64 noffs, i
 
 // scipy laplace: per axis (in f64) x[c]*(-2) + (x[c-1] + x[c+1]), cast, summed in T.
 template <typename T>
-__device__ void mm_laplace(const T *s, T *d, Geom g, int mode, T cval, i64 total) {
+__device__ void mm_laplace(const T *s, T *d, Geom g, int mode, double cval, i64 total) {
     GRID_LOOP(i, total) {
         i64 c[MM_MAXD];
         i64 rem = i;
@@ -70,8 +70,8 @@ __device__ void mm_laplace(const T *s, T *d, Geom g, int mode, T cval, i64 total
             const i64 base = i - c[k] * st;
             const i64 jl = mm_border(c[k] - 1, len, mode);
             const i64 jh = mm_border(c[k] + 1, len, mode);
-            const double vl = jl < 0 ? (double)cval : (double)s[base + jl * st];
-            const double vh = jh < 0 ? (double)cval : (double)s[base + jh * st];
+            const double vl = jl < 0 ? cval : (double)s[base + jl * st];
+            const double vh = jh < 0 ? cval : (double)s[base + jh * st];
             const double t = (double)s[i] * -2.0 + (vl + vh) * 1.0;
             if (k == 0) acc = (T)t; else acc += (T)t;
         }
@@ -118,7 +118,7 @@ __device__ void mm_peaks(const T *s, const T *f, T thr, Geom g, i64 total,
 MM_REALS(MM_FI)
 
 #define MM_LAP(n, T)                                                                        \
-    extern "C" __global__ void laplace_##n(const T *s, T *d, Geom g, int mode, T cval,       \
+    extern "C" __global__ void laplace_##n(const T *s, T *d, Geom g, int mode, double cval,  \
                                            i64 total) {                                     \
         mm_laplace<T>(s, d, g, mode, cval, total);                                           \
     }

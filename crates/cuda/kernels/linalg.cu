@@ -18,32 +18,92 @@ __device__ void mm_matvec_dense(const T *a, const T *x, T *y, i64 batch, i64 m, 
     }
 }
 
+// One point of the 3/5/7-point Laplacian in PhiFlow's order (as the CPU backend): centre,
+// then slowest axis to fastest, lower neighbour before upper.
+template <typename T>
+__device__ __forceinline__ T mm_lap_point(const T *xv, i64 idx, i64 nz, i64 ny, i64 nx, int nd,
+                                          int periodic) {
+    const T centre = (T)(-2.0 * nd);
+    const i64 ix = idx % nx, iy = (idx / nx) % ny, iz = idx / (nx * ny);
+    T acc = mm_mul(centre, xv[idx]);
+    const i64 cs[3] = {ix, iy, iz};
+    const i64 ls[3] = {nx, ny, nz};
+    const i64 st[3] = {1, nx, nx * ny};
+    for (int k = nd - 1; k >= 0; --k) {
+        const i64 c = cs[k], len = ls[k], s = st[k];
+        T lo = (T)0, hi = (T)0;
+        if (!(len == 1 && !periodic)) {
+            if (c > 0) lo = xv[idx - s];
+            else if (periodic) lo = xv[idx + (len - 1) * s];
+            if (c + 1 < len) hi = xv[idx + s];
+            else if (periodic) hi = xv[idx + s - len * s];
+        }
+        acc += lo;
+        acc += hi;
+    }
+    return acc;
+}
+
 template <typename T>
 __device__ void mm_laplacian(const T *x, T *y, i64 batch, i64 nz, i64 ny, i64 nx, int nd,
                              int periodic) {
     const i64 n = nz * ny * nx;
-    const T centre = (T)(-2.0 * nd);
     GRID_LOOP(g, batch * n) {
         const i64 b = g / n, idx = g % n;
-        const T *xv = x + b * n;
-        const i64 ix = idx % nx, iy = (idx / nx) % ny, iz = idx / (nx * ny);
-        T acc = centre * xv[idx];
-        const i64 cs[3] = {ix, iy, iz};
-        const i64 ls[3] = {nx, ny, nz};
-        const i64 st[3] = {1, nx, nx * ny};
-        for (int k = 0; k < nd; ++k) {
-            const i64 c = cs[k], len = ls[k], s = st[k];
-            T lo = (T)0, hi = (T)0;
-            if (!(len == 1 && !periodic)) {
-                if (c > 0) lo = xv[idx - s];
-                else if (periodic) lo = xv[idx + (len - 1) * s];
-                if (c + 1 < len) hi = xv[idx + s];
-                else if (periodic) hi = xv[idx + s - len * s];
-            }
-            acc += lo + hi;
-        }
-        y[g] = acc;
+        y[g] = mm_lap_point(x + b * n, idx, nz, ny, nx, nd, periodic);
     }
+}
+
+// Block-sum of one f64 per thread into partial[slot].
+__device__ __forceinline__ void mm_block_sum(double v, double *partial, i64 slot) {
+    __shared__ double sh[MM_BLOCK];
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = MM_BLOCK / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[slot] = sh[0];
+    __syncthreads();
+}
+
+// y = lap(x) fused with x.y per row; rows with active[row] == 0 are skipped (partial 0).
+template <typename T>
+__device__ void mm_laplacian_dot(const T *x, T *y, i64 nz, i64 ny, i64 nx, int nd, int periodic,
+                                 const int *active, i64 bpr, i64 row0, double *partial) {
+    const i64 row = row0 + blockIdx.y;
+    const i64 n = nz * ny * nx;
+    double acc = 0.0;
+    if (active[row]) {
+        const T *xv = x + row * n;
+        for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
+            const T v = mm_lap_point(xv, i, nz, ny, nx, nd, periodic);
+            y[row * n + i] = v;
+            acc += (double)xv[i] * (double)v;
+        }
+    }
+    mm_block_sum(acc, partial, row * bpr + blockIdx.x);
+}
+
+// cg_update_xr that also returns r.q: partial[0 .. rows*bpr) = r.r, then r.q.
+template <typename T>
+__device__ void mm_cg_update_dots(const T *alpha, const T *d, const T *q, T *x, T *r, i64 n,
+                                  i64 rows, i64 bpr, i64 row0, double *partial) {
+    const i64 row = row0 + blockIdx.y;
+    const T a = alpha[row];
+    const i64 base = row * n;
+    double rr = 0.0, rq = 0.0;
+    for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
+        x[base + i] += mm_mul(a, d[base + i]);
+        const T qi = q[base + i];
+        const T nr = r[base + i] - mm_mul(a, qi);
+        r[base + i] = nr;
+        const double f = (double)nr;
+        rr += f * f;
+        rq += f * (double)qi;
+    }
+    mm_block_sum(rr, partial, row * bpr + blockIdx.x);
+    mm_block_sum(rq, partial, rows * bpr + row * bpr + blockIdx.x);
 }
 
 template <typename T>
@@ -55,8 +115,8 @@ __device__ void mm_cg_update(const T *alpha, const T *d, const T *q, T *x, T *r,
     const i64 base = row * n;
     double acc = 0.0;
     for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
-        x[base + i] += a * d[base + i];
-        T nr = r[base + i] - a * q[base + i];
+        x[base + i] += mm_mul(a, d[base + i]);
+        T nr = r[base + i] - mm_mul(a, q[base + i]);
         r[base + i] = nr;
         double f = (double)nr;
         acc += f * f;
@@ -96,11 +156,21 @@ __device__ void mm_cg_update(const T *alpha, const T *d, const T *q, T *x, T *r,
     }                                                                                       \
     extern "C" __global__ void axpy_rows_##n(const T *alpha, const T *x, T *y, i64 rows,     \
                                              i64 len) {                                     \
-        GRID_LOOP(g, rows * len) y[g] += alpha[g / len] * x[g];                             \
+        GRID_LOOP(g, rows * len) y[g] += mm_mul(alpha[g / len], x[g]);                             \
     }                                                                                       \
     extern "C" __global__ void xpay_rows_##n(const T *x, const T *beta, T *y, i64 rows,      \
                                              i64 len) {                                     \
-        GRID_LOOP(g, rows * len) y[g] = x[g] + beta[g / len] * y[g];                        \
+        GRID_LOOP(g, rows * len) y[g] = x[g] + mm_mul(beta[g / len], y[g]);                        \
+    }                                                                                       \
+    extern "C" __global__ void laplacian_dot_##n(const T *x, T *y, i64 nz, i64 ny, i64 nx,   \
+                                                 int nd, int periodic, const int *active,  \
+                                                 i64 bpr, i64 row0, double *partial) {     \
+        mm_laplacian_dot<T>(x, y, nz, ny, nx, nd, periodic, active, bpr, row0, partial);    \
+    }                                                                                       \
+    extern "C" __global__ void cg_update_xr_dots_##n(const T *alpha, const T *d, const T *q, \
+                                                     T *x, T *r, i64 len, i64 rows, i64 bpr,\
+                                                     i64 row0, double *partial) {           \
+        mm_cg_update_dots<T>(alpha, d, q, x, r, len, rows, bpr, row0, partial);              \
     }                                                                                       \
     extern "C" __global__ void cg_update_xr_##n(const T *alpha, const T *d, const T *q, T *x,\
                                                 T *r, i64 len, i64 bpr, i64 row0,           \

@@ -92,8 +92,12 @@ __device__ void mm_affine(const T *s, T *d, Affine g, int order, i64 total) {
         i64 idx[MM_MAXD][4];
         bool constant = false;
         for (i64 h = 0; h < g.nd && !constant; ++h) {
-            double cc = g.off[h];
-            for (i64 l = 0; l < g.nd; ++l) cc += (double)o[l] * g.m[h * g.nd + l];
+            // scipy's order: sum o_l * m[h][l] from 0, then add the offset; no FMA
+            // contraction, so edge points (exactly 0 or n - 1) land on scipy's side.
+            double cc = 0.0;
+            for (i64 l = 0; l < g.nd; ++l)
+                cc = __dadd_rn(cc, __dmul_rn((double)o[l], g.m[h * g.nd + l]));
+            cc = __dadd_rn(cc, g.off[h]);
             const i64 len = g.src[h];
             if (cc < 0.0 || cc > (double)(len - 1)) {
                 constant = true;

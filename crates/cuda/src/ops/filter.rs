@@ -32,6 +32,17 @@ macro_rules! push_t {
     };
 }
 
+/// A NaN constant is rejected, as on the CPU backend.
+fn check_mode(mode: BorderMode) -> Result<()> {
+    match mode {
+        BorderMode::Constant(c) if c.is_nan() => Err(Error::invalid(
+            "mode",
+            "BorderMode::Constant(cval) needs a number, got NaN",
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl<P: Precision> Filter for Cuda<P> {
     fn max_filter<T: Real>(
         &self,
@@ -48,6 +59,7 @@ impl<P: Precision> Filter for Cuda<P> {
                 format!("{} sizes", size.len()),
             ));
         }
+        check_mode(mode)?;
         if size.contains(&0) {
             return Err(Error::invalid(
                 "size",
@@ -118,6 +130,7 @@ impl<P: Precision> Filter for Cuda<P> {
                 format!("{} flags", footprint.len()),
             ));
         }
+        check_mode(mode)?;
         let fstrides = monomorph_core::shape::strides(footprint_shape);
         let mut offs: Vec<i64> = Vec::new();
         for (flat, _) in footprint.iter().enumerate().filter(|(_, b)| **b) {
@@ -165,20 +178,25 @@ impl<P: Precision> Filter for Cuda<P> {
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
         same_shape("laplace: dst vs src", src.shape(), dst.shape())?;
+        check_mode(mode)?;
         let total = src.len();
         if total == 0 {
             return Ok(());
+        }
+        if src.ndim() == 0 {
+            return self.copy(src, dst);
         }
         let g = Geom::new("laplace", src.shape(), src.shape())?;
         let (code, cval) = border_code(mode);
         let f = self.func(&format!("laplace_{}", tn::<T>()?))?;
         let t64 = total as i64;
-        let (mut s32, mut s64, mut i32v, mut i64v) = (0f32, 0f64, 0i32, 0i64);
-        let _ = (s32, s64, i32v, i64v);
         let mut l = self.inner.stream.launch_builder(&f);
-        l.arg(&src.buf).arg(&mut dst.buf).arg(&g).arg(&code);
-        push_t!(l, T, cval, s32, s64, i32v, i64v);
-        l.arg(&t64);
+        l.arg(&src.buf)
+            .arg(&mut dst.buf)
+            .arg(&g)
+            .arg(&code)
+            .arg(&cval)
+            .arg(&t64);
         // SAFETY: reads are mapped into src by the border rule or replaced by cval.
         unsafe { l.launch(self.grid(total)) }.ck()?;
         Ok(())

@@ -8,6 +8,15 @@ use super::{per_row, rows_of, same_shape, tn};
 use crate::error::Ck;
 use crate::{BLOCK, Cuda, CudaArray};
 
+/// A (blocks per row, rows) grid of 256-thread blocks.
+fn row_grid(bpr: usize, rows: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (bpr as u32, rows as u32, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 impl<P: Precision> Cuda<P> {
     /// `rows_k(alpha, x, y, rows, n)`-style launch of a per-row kernel with host scalars.
     fn row_kernel<T: Float>(
@@ -266,6 +275,126 @@ impl<P: Precision> Linalg for Cuda<P> {
                 .arg(&mut partial);
             // SAFETY: the four vectors hold rows·n elements; `partial` rows·bpr f64.
             unsafe { l.launch(cfg) }.ck()?;
+            row0 += chunk;
+        }
+        let host: Vec<f64> = self.download_small(&partial, rows * bpr)?;
+        Ok(host.chunks(bpr).map(|c| c.iter().sum()).collect())
+    }
+
+    fn cg_update_xr_dots<T: Float>(
+        &self,
+        alpha: &[T],
+        d: &CudaArray<T>,
+        q: &CudaArray<T>,
+        x: &mut CudaArray<T>,
+        r: &mut CudaArray<T>,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
+        same_shape("cg_update_xr_dots: q vs d", d.shape(), q.shape())?;
+        same_shape("cg_update_xr_dots: x vs d", d.shape(), x.shape())?;
+        same_shape("cg_update_xr_dots: r vs d", d.shape(), r.shape())?;
+        let (rows, n) = rows_of("d of cg_update_xr_dots", d.shape())?;
+        per_row("alpha of cg_update_xr_dots", alpha, rows)?;
+        if rows == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        if n == 0 {
+            return Ok((vec![0.0; rows], vec![0.0; rows]));
+        }
+        let a = self.upload_small(alpha)?;
+        let bpr = self.blocks_per_row(rows, n);
+        let mut partial = self
+            .inner
+            .stream
+            .alloc_zeros::<u8>(2 * rows * bpr * 8)
+            .ck()?;
+        let f = self.func(&format!("cg_update_xr_dots_{}", tn::<T>()?))?;
+        let (n64, rows64, bpr64) = (n as i64, rows as i64, bpr as i64);
+        let mut row0 = 0usize;
+        while row0 < rows {
+            let chunk = (rows - row0).min(65535);
+            let r0 = row0 as i64;
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&a)
+                .arg(&d.buf)
+                .arg(&q.buf)
+                .arg(&mut x.buf)
+                .arg(&mut r.buf)
+                .arg(&n64)
+                .arg(&rows64)
+                .arg(&bpr64)
+                .arg(&r0)
+                .arg(&mut partial);
+            // SAFETY: the four vectors hold rows·n elements; `partial` 2·rows·bpr f64.
+            unsafe { l.launch(row_grid(bpr, chunk)) }.ck()?;
+            row0 += chunk;
+        }
+        let host: Vec<f64> = self.download_small(&partial, 2 * rows * bpr)?;
+        let (rr, rq) = host.split_at(rows * bpr);
+        Ok((
+            rr.chunks(bpr).map(|c| c.iter().sum()).collect(),
+            rq.chunks(bpr).map(|c| c.iter().sum()).collect(),
+        ))
+    }
+
+    fn laplacian_dot<T: Float>(
+        &self,
+        grid: &[usize],
+        boundary: Boundary,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        if grid.is_empty() || grid.len() > 3 || grid.contains(&0) {
+            return Err(Error::invalid(
+                "grid",
+                format!("1 to 3 non-zero axes expected, got {}", fmt_shape(grid)),
+            ));
+        }
+        let n: usize = grid.iter().product();
+        let (rows, xn) = rows_of("x of laplacian_dot", x.shape())?;
+        if xn != n {
+            return Err(Error::shape(
+                "x of laplacian_dot",
+                format!("(batch, {n})"),
+                fmt_shape(x.shape()),
+            ));
+        }
+        same_shape("y of laplacian_dot", x.shape(), y.shape())?;
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        let flags: Vec<i32> = if active.len() == rows {
+            active.iter().map(|&a| a as i32).collect()
+        } else {
+            vec![1; rows]
+        };
+        let dev_flags = self.upload_small(&flags)?;
+        let mut g = [1usize; 3];
+        g[3 - grid.len()..].copy_from_slice(grid);
+        let [nz, ny, nx] = g.map(|v| v as i64);
+        let (nd, per) = (grid.len() as i32, (boundary == Boundary::Periodic) as i32);
+        let bpr = self.blocks_per_row(rows, n);
+        let mut partial = self.inner.stream.alloc_zeros::<u8>(rows * bpr * 8).ck()?;
+        let f = self.func(&format!("laplacian_dot_{}", tn::<T>()?))?;
+        let bpr64 = bpr as i64;
+        let mut row0 = 0usize;
+        while row0 < rows {
+            let chunk = (rows - row0).min(65535);
+            let r0 = row0 as i64;
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&x.buf)
+                .arg(&mut y.buf)
+                .arg(&nz)
+                .arg(&ny)
+                .arg(&nx)
+                .arg(&nd)
+                .arg(&per)
+                .arg(&dev_flags)
+                .arg(&bpr64)
+                .arg(&r0)
+                .arg(&mut partial);
+            // SAFETY: x and y hold rows·n elements; `partial` rows·bpr f64.
+            unsafe { l.launch(row_grid(bpr, chunk)) }.ck()?;
             row0 += chunk;
         }
         let host: Vec<f64> = self.download_small(&partial, rows * bpr)?;

@@ -1,0 +1,202 @@
+//! A short benchmark of the CUDA backend, printed as one table (run by the device bundle's
+//! `run.sh`): template matching (128³/32³ and 256³/48³, FLC and FLCSphericalMask) per
+//! rotation next to the cuFFT time of the transforms a rotation needs, batched CG on a 256³
+//! Laplacian per iteration with its effective bandwidth, and a 512³ max filter.
+//!
+//! `cargo run -p monomorph-cuda --release --example device_bench [-- --quick]`
+
+use std::time::Instant;
+
+use monomorph_core::algo::cg::{LaplacianOperator, SolveParams, conjugate_gradient};
+use monomorph_core::algo::matching::{MatchParams, Score, match_template};
+use monomorph_core::algo::rotations::RotationSet;
+use monomorph_core::testing::Lcg;
+use monomorph_core::{
+    ArrayMeta, Backend, BorderMode, Boundary, Filter, Memory, Result, Single, Spectral, fast_shape,
+};
+use monomorph_cuda::Cuda;
+
+fn sphere(n: usize) -> ndarray::ArrayD<f32> {
+    let c = (n as f64 - 1.0) / 2.0;
+    let r2 = (n as f64 / 2.0 - 1.0).powi(2);
+    ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[n, n, n]), |i| {
+        let d = (i[0] as f64 - c).powi(2) + (i[1] as f64 - c).powi(2) + (i[2] as f64 - c).powi(2);
+        if d <= r2 { 1.0 } else { 0.0 }
+    })
+}
+
+fn rotations(n: usize) -> RotationSet {
+    let angles: Vec<[f64; 3]> = (0..n)
+        .map(|i| {
+            [
+                i as f64 * 37.0 % 360.0,
+                i as f64 * 13.0 % 180.0,
+                i as f64 * 71.0 % 360.0,
+            ]
+        })
+        .collect();
+    RotationSet::from_euler_zyz(&angles).expect("rotations")
+}
+
+/// Milliseconds of one rfft + one irfft on `shape` (the transforms of one rotation step).
+fn fft_pair_ms(b: &Cuda<Single>, shape: &[usize], reps: usize) -> Result<f64> {
+    let plan = b.fft_plan(shape, &[0, 1, 2])?;
+    let x = b.full::<f32>(shape, 1.0)?;
+    let mut spec = b.zeros::<num_complex::Complex<f32>>(&monomorph_core::shape::rfft_shape(
+        shape,
+        &[0, 1, 2],
+    ))?;
+    let mut back = b.zeros::<f32>(shape)?;
+    b.rfft(&plan, &x, &mut spec)?;
+    b.irfft(&plan, &mut spec, &mut back)?;
+    b.synchronize()?;
+    let t = Instant::now();
+    for _ in 0..reps {
+        b.rfft(&plan, &x, &mut spec)?;
+        b.irfft(&plan, &mut spec, &mut back)?;
+    }
+    b.synchronize()?;
+    Ok(t.elapsed().as_secs_f64() * 1e3 / reps as f64)
+}
+
+struct Row {
+    case: String,
+    value: String,
+    note: String,
+}
+
+fn matching(b: &Cuda<Single>, n: usize, m: usize, score: Score, nrot: usize) -> Result<Row> {
+    let mut rng = Lcg::new(1);
+    let target = b.upload(rng.array::<f32>(&[n, n, n]).view())?;
+    let template = b.upload(rng.array::<f32>(&[m, m, m]).view())?;
+    let mask = b.upload(sphere(m).view())?;
+    let mut p = MatchParams::new(score, rotations(1));
+    p.template_mask = Some(&mask);
+    // Warm-up: plans, kernels, pool.
+    let _ = match_template(b, &target, &template, &p)?;
+    b.synchronize()?;
+    let one = Instant::now();
+    let _ = match_template(b, &target, &template, &p)?;
+    b.synchronize()?;
+    let t1 = one.elapsed().as_secs_f64();
+    p.rotations = rotations(nrot + 1);
+    let t = Instant::now();
+    let r = match_template(b, &target, &template, &p)?;
+    b.synchronize()?;
+    let tn = t.elapsed().as_secs_f64();
+    let per_rot = (tn - t1) / nrot as f64 * 1e3;
+    // FLCSphericalMask needs 1 forward + 1 inverse per rotation; FLC 3 forward + 3 inverse.
+    let pairs = if score == Score::FLC { 3.0 } else { 1.0 };
+    let fft = fft_pair_ms(b, &fast_shape(&[n, n, n]), 10)? * pairs;
+    let _ = r.scores.len();
+    Ok(Row {
+        case: format!("match {n}³/{m}³ {score}"),
+        value: format!("{per_rot:.3} ms/rotation"),
+        note: format!(
+            "cuFFT floor {fft:.3} ms ({pairs} r2c+c2r), ratio {:.2}, setup {:.0} ms",
+            per_rot / fft,
+            (t1 * 1e3 - per_rot).max(0.0)
+        ),
+    })
+}
+
+fn cg(b: &Cuda<Single>, n: usize, iters: usize) -> Result<Row> {
+    let grid = [n, n, n];
+    let len = n * n * n;
+    let mut rng = Lcg::new(2);
+    let y = b.upload(rng.array::<f32>(&[1, len]).view())?;
+    let op = LaplacianOperator::new(&grid, Boundary::DirichletZero)?;
+    let params = SolveParams::default().with_tolerances(0.0, 0.0, iters);
+    let _ = conjugate_gradient(
+        b,
+        &op,
+        &y,
+        None,
+        &SolveParams::default().with_tolerances(0.0, 0.0, 2),
+    )?;
+    b.synchronize()?;
+    let t = Instant::now();
+    let r = conjugate_gradient(b, &op, &y, None, &params)?;
+    b.synchronize()?;
+    let it = r.iterations[0].max(1);
+    let ms = t.elapsed().as_secs_f64() * 1e3 / it as f64;
+    // Minimum traffic per CG iteration: A·d (read d, write q), d·q (read), x += αd, r −= αq
+    // (read x,d,r,q, write x,r), d = r + βd (read r,d, write d): 11 vectors of f32.
+    let gbs = 11.0 * len as f64 * 4.0 / (ms * 1e-3) / 1e9;
+    Ok(Row {
+        case: format!("CG Laplacian {n}³ (f32)"),
+        value: format!("{ms:.3} ms/iteration"),
+        note: format!("{it} iterations, {gbs:.0} GB/s effective (11 vectors/iteration)"),
+    })
+}
+
+fn max_filter(b: &Cuda<Single>, n: usize, size: usize) -> Result<Row> {
+    let mut rng = Lcg::new(3);
+    let src = b.upload(rng.array::<f32>(&[n, n, n]).view())?;
+    let mut dst = b.zeros::<f32>(&[n, n, n])?;
+    b.max_filter(&src, &[size; 3], BorderMode::Reflect, &mut dst)?;
+    b.synchronize()?;
+    let t = Instant::now();
+    let reps = 3;
+    for _ in 0..reps {
+        b.max_filter(&src, &[size; 3], BorderMode::Reflect, &mut dst)?;
+    }
+    b.synchronize()?;
+    let ms = t.elapsed().as_secs_f64() * 1e3 / reps as f64;
+    Ok(Row {
+        case: format!("max filter {n}³ size {size} (f32)"),
+        value: format!("{ms:.2} ms"),
+        note: format!(
+            "{:.0} GB/s effective (3 passes, read+write)",
+            6.0 * (n * n * n) as f64 * 4.0 / (ms * 1e-3) / 1e9
+        ),
+    })
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let b = match Cuda::<Single>::new(0) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("device_bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    println!("# {}", b.device().description);
+    println!("# device: {}", b.device().name);
+    let mut rows = Vec::new();
+    let nrot = if quick { 4 } else { 16 };
+    let cases: Vec<Box<dyn Fn() -> Result<Row>>> = vec![
+        Box::new(|| matching(&b, 128, 32, Score::FLCSphericalMask, nrot)),
+        Box::new(|| matching(&b, 128, 32, Score::FLC, nrot)),
+        Box::new(|| matching(&b, 256, 48, Score::FLCSphericalMask, nrot / 2)),
+        Box::new(|| matching(&b, 256, 48, Score::FLC, nrot / 2)),
+        Box::new(|| cg(&b, 256, if quick { 20 } else { 100 })),
+        Box::new(|| max_filter(&b, 512, 5)),
+    ];
+    for c in cases {
+        match c() {
+            Ok(r) => rows.push(r),
+            Err(e) => rows.push(Row {
+                case: "error".into(),
+                value: "-".into(),
+                note: e.to_string(),
+            }),
+        }
+    }
+    let w0 = rows
+        .iter()
+        .map(|r| r.case.chars().count())
+        .max()
+        .unwrap_or(4);
+    let w1 = rows
+        .iter()
+        .map(|r| r.value.chars().count())
+        .max()
+        .unwrap_or(4);
+    println!("| {:w0$} | {:w1$} | note", "case", "time");
+    println!("|{}|{}|------", "-".repeat(w0 + 2), "-".repeat(w1 + 2));
+    for r in rows {
+        println!("| {:w0$} | {:w1$} | {}", r.case, r.value, r.note);
+    }
+}
