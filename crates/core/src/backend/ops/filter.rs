@@ -22,6 +22,11 @@ pub trait Filter: BackendTypes {
     /// scipy `maximum_filter(src, size=size, mode=mode, origin=0)`: a box of `size[k]` samples per
     /// axis (window `[i − s/2, i + s − s/2 − 1]`, asymmetric for even sizes), run as separable
     /// 1-D passes in O(1) per element whatever the size. Values are exact copies of inputs.
+    /// Any rank; `size` has one entry per axis, each ≥ 1 (a window larger than the axis is
+    /// fine: the border `mode` extends the line as scipy does, repeating reflections).
+    /// NaN inputs never panic, but a window reaching a NaN may give NaN or its largest number
+    /// depending on position (scipy is order dependent there too). Errors: shape mismatch,
+    /// wrong `size` length, a zero size, `BorderMode::Constant(NaN)`.
     fn max_filter<T: Real>(
         &self,
         src: &Arr<Self, T>,
@@ -31,7 +36,8 @@ pub trait Filter: BackendTypes {
     ) -> Result<()>;
     /// scipy `maximum_filter(src, footprint=footprint, mode=mode)` for an arbitrary boolean
     /// footprint (centre `shape // 2`), given on the host as a flat row-major mask of
-    /// `footprint_shape`.
+    /// `footprint_shape` (same rank as `src`; at least one `true`). Brute force: cost grows
+    /// with the number of `true` entries.
     fn max_filter_footprint<T: Real>(
         &self,
         src: &Arr<Self, T>,
@@ -41,6 +47,8 @@ pub trait Filter: BackendTypes {
         dst: &mut Arr<Self, T>,
     ) -> Result<()>;
     /// scipy `ndimage.laplace(src, mode=mode)`: Σ over axes of the [1, −2, 1] second difference.
+    /// As scipy: each axis's difference is formed in `f64` (`x·(−2) + (x₋₁ + x₊₁)`), rounded to
+    /// `T`, and the axes are summed in `T` in axis order (bit-identical for `f32`).
     fn laplace<T: Float>(&self, src: &Arr<Self, T>, mode: BorderMode, dst: &mut Arr<Self, T>)
     -> Result<()>;
     /// Device-side compaction of peak candidates: the flat indices (raster order) and values of

@@ -23,9 +23,15 @@ pub enum PadMode {
 }
 
 /// Spatial rearrangements and resampling.
+///
+/// Every op checks its arguments and returns [`Error::Shape`](crate::Error::Shape) (with the
+/// numbers) for a rank mismatch, a per-axis list of the wrong length or a window that does not
+/// fit; zero-sized arrays are valid where the result is defined (nothing to do).
 pub trait Resample: BackendTypes {
     /// Places `src` into `dst` starting at index `before` on every axis and fills the rest by
-    /// `mode`. `before[k] + src.shape[k] <= dst.shape[k]`. `before = 0` is a top-left pad.
+    /// `mode` (`np.pad(src, [(before, dst − before − src)], mode)`), any rank.
+    /// `before[k] + src.shape[k] <= dst.shape[k]`. `before = 0` is a top-left pad. A symmetric
+    /// pad wider than the source repeats the reflection, as numpy does.
     fn pad<T: Float>(
         &self,
         src: &Arr<Self, T>,
@@ -33,24 +39,60 @@ pub trait Resample: BackendTypes {
         mode: PadMode,
         dst: &mut Arr<Self, T>,
     ) -> Result<()>;
-    /// `dst = src[offset .. offset + dst.shape]` on every axis.
-    fn crop<T: Element>(&self, src: &Arr<Self, T>, offset: &[usize], dst: &mut Arr<Self, T>)
-    -> Result<()>;
-    /// `dst = src` reversed along `axes`.
-    fn flip<T: Element>(&self, src: &Arr<Self, T>, axes: &[usize], dst: &mut Arr<Self, T>)
-    -> Result<()>;
-    /// `dst = np.roll(src, shifts)` (one shift per axis, periodic).
-    fn roll<T: Element>(&self, src: &Arr<Self, T>, shifts: &[isize], dst: &mut Arr<Self, T>)
-    -> Result<()>;
+    /// `dst = src[offset .. offset + dst.shape]` on every axis (any rank); the window must lie
+    /// inside `src`.
+    fn crop<T: Element>(
+        &self,
+        src: &Arr<Self, T>,
+        offset: &[usize],
+        dst: &mut Arr<Self, T>,
+    ) -> Result<()>;
+    /// `dst = src` reversed along `axes` (`np.flip(src, axes)`); `dst` has `src`'s shape, each
+    /// axis `< ndim` and listed at most once.
+    fn flip<T: Element>(
+        &self,
+        src: &Arr<Self, T>,
+        axes: &[usize],
+        dst: &mut Arr<Self, T>,
+    ) -> Result<()>;
+    /// `dst = np.roll(src, shifts, axis=range(ndim))`: one shift per axis, negative and
+    /// larger-than-the-axis shifts wrap (`dst[i] = src[(i − shift) mod n]`).
+    fn roll<T: Element>(
+        &self,
+        src: &Arr<Self, T>,
+        shifts: &[isize],
+        dst: &mut Arr<Self, T>,
+    ) -> Result<()>;
     /// In-place cubic B-spline prefilter: turns samples into spline coefficients exactly as
-    /// scipy's `spline_filter(order=3)` does for `affine_transform(mode="constant")`
-    /// (mirror boundary).
+    /// scipy's `affine_transform(…, order=3, mode="constant", prefilter=True)` does before
+    /// interpolating: `spline_filter1d(order=3)` along every axis with the *mirror* boundary
+    /// (pole √3 − 2, gain 6, scipy's `_init_causal_mirror` / `_init_anticausal_mirror`), no
+    /// pre-padding (scipy pads only for modes "nearest" and "grid-constant"). Axes of length
+    /// 1 are left alone. The recursion runs in `f64`; scipy keeps the coefficients in `f64`,
+    /// while an `f32` array stores them rounded to `f32` (after each axis), which moves a
+    /// rotated template by at most ~1 `f32` ulp.
     fn spline_prefilter<T: Float>(&self, a: &mut Arr<Self, T>) -> Result<()>;
     /// Pull-back resampling, scipy `affine_transform(src, matrix, offset, order, mode="constant",
     /// cval=0, prefilter=False)`: `dst[o] = interp(src, matrix·o + offset)` in array-index
     /// coordinates. `matrix` is d×d row-major, `offset` has d entries; `src` and `dst` have d
-    /// axes (their shapes may differ). For [`Interpolation::Cubic`] `src` holds spline
-    /// coefficients (call [`Resample::spline_prefilter`] first to interpolate samples).
+    /// axes, d = 1, 2 or 3 (their shapes may differ). For [`Interpolation::Cubic`] `src` holds
+    /// spline coefficients (call [`Resample::spline_prefilter`] first to interpolate samples;
+    /// without it the cubic B-spline smooths, as pytme does to its masks).
+    ///
+    /// scipy's "constant" rules, followed exactly: a coordinate `x` is computed in `f64` as
+    /// `Σ_l o_l·matrix[h][l] + offset[h]` (scipy's order, so points that land exactly on an
+    /// edge land on the same side), and if `x < 0` or `x > n − 1` on any axis the output is 0;
+    /// otherwise the taps `floor(x) − 1 ..= floor(x) + 2` (cubic) or `floor(x) ..= floor(x) + 1`
+    /// (linear) that fall outside the array read mirrored coefficients (`−1 → 1`, `n → n − 2`).
+    /// The sum is formed in `f64` and rounded to `T` once.
+    ///
+    /// To rotate a volume by `R` about `c = (n − 1)/2` the pytme way (`t_R[o] = t[R(o − c) + c]`):
+    /// `matrix = R`, `offset = c − R·c`.
+    ///
+    /// Errors: `matrix.len() != d·d`, `offset.len() != d`, rank mismatch or d ∉ {1, 2, 3}
+    /// ([`Error::Shape`](crate::Error::Shape)); a non-finite matrix or offset entry
+    /// ([`Error::NonFinite`](crate::Error::NonFinite)); an empty `src` with a non-empty `dst`
+    /// ([`Error::Empty`](crate::Error::Empty)).
     fn affine_transform<T: Float>(
         &self,
         src: &Arr<Self, T>,
