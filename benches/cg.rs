@@ -52,9 +52,14 @@ where
     s
 }
 
-/// Worker threads: the machine's parallelism (what rayon's pool uses by default).
+/// Worker threads: `RAYON_NUM_THREADS` when set, else the machine's parallelism (what rayon's
+/// pool uses).
 fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&t: &usize| t > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// STREAM triad `a = b + s·c` over `n` elements of `T`, split over [`threads`] scoped threads;
@@ -88,25 +93,71 @@ fn triad<T: Real + std::ops::Mul<Output = T> + std::ops::Add<Output = T>>(
     (3 * n * std::mem::size_of::<T>()) as f64 / best / 1e9
 }
 
+/// Best seconds of `reps` calls of `f`.
+fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// GB/s of each fused kernel of one f64 CG iteration alone (best of `reps`), with the vectors it
+/// moves: where an iteration loses time against the triad.
+fn kernels(reps: usize) -> [(&'static str, f64); 3] {
+    let b = Cpu::<Double>::new();
+    let n: usize = GRID.iter().product();
+    let v = |s: f64| {
+        b.upload(rhs::<f64>(n).mapv(|x| x * s).view())
+            .expect("upload")
+    };
+    let (d, mut q, mut x, mut r) = (v(1.0), v(0.5), v(0.25), v(2.0));
+    let on = [true];
+    let gb = |vectors: usize, secs: f64| (vectors * n * 8) as f64 / secs / 1e9;
+    let t_lap = best_of(reps, || {
+        b.laplacian_dot(&GRID, Boundary::DirichletZero, &d, &mut q, &on)
+            .expect("laplacian");
+    });
+    let t_upd = best_of(reps, || {
+        b.cg_update_xr(&[1e-9], &d, &q, &mut x, &mut r)
+            .expect("update");
+    });
+    let mut dd = v(1.0);
+    let t_xpay = best_of(reps, || {
+        b.xpay_rows_where(&r, &[0.5], &mut dd, &on).expect("xpay");
+    });
+    [
+        ("q = A·d, d·q (2 vectors)", gb(2, t_lap)),
+        ("x += αd, r −= αq, r·r (6 vectors)", gb(6, t_upd)),
+        ("d = r + βd (3 vectors)", gb(3, t_xpay)),
+    ]
+}
+
 fn summary() {
     let n: usize = GRID.iter().product();
     println!(
-        "CG 3-D Poisson {}³, 7-point Laplacian, {ITERS} iterations, {} rayon threads",
+        "CG 3-D Poisson {}³, 7-point Laplacian, {ITERS} iterations, {} threads",
         GRID[0],
         threads()
     );
-    // Triad on arrays the size of the CG vectors (what CG streams) and on arrays far larger
-    // than any cache (DRAM).
-    let bw_vec = triad::<f64>(n, 20);
-    let bw_big = triad::<f64>(1 << 26, 5);
+    // Rounds interleave the triad and the solves so that both see the same machine load; the
+    // best of each is reported (the machine is shared and noisy).
+    let (mut bw_vec, mut bw_big, mut t32, mut t64) = (0.0f64, 0.0f64, f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        // Triad on arrays the size of the CG vectors (what CG streams) and on arrays far larger
+        // than the caches (DRAM).
+        bw_vec = bw_vec.max(triad::<f64>(n, 10));
+        bw_big = bw_big.max(triad::<f64>(1 << 26, 3));
+        t32 = t32.min(run_cg::<Single>());
+        t64 = t64.min(run_cg::<Double>());
+    }
     println!(
-        "STREAM triad: {bw_vec:.1} GB/s on {} MiB arrays, {bw_big:.1} GB/s on 512 MiB arrays",
+        "STREAM triad (best of 3 rounds): {bw_vec:.1} GB/s on {} MiB arrays, {bw_big:.1} GB/s on 512 MiB arrays",
         n * 8 >> 20
     );
-    for (name, size, secs) in [
-        ("f32", 4usize, run_cg::<Single>()),
-        ("f64", 8usize, run_cg::<Double>()),
-    ] {
+    for (name, size, secs) in [("f32", 4usize, t32), ("f64", 8usize, t64)] {
         let bytes = (VECTORS_PER_ITER * n * size) as f64;
         let ms = secs * 1e3 / ITERS as f64;
         let bound = bytes / (bw_vec * 1e9) * 1e3;
@@ -117,6 +168,9 @@ fn summary() {
             ms / bound,
             bytes / (ms * 1e-3) / 1e9
         );
+    }
+    for (what, gbs) in kernels(20) {
+        println!("  f64 kernel {what}: {gbs:.1} GB/s");
     }
 }
 
