@@ -147,3 +147,79 @@ MM_INSERT(b1, unsigned char)
 MM_INSERT(b4, u32)
 MM_INSERT(b8, u64)
 MM_INSERT(b16, B16)
+
+// pytme's MCC (Padfield masked NCC), two passes without a host round trip: pass 1 writes
+// per-block maxima of the denominator and of the overlap, pass 2 reduces them and scores.
+template <typename T>
+__device__ __forceinline__ void mm_mcc_terms(i64 i, const T *c_fm, const T *c_tt,
+                                             const T *c_f2m, const T *c_tt2, const T *c_tm,
+                                             double sc, double ep, double &ov, double &fm,
+                                             double &tt, double &den) {
+    ov = fmax((double)c_tm[i] * sc, ep);
+    fm = (double)c_fm[i] * sc;
+    tt = (double)c_tt[i] * sc;
+    const double fix = fmax((double)c_f2m[i] * sc - fm * fm / ov, 0.0);
+    const double mov = fmax((double)c_tt2[i] * sc - tt * tt / ov, 0.0);
+    den = sqrt(fix * mov);
+}
+
+__device__ __forceinline__ void mm_block_max2(double a, double b, double *out_a, double *out_b) {
+    __shared__ double sa[MM_BLOCK];
+    __shared__ double sb[MM_BLOCK];
+    sa[threadIdx.x] = a;
+    sb[threadIdx.x] = b;
+    __syncthreads();
+    for (int s = MM_BLOCK / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            sa[threadIdx.x] = fmax(sa[threadIdx.x], sa[threadIdx.x + s]);
+            sb[threadIdx.x] = fmax(sb[threadIdx.x], sb[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    *out_a = sa[0];
+    *out_b = sb[0];
+    __syncthreads();
+}
+
+#define MM_MCC(n, T)                                                                        \
+    extern "C" __global__ void mcc_pass1_##n(const T *c_fm, const T *c_tt, const T *c_f2m,   \
+                                             const T *c_tt2, const T *c_tm, double sc,      \
+                                             double ep, i64 len, double *pmax) {            \
+        double md = 0.0, mo = -1.0 / 0.0;                                                   \
+        GRID_LOOP(i, len) {                                                                 \
+            double ov, fm, tt, den;                                                         \
+            mm_mcc_terms<T>(i, c_fm, c_tt, c_f2m, c_tt2, c_tm, sc, ep, ov, fm, tt, den);    \
+            md = fmax(md, den);                                                             \
+            mo = fmax(mo, ov);                                                              \
+        }                                                                                   \
+        double a, b;                                                                        \
+        mm_block_max2(md, mo, &a, &b);                                                      \
+        if (threadIdx.x == 0) {                                                             \
+            pmax[blockIdx.x] = a;                                                           \
+            pmax[gridDim.x + blockIdx.x] = b;                                               \
+        }                                                                                   \
+    }                                                                                       \
+    extern "C" __global__ void mcc_pass2_##n(T *c_ft, const T *c_fm, const T *c_tt,          \
+                                             const T *c_f2m, const T *c_tt2, const T *c_tm, \
+                                             double sc, double ep, double ratio, i64 len,   \
+                                             const double *pmax, i64 nblocks) {             \
+        double md = 0.0, mo = -1.0 / 0.0;                                                   \
+        for (i64 k = threadIdx.x; k < nblocks; k += blockDim.x) {                           \
+            md = fmax(md, pmax[k]);                                                         \
+            mo = fmax(mo, pmax[nblocks + k]);                                               \
+        }                                                                                   \
+        double max_den, max_ov;                                                             \
+        mm_block_max2(md, mo, &max_den, &max_ov);                                           \
+        GRID_LOOP(i, len) {                                                                 \
+            double ov, fm, tt, den;                                                         \
+            mm_mcc_terms<T>(i, c_fm, c_tt, c_f2m, c_tt2, c_tm, sc, ep, ov, fm, tt, den);    \
+            if (ov < ratio * max_ov) {                                                      \
+                c_ft[i] = (T)0;                                                             \
+                continue;                                                                   \
+            }                                                                               \
+            const double num = (double)c_ft[i] * sc - fm * tt / ov;                         \
+            if (den < 1e3 * ep * max_den) den = 1.0;                                        \
+            c_ft[i] = (T)fmin(fmax(num / den, -1.0), 1.0);                                  \
+        }                                                                                   \
+    }
+MM_FLOATS(MM_MCC)

@@ -90,6 +90,12 @@ impl<P: Precision> Correlate for Cuda<P> {
         Ok(())
     }
 
+    fn write_corner<T: Float>(&self, src: &CudaArray<T>, dst: &mut CudaArray<T>) -> Result<()> {
+        // Only the corner is written: the rest of dst is zero by contract.
+        let origin = vec![0usize; src.ndim()];
+        self.insert_block(src, &origin, dst)
+    }
+
     fn insert_block<T: Element>(
         &self,
         src: &CudaArray<T>,
@@ -300,6 +306,79 @@ impl<P: Precision> Correlate for Cuda<P> {
         }
         l.arg(&t64).arg(&mut ssum.buf);
         // SAFETY: grid reads are reduced modulo the grid; outputs hold `total` values.
+        unsafe { l.launch(cfg) }.ck()?;
+        Ok(())
+    }
+
+    fn mcc_combine<T: Float>(
+        &self,
+        c_ft: &mut CudaArray<T>,
+        c_fm: &CudaArray<T>,
+        c_tt: &CudaArray<T>,
+        c_f2m: &CudaArray<T>,
+        c_tt2: &CudaArray<T>,
+        c_tm: &CudaArray<T>,
+        scale: T,
+        eps: T,
+        overlap_ratio: T,
+    ) -> Result<()> {
+        for (what, a) in [
+            ("c_fm", c_fm),
+            ("c_tt", c_tt),
+            ("c_f2m", c_f2m),
+            ("c_tt2", c_tt2),
+            ("c_tm", c_tm),
+        ] {
+            same_shape(
+                &format!("mcc_combine: {what} vs c_ft"),
+                c_ft.shape(),
+                a.shape(),
+            )?;
+        }
+        let n = c_ft.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let (sc, ep, ratio) = (
+            <T as Real>::as_f64(scale),
+            <T as Real>::as_f64(eps),
+            <T as Real>::as_f64(overlap_ratio),
+        );
+        let cfg = self.grid(n);
+        let blocks = cfg.grid_dim.0 as usize;
+        let mut pmax = self.inner.stream.alloc_zeros::<u8>(2 * blocks * 8).ck()?;
+        let t = tn::<T>()?;
+        let (f1, f2) = (
+            self.func(&format!("mcc_pass1_{t}"))?,
+            self.func(&format!("mcc_pass2_{t}"))?,
+        );
+        let (n64, nb64) = (n as i64, blocks as i64);
+        let mut l = self.inner.stream.launch_builder(&f1);
+        l.arg(&c_fm.buf)
+            .arg(&c_tt.buf)
+            .arg(&c_f2m.buf)
+            .arg(&c_tt2.buf)
+            .arg(&c_tm.buf)
+            .arg(&sc)
+            .arg(&ep)
+            .arg(&n64)
+            .arg(&mut pmax);
+        // SAFETY: the five grids hold n values; `pmax` two per block.
+        unsafe { l.launch(cfg) }.ck()?;
+        let mut l = self.inner.stream.launch_builder(&f2);
+        l.arg(&mut c_ft.buf)
+            .arg(&c_fm.buf)
+            .arg(&c_tt.buf)
+            .arg(&c_f2m.buf)
+            .arg(&c_tt2.buf)
+            .arg(&c_tm.buf)
+            .arg(&sc)
+            .arg(&ep)
+            .arg(&ratio)
+            .arg(&n64)
+            .arg(&pmax)
+            .arg(&nb64);
+        // SAFETY: as above; pass 2 reads the maxima pass 1 wrote (same stream).
         unsafe { l.launch(cfg) }.ck()?;
         Ok(())
     }
