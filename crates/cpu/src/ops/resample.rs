@@ -177,51 +177,51 @@ fn check_ndim(what: &str, src: &[usize], dst: &[usize]) -> Result<()> {
 /// The cubic B-spline pole, `sqrt(3) − 2` (scipy's `get_filter_poles`).
 const POLE3: f64 = -0.267_949_192_431_122_7;
 
-/// Lanes (adjacent lines) filtered together.
+/// Lanes filtered together when the lines are not adjacent in memory (last axis).
 const LANES: usize = 16;
 
-/// scipy's `apply_filter(order=3, mode=mirror)` on `nl` interleaved lines of length `n > 1`:
-/// element `i` of lane `l` is `c[i * LANES + l]`.
-fn spline_filter_lanes(c: &mut [f64], n: usize, nl: usize) {
+/// Width of a block of adjacent lines on a non-contiguous axis (one contiguous run per row).
+const WIDE: usize = 64;
+
+/// scipy's `apply_filter(order=3, mode=mirror)` on `w` interleaved lines of length `n > 1`:
+/// element `i` of lane `l` is `c[i * w + l]`.
+fn spline_filter_lanes(c: &mut [f64], n: usize, w: usize) {
     let z = POLE3;
     let gain = (1.0 - z) * (1.0 - 1.0 / z);
-    for v in c[..n * LANES].iter_mut() {
+    for v in c[..n * w].iter_mut() {
         *v *= gain;
     }
     // _init_causal_mirror
     let z_n_1 = z.powi((n - 1) as i32);
-    let mut c0 = [0.0f64; LANES];
-    for l in 0..nl {
-        c0[l] = c[l] + z_n_1 * c[(n - 1) * LANES + l];
-    }
+    let mut c0: Vec<f64> = (0..w).map(|l| c[l] + z_n_1 * c[(n - 1) * w + l]).collect();
     let mut z_i = z;
     for i in 1..n - 1 {
-        let (a, b) = (i * LANES, (n - 1 - i) * LANES);
-        for l in 0..nl {
-            c0[l] += z_i * (c[a + l] + z_n_1 * c[b + l]);
+        let (a, b) = (&c[i * w..(i + 1) * w], &c[(n - 1 - i) * w..(n - i) * w]);
+        for l in 0..w {
+            c0[l] += z_i * (a[l] + z_n_1 * b[l]);
         }
         z_i *= z;
     }
     let den = 1.0 - z_n_1 * z_n_1;
-    for l in 0..nl {
+    for l in 0..w {
         c[l] = c0[l] / den;
     }
     for i in 1..n {
-        let (prev, cur) = c.split_at_mut(i * LANES);
-        let prev = &prev[(i - 1) * LANES..];
-        for l in 0..LANES {
+        let (prev, cur) = c.split_at_mut(i * w);
+        let prev = &prev[(i - 1) * w..];
+        for l in 0..w {
             cur[l] += z * prev[l];
         }
     }
     // _init_anticausal_mirror
-    let (a, b) = ((n - 2) * LANES, (n - 1) * LANES);
-    for l in 0..nl {
+    let (a, b) = ((n - 2) * w, (n - 1) * w);
+    for l in 0..w {
         c[b + l] = (z * c[a + l] + c[b + l]) * z / (z * z - 1.0);
     }
     for i in (0..n - 1).rev() {
-        let (cur, next) = c.split_at_mut((i + 1) * LANES);
-        let cur = &mut cur[i * LANES..];
-        for l in 0..LANES {
+        let (cur, next) = c.split_at_mut((i + 1) * w);
+        let cur = &mut cur[i * w..];
+        for l in 0..w {
             cur[l] = z * (next[l] - cur[l]);
         }
     }
@@ -231,39 +231,80 @@ fn spline_prefilter_impl<T: Float>(a: &mut [T], shape: &[usize]) {
     if a.is_empty() {
         return;
     }
+    let parallel = a.len() >= PAR_MIN;
+    let ptr = SendPtr(a.as_mut_ptr());
     for axis in 0..shape.len() {
         let n = shape[axis];
         if n <= 1 {
             continue;
         }
+        let stride: usize = shape[axis + 1..].iter().product();
+        let outer: usize = shape[..axis].iter().product();
+        if stride >= LANES {
+            // blocks of up to WIDE adjacent lines: each row is one contiguous run
+            let per_outer = stride.div_ceil(WIDE);
+            let run = |buf: &mut Vec<f64>, b: usize| {
+                let (o, j0) = (b / per_outer, (b % per_outer) * WIDE);
+                let w = WIDE.min(stride - j0);
+                let base = o * n * stride + j0;
+                buf.clear();
+                buf.resize(n * w, 0.0);
+                for i in 0..n {
+                    // SAFETY: row `i` of this block's lines (in bounds: o < outer, i < n,
+                    // j0 + w <= stride); blocks partition the lines, so no other task touches
+                    // these elements.
+                    let row =
+                        unsafe { std::slice::from_raw_parts(ptr.get().add(base + i * stride), w) };
+                    for (d, v) in buf[i * w..(i + 1) * w].iter_mut().zip(row) {
+                        *d = v.as_f64();
+                    }
+                }
+                spline_filter_lanes(buf, n, w);
+                for i in 0..n {
+                    // SAFETY: as above.
+                    let row = unsafe {
+                        std::slice::from_raw_parts_mut(ptr.get().add(base + i * stride), w)
+                    };
+                    for (d, v) in row.iter_mut().zip(&buf[i * w..(i + 1) * w]) {
+                        *d = T::from_f64(*v);
+                    }
+                }
+            };
+            let count = outer * per_outer;
+            if parallel {
+                (0..count)
+                    .into_par_iter()
+                    .for_each_init(Vec::new, |buf, b| run(buf, b));
+            } else {
+                let mut buf = Vec::new();
+                for b in 0..count {
+                    run(&mut buf, b);
+                }
+            }
+            continue;
+        }
+        // lines not adjacent in memory: LANES lines per block, interleaved in the buffer,
+        // gathered and scattered line by line
         let blocks = LineBlocks::new(shape, axis, LANES);
-        let ptr = SendPtr(a.as_mut_ptr());
         let run = |buf: &mut Vec<f64>, b: usize| {
             let (bases, nl) = blocks.block(b);
             buf.clear();
             buf.resize(n * LANES, 0.0);
-            // SAFETY: blocks partition the lines of the array and a block reads and writes only
-            // its own lines, so parallel blocks touch disjoint elements; every index is
-            // `base + i * stride < a.len()` by construction of `LineBlocks`.
-            unsafe {
+            for (l, &base) in bases.iter().enumerate().take(nl) {
                 for i in 0..n {
-                    for l in 0..nl {
-                        buf[i * LANES + l] =
-                            (*ptr.get().add(bases[l] + i * blocks.stride)).as_f64();
-                    }
+                    // SAFETY: element `i` of the block's own line `l` (see LineBlocks).
+                    buf[i * LANES + l] = unsafe { *ptr.get().add(base + i * stride) }.as_f64();
                 }
             }
-            spline_filter_lanes(buf, n, nl);
-            unsafe {
+            spline_filter_lanes(buf, n, LANES);
+            for (l, &base) in bases.iter().enumerate().take(nl) {
                 for i in 0..n {
-                    for l in 0..nl {
-                        *ptr.get().add(bases[l] + i * blocks.stride) =
-                            T::from_f64(buf[i * LANES + l]);
-                    }
+                    // SAFETY: as above; written by this task only.
+                    unsafe { *ptr.get().add(base + i * stride) = T::from_f64(buf[i * LANES + l]) };
                 }
             }
         };
-        if a.len() >= PAR_MIN {
+        if parallel {
             (0..blocks.count())
                 .into_par_iter()
                 .for_each_init(Vec::new, |buf, b| run(buf, b));
