@@ -155,7 +155,7 @@ fn summary() {
     }
     println!(
         "STREAM triad (best of 3 rounds): {bw_vec:.1} GB/s on {} MiB arrays, {bw_big:.1} GB/s on 512 MiB arrays",
-        n * 8 >> 20
+        (n * 8) >> 20
     );
     for (name, size, secs) in [("f32", 4usize, t32), ("f64", 8usize, t64)] {
         let bytes = (VECTORS_PER_ITER * n * size) as f64;

@@ -893,8 +893,7 @@ fn bad_input_gives_clear_errors() {
     // Laplacian grids.
     for grid in [&[][..], &[4, 0][..], &[2, 2, 2, 2][..]] {
         let e = LaplacianOperator::new(grid, Boundary::Periodic)
-            .err()
-            .expect("bad grid")
+            .expect_err("bad grid")
             .to_string();
         assert!(e.contains("grid"), "{e}");
     }

@@ -92,7 +92,7 @@ fn per_entry<T: Copy>(name: &str, v: &[T], batch: usize) -> Result<Vec<T>> {
 
 fn check_tolerance(name: &str, v: &[f64]) -> Result<()> {
     for (e, &t) in v.iter().enumerate() {
-        if !(t >= 0.0) || t.is_infinite() {
+        if t.is_nan() || t < 0.0 || t.is_infinite() {
             return Err(Error::invalid(
                 name,
                 format!("must be finite and ≥ 0, got {t} for batch entry {e}"),
