@@ -2,7 +2,9 @@
 
 pyFFTW builders (FFTW_MEASURE, float32, planned once), timing `execute()` of the forward then
 the inverse, median and minimum of N runs, for 128^3, 256^3 and 2048^2 on 1 and 2 threads, plus
-the forward alone at 128^3 (the "full" figure of the pruning bench).
+the forward alone at 128^3 (the "full" figure of the pruning bench). The CPU time per pair (all
+threads) is printed too: on a shared machine it is less disturbed by other processes than the
+wall time.
 
     /work/venv/bin/python benches/peers/fft_fftw.py [runs] [threads] [shape ...]
 
@@ -32,6 +34,7 @@ def pair_times(shape, threads, runs):
     for _ in range(2):
         fwd.execute()
         inv.execute()
+    c0 = time.process_time()
     for _ in range(runs):
         t0 = time.perf_counter()
         fwd.execute()
@@ -40,7 +43,8 @@ def pair_times(shape, threads, runs):
         t2 = time.perf_counter()
         pair.append((t2 - t0) * 1e3)
         forward.append((t1 - t0) * 1e3)
-    return pair, forward
+    cpu = (time.process_time() - c0) * 1e3 / runs
+    return pair, forward, cpu
 
 
 def main():
@@ -54,11 +58,11 @@ def main():
     print(f"pyFFTW {pyfftw.__version__}, FFTW_MEASURE, float32, {runs} runs (ms)")
     for shape in shapes:
         for threads in thread_counts:
-            pair, forward = pair_times(shape, threads, runs)
+            pair, forward, cpu = pair_times(shape, threads, runs)
             name = "x".join(map(str, shape))
             print(
                 f"r2c+c2r {name:>12} threads={threads}: median {np.median(pair):8.2f}"
-                f"  min {np.min(pair):8.2f}"
+                f"  min {np.min(pair):8.2f}  (CPU time per pair {cpu:8.2f})"
                 + (
                     f"   | forward alone: median {np.median(forward):7.2f} min {np.min(forward):7.2f}"
                     if shape == (128, 128, 128)
