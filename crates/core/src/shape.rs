@@ -34,7 +34,7 @@ pub fn is_fast_len(n: usize) -> bool {
     }
     let mut m = n;
     for p in [2usize, 3, 5, 7] {
-        while m % p == 0 {
+        while m.is_multiple_of(p) {
             m /= p;
         }
     }

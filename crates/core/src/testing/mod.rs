@@ -63,7 +63,8 @@ pub fn assert_close(what: &str, a: &[f64], b: &[f64], rtol: f64, atol: f64) {
     for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
         let err = (x - y).abs();
         let excess = err - (atol + rtol * y.abs());
-        if !(excess <= 0.0) && (excess > worst.1 || worst.1 == 0.0) {
+        let bad = excess > 0.0 || excess.is_nan();
+        if bad && (excess > worst.1 || worst.1 == 0.0 || excess.is_nan()) {
             worst = (i, excess.max(f64::MIN_POSITIVE));
         }
     }

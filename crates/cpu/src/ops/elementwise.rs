@@ -37,7 +37,7 @@ pub(crate) fn zip3<A: Sync, B: Sync, O: Send>(
 /// `f(chunk)` over one array, in parallel when large.
 pub(crate) fn each<O: Send>(out: &mut [O], f: impl Fn(&mut [O]) + Sync) {
     if out.len() >= PAR_MIN {
-        out.par_chunks_mut(PAR_MIN).for_each(|c| f(c));
+        out.par_chunks_mut(PAR_MIN).for_each(&f);
     } else {
         f(out);
     }
