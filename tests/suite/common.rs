@@ -17,9 +17,14 @@ pub fn npy<T: ReadableElement>(rel: &str) -> ArrayD<T> {
     read_npy(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
 }
 
-/// Reads `tests/fixtures/<rel>` as JSON.
+/// Reads `tests/fixtures/<rel>` as JSON. Python's bare `NaN`/`Infinity` tokens (not JSON) are
+/// read as `null`.
 pub fn json(rel: &str) -> serde_json::Value {
     let p = fixture(rel);
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
+    let text = text
+        .replace("-Infinity", "null")
+        .replace("Infinity", "null")
+        .replace("NaN", "null");
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", p.display()))
 }
