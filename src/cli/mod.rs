@@ -24,7 +24,14 @@ pub use error::{CliError, CliResult};
 /// Reads `.npy` (float32/float64, 2-D or 3-D) and MRC (`.mrc`, `.map`, `.rec`) files and writes
 /// `.npy`, MRC, CSV/STAR peak lists and PNG slices. Start with `monomorph demo`.
 #[derive(Parser, Debug)]
-#[command(name = "monomorph", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "monomorph",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "Examples:\n  monomorph demo\n  monomorph match --target tomo.mrc --template ribo.mrc --template-mask mask.mrc --score flc --angular-step 15 --out run1\n  monomorph peaks --scores run1/scores.npy --rotation-index run1/rotation_index.npy --rotations run1/rotations.npy --min-distance 10 --false-positives 1 --out run1/particles.star\n  monomorph solve --laplacian 64x64 --rhs y.npy --out sol\n  monomorph devices"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -36,19 +43,24 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 pub struct Global {
     /// Backend: `auto` picks CUDA when compiled in and a device is present, else the CPU.
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto, global = true)]
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto, global = true, help_heading = "Global options")]
     pub backend: BackendArg,
     /// Float precision of the computation (scores are always written as float32).
-    #[arg(long, value_enum, default_value_t = PrecisionArg::Single, global = true)]
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Single, global = true, help_heading = "Global options")]
     pub precision: PrecisionArg,
     /// Write a Chrome/Perfetto trace of every instrumented step to FILE.json.
-    #[arg(long, value_name = "FILE.json", global = true)]
+    #[arg(
+        long,
+        value_name = "FILE.json",
+        global = true,
+        help_heading = "Global options"
+    )]
     pub trace: Option<PathBuf>,
     /// Print nothing but errors (no progress bar, no table).
-    #[arg(long, short = 'q', global = true)]
+    #[arg(long, short = 'q', global = true, help_heading = "Global options")]
     pub quiet: bool,
     /// More log output on stderr (-v info, -vv debug, -vvv trace).
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true, help_heading = "Global options")]
     pub verbose: u8,
 }
 
