@@ -210,7 +210,10 @@ mod avx {
         let mut k = 1;
         // Pairs k..k+4 and h-k-3..=h-k; k + 3 <= tw.len() < h/2 keeps both in bounds and
         // apart.
-        while k + 3 <= tw.len() {
+        // The last group may overlap the previous one (recomputing the same values: the
+        // step is out of place), so that no pair is left to the scalar loop.
+        while k <= tw.len() && tw.len() >= 4 {
+            k = k.min(tw.len() - 3);
             // SAFETY: indices k..k+4 and h-k-3..h-k+1 are < h (z, x have h and h + 1
             // complex values) and tw has k - 1 + 4 <= tw.len() values; loads and stores are
             // unaligned.
@@ -261,7 +264,10 @@ mod avx {
             tw.as_ptr() as *const f32,
         );
         let mut k = 1;
-        while k + 3 <= tw.len() {
+        // The last group may overlap the previous one (recomputing the same values: the
+        // step is out of place), so that no pair is left to the scalar loop.
+        while k <= tw.len() && tw.len() >= 4 {
+            k = k.min(tw.len() - 3);
             // SAFETY: as in `r2c_post`, with the roles of the h-long and (h + 1)-long
             // buffers swapped.
             unsafe {
