@@ -16,9 +16,9 @@
 //! so `rfft`/`irfft` never plan.
 
 mod exec;
+mod real;
 #[cfg(test)]
 mod tests;
-mod real;
 mod transpose;
 
 use std::any::TypeId;
