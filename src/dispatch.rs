@@ -5,7 +5,7 @@
 //! [`DefaultBackend::run`]), which instantiates it for the chosen backend and precision. No
 //! generic parameter leaks into the caller's own types.
 
-use crate::{Backend, Error, Result};
+use crate::{Backend, Result};
 
 /// Which backend to run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,8 +51,8 @@ pub struct DispatchOptions {
 /// Runs `task` on the backend and precision `opts` ask for; the one place where a run-time
 /// choice becomes a compile-time type.
 ///
-/// Errors: [`Error::NotCompiled`] for `Cuda` in a build without the `cuda` feature, and
-/// [`Error::DeviceUnavailable`] when CUDA is compiled in but no device can be opened.
+/// Errors: [`Error::NotCompiled`](crate::Error::NotCompiled) for `Cuda` in a build without the `cuda` feature, and
+/// [`Error::DeviceUnavailable`](crate::Error::DeviceUnavailable) when CUDA is compiled in but no device can be opened.
 pub fn dispatch<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> {
     match opts.backend {
         BackendChoice::Cpu => run_cpu(opts, task),
@@ -80,7 +80,7 @@ fn run_cpu<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> 
 
 #[cfg(not(feature = "cpu"))]
 fn run_cpu<T: BackendTask>(_opts: DispatchOptions, _task: T) -> Result<T::Output> {
-    Err(Error::NotCompiled("cpu"))
+    Err(crate::Error::NotCompiled("cpu"))
 }
 
 /// Why CUDA cannot be used in this process, or `None` when a device opens.
@@ -94,7 +94,7 @@ pub fn cuda_unavailable_reason() -> Option<String> {
     }
     #[cfg(not(feature = "cuda"))]
     {
-        Some(Error::NotCompiled("cuda").to_string())
+        Some(crate::Error::NotCompiled("cuda").to_string())
     }
 }
 
@@ -109,7 +109,7 @@ fn run_cuda<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output>
 
 #[cfg(not(feature = "cuda"))]
 fn run_cuda<T: BackendTask>(_opts: DispatchOptions, _task: T) -> Result<T::Output> {
-    Err(Error::NotCompiled("cuda"))
+    Err(crate::Error::NotCompiled("cuda"))
 }
 
 #[cfg(feature = "cuda")]
@@ -117,17 +117,12 @@ mod cuda_impl {
     use super::*;
     use crate::{Cuda, Double, Single};
 
-    /// Opens device 0 in the requested precision. The CUDA backend does not implement the
-    /// [`Backend`] op families yet, so an opened device is reported as unusable rather than
-    /// silently falling back to the CPU.
-    pub(super) fn run<T: BackendTask>(opts: DispatchOptions, _task: T) -> Result<T::Output> {
+    /// Opens device 0 in the requested precision and runs the task there.
+    pub(super) fn run<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> {
         match opts.precision {
-            PrecisionChoice::Single => drop(Cuda::<Single>::new(0)?),
-            PrecisionChoice::Double => drop(Cuda::<Double>::new(0)?),
+            PrecisionChoice::Single => task.run(&Cuda::<Single>::new(0)?),
+            PrecisionChoice::Double => task.run(&Cuda::<Double>::new(0)?),
         }
-        Err(Error::DeviceUnavailable(
-            "CUDA device 0 opened, but this build's CUDA backend has no ops yet".into(),
-        ))
     }
 }
 
