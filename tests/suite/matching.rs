@@ -222,7 +222,11 @@ fn check_prerotated<B: Backend>(b: &B, name: &str, tol_scale: f64) {
 fn check_planted(c: &Case, s: &ArrayD<f64>, i: &ArrayD<i64>) {
     let n = c.template.shape()[0] / 4;
     for p in c.meta["planted"].as_array().unwrap() {
-        if p["expected_top_peak"].as_bool() == Some(false) {
+        // Only the copies pytme itself finds (in its peak list, with the planted rotation).
+        if p["expected_top_peak"].as_bool() == Some(false)
+            || p["is_peak_in_peak_list"].as_bool() != Some(true)
+            || p["rotation_index_found"] != p["rotation_index"]
+        {
             continue;
         }
         let at: Vec<usize> = p["score_index"]
