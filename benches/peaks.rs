@@ -20,7 +20,11 @@ const N: usize = 256;
 /// Box blur of width 5 along `axis` (clipped at the edges), on the host.
 fn blur(a: &ArrayD<f32>, axis: usize) -> ArrayD<f32> {
     let mut out = a.clone();
-    for (src, mut dst) in a.lanes(Axis(axis)).into_iter().zip(out.lanes_mut(Axis(axis))) {
+    for (src, mut dst) in a
+        .lanes(Axis(axis))
+        .into_iter()
+        .zip(out.lanes_mut(Axis(axis)))
+    {
         let n = src.len();
         for i in 0..n {
             let lo = i.saturating_sub(2);
@@ -66,7 +70,11 @@ fn find_peaks_256_md5(bencher: Bencher) {
 fn pytme_maximum_filter_caller_256_md5(bencher: Bencher) {
     let cpu = Cpu::<Single>::new();
     let map = cpu.upload(smoothed_map().view()).expect("upload");
-    let params = PytmeParams { num_peaks: 1000, min_distance: 5, ..PytmeParams::default() };
+    let params = PytmeParams {
+        num_peaks: 1000,
+        min_distance: 5,
+        ..PytmeParams::default()
+    };
     bencher.bench_local(|| {
         divan::black_box(call_peaks_maximum_filter(&cpu, &map, &params).expect("caller"))
     });

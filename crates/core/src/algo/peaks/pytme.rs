@@ -367,7 +367,7 @@ pub fn call_peaks_recursive<B: Backend, T: Float, I: Index>(
     }
     let min_score = params.min_score.map(T::from_f64);
     let mut masked = vec![0u64; n.div_ceil(64)];
-    let is_masked = |m: &[u64], i: usize| m[i / 64] >> (i % 64) & 1 == 1;
+    let is_masked = |m: &[u64], i: usize| (m[i / 64] >> (i % 64)) & 1 == 1;
     let mut found: Vec<(usize, T, Option<usize>)> = Vec::new();
     let mut rotated = match &mask {
         Some(m) => Some(b.zeros::<T>(m.mask.shape())?),

@@ -56,7 +56,12 @@ pub fn refine_parabolic<B: Backend, T: Float>(
                     }
                     let (fm, fp): (f64, f64) = (v[1 + 2 * a].as_f64(), v[2 + 2 * a].as_f64());
                     let curv = fm - 2.0 * f0 + fp;
-                    if !(curv < 0.0) || !fm.is_finite() || !fp.is_finite() || !f0.is_finite() {
+                    if curv.is_nan()
+                        || curv >= 0.0
+                        || !fm.is_finite()
+                        || !fp.is_finite()
+                        || !f0.is_finite()
+                    {
                         return x;
                     }
                     x + (0.5 * (fm - fp) / curv).clamp(-0.5, 0.5)
