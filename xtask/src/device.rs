@@ -21,8 +21,9 @@ pub struct Args {
     quick: bool,
 }
 
-/// Executables of the test / example artifacts of one cargo invocation.
-fn executables(args: &[&str]) -> anyhow::Result<Vec<(String, PathBuf)>> {
+/// Executables of one cargo invocation (`tests_only`: the test harnesses, not the examples
+/// `cargo test` also builds).
+fn executables(args: &[&str], tests_only: bool) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(args)
         .arg("--message-format=json")
@@ -39,7 +40,7 @@ fn executables(args: &[&str]) -> anyhow::Result<Vec<(String, PathBuf)>> {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        if v["reason"] != "compiler-artifact" {
+        if v["reason"] != "compiler-artifact" || (tests_only && v["profile"]["test"] != true) {
             continue;
         }
         if let Some(exe) = v["executable"].as_str() {
@@ -108,15 +109,21 @@ exit $status
 "#;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let tests = executables(&["test", "-p", "monomorph-cuda", "--release", "--no-run"])?;
-    let bench = executables(&[
-        "build",
-        "-p",
-        "monomorph-cuda",
-        "--release",
-        "--example",
-        "device_bench",
-    ])?;
+    let tests = executables(
+        &["test", "-p", "monomorph-cuda", "--release", "--no-run"],
+        true,
+    )?;
+    let bench = executables(
+        &[
+            "build",
+            "-p",
+            "monomorph-cuda",
+            "--release",
+            "--example",
+            "device_bench",
+        ],
+        false,
+    )?;
     if tests.is_empty() {
         bail!("cargo reported no CUDA test executables");
     }
