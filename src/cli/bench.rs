@@ -52,6 +52,7 @@ pub enum BenchAlgorithm {
     /// skimage-style peak calling (max filter + compaction + spacing).
     Peaks,
     /// Max filter alone (window 11).
+    #[value(name = "maxfilter")]
     MaxFilter,
     /// CG on the Poisson (Laplacian) problem.
     Cg,

@@ -38,7 +38,7 @@ pub struct Args {
     /// Precisions, comma separated (single, double).
     #[arg(long, default_value = "single", value_delimiter = ',')]
     precision: Vec<String>,
-    /// A quick pass (small sizes, 3 repetitions, 16 rotations): under two minutes on 2 cores.
+    /// A quick pass (medium sizes, 3 repetitions, 16 rotations): under two minutes on 2 cores.
     #[arg(long)]
     quick: bool,
     /// Timed repetitions per cell (default 5, quick 3).
@@ -47,6 +47,10 @@ pub struct Args {
     /// Output folder for bench.json and bench.md.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
+    /// Use this already built `monomorph` binary instead of building one (e.g. inside the GPU
+    /// bundle, where there is no cargo).
+    #[arg(long, value_name = "PATH")]
+    bin: Option<PathBuf>,
     /// Compare with an earlier bench.json and print the changes (regressions first).
     #[arg(long, value_name = "FILE")]
     compare: Option<PathBuf>,
@@ -365,11 +369,8 @@ fn compare(old: &Value, new: &Value) {
 
 pub fn run(a: Args) -> Result<()> {
     let t0 = Instant::now();
-    let sizes = if a.quick {
-        "small".to_string()
-    } else {
-        a.sizes.clone()
-    };
+    // --quick keeps the sizes (medium unless given) and cuts repetitions and rotations.
+    let sizes = a.sizes.clone();
     let reps = a.reps.unwrap_or(if a.quick { 3 } else { 5 });
     let rotations = if a.quick { 16 } else { 64 };
     for b in &a.backends {
@@ -391,7 +392,10 @@ pub fn run(a: Args) -> Result<()> {
             );
         }
     }
-    let bin = build(a.backends.iter().any(|b| b == "cuda"))?;
+    let bin = match &a.bin {
+        Some(b) => b.clone(),
+        None => build(a.backends.iter().any(|b| b == "cuda"))?,
+    };
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
 
     // The bandwidth bound, measured on this machine in this run (256 MiB per array).
