@@ -303,9 +303,16 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         println!("\n  #  planted (z, y, x)   found (z, y, x)     pos err  rot err   score");
         for r in &rows {
             let pl = &r["planted"];
-            let fmt3 = |v: &serde_json::Value| format!("({:>3}, {:>3}, {:>3})", v[0], v[1], v[2]);
+            let fmt3 = |v: &serde_json::Value| {
+                let c = |i: usize| v[i].as_u64().unwrap_or(0);
+                format!("({:>3}, {:>3}, {:>3})", c(0), c(1), c(2))
+            };
             if r["found"].is_null() {
-                println!("{:>3}  {}     not found", r["particle"].as_u64().unwrap_or(0), fmt3(pl));
+                println!(
+                    "{:>3}  {}     not found",
+                    r["particle"].as_u64().unwrap_or(0),
+                    fmt3(pl)
+                );
             } else {
                 println!(
                     "{:>3}  {}     {}  {:>5.2} vx  {:>6.2}°  {:.3}",
