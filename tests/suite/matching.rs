@@ -115,7 +115,7 @@ fn run<B: Backend>(
     let s = b
         .download(&r.scores)
         .unwrap()
-        .mapv(|v| <FloatOf<B> as monomorph::Real>::as_f64(v));
+        .mapv(<FloatOf<B> as monomorph::Real>::as_f64);
     let i = b
         .download(&r.rotation_index)
         .unwrap()

@@ -455,7 +455,7 @@ fn standardize_masked<B: Backend>(
     };
     let mean = s1 / n;
     let var = (s2 / n - mean * mean).max(0.0);
-    if !(var > 1e-12 * (s2 / n).abs()) || !var.is_finite() {
+    if var.is_nan() || var <= 1e-12 * (s2 / n).abs() || !var.is_finite() {
         return b.fill(t, FloatOf::<B>::from_f64(0.0));
     }
     b.scalar_assign(BinaryOp::Sub, t, FloatOf::<B>::from_f64(mean))?;
@@ -519,7 +519,7 @@ fn prepare<B: Backend>(
         None => b.full(&ms, FloatOf::<B>::from_f64(1.0))?,
     };
     let mask_sum = b.sum(&mask)?;
-    if p.score.uses_template_mask() && !(mask_sum > 0.0) {
+    if p.score.uses_template_mask() && (mask_sum.is_nan() || mask_sum <= 0.0) {
         return Err(Error::invalid(
             "template_mask",
             format!("must have a positive sum (got {mask_sum})"),
@@ -545,7 +545,7 @@ fn prepare<B: Backend>(
             ));
         }
         check_finite(b, "target_mask", tm)?;
-        if !(b.sum(tm)? > 0.0) {
+        if b.sum(tm)? <= 0.0 {
             return Err(Error::invalid("target_mask", "must have a positive sum"));
         }
         let mut f = b.duplicate(&tgt)?;
@@ -836,7 +836,7 @@ fn run_job<B: Backend>(
             Some(mb) => b.sum(mb)?,
             None => n_mask,
         };
-        if p.score.rotates_mask() && !(n_rot_mask > 0.0) {
+        if p.score.rotates_mask() && (n_rot_mask.is_nan() || n_rot_mask <= 0.0) {
             return Err(Error::invalid(
                 "template_mask",
                 format!("the mask rotated by rotation {r} has sum {n_rot_mask} (must be positive)"),
