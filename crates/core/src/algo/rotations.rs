@@ -142,7 +142,7 @@ impl RotationSet {
     pub fn from_matrices(dim: usize, flat: &[f64]) -> Result<Self> {
         check_dim(dim)?;
         let dd = dim * dim;
-        if flat.is_empty() || flat.len() % dd != 0 {
+        if flat.is_empty() || !flat.len().is_multiple_of(dd) {
             return Err(Error::shape(
                 "rotations",
                 format!("a non-empty multiple of {dd} values (n × {dim} × {dim})"),
