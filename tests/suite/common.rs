@@ -8,7 +8,9 @@ use ndarray_npy::{ReadableElement, read_npy};
 
 /// Path of a file under `tests/fixtures/`.
 pub fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
 }
 
 /// Reads `tests/fixtures/<rel>` as an N-d array.
@@ -21,7 +23,8 @@ pub fn npy<T: ReadableElement>(rel: &str) -> ArrayD<T> {
 /// read as `null`.
 pub fn json(rel: &str) -> serde_json::Value {
     let p = fixture(rel);
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
+    let text =
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
     let text = text
         .replace("-Infinity", "null")
         .replace("Infinity", "null")

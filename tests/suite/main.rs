@@ -3,11 +3,11 @@
 //! Fixture data lives in `tests/fixtures/` (copied from the peers' reference cases), so the
 //! project tests itself without `../shared`.
 
+mod cg;
+mod cli;
 mod common;
 mod conformance;
-mod resample_fixtures;
 mod filter_fixtures;
 mod matching;
 mod peaks;
-mod cg;
-mod cli;
+mod resample_fixtures;

@@ -125,7 +125,7 @@ fn run<B: Backend>(
 
 /// Voxels compared: all, except index 0 on even-template axes in padded cases.
 fn compared(c: &Case, idx: &IxDyn) -> bool {
-    !c.pad || (0..idx.ndim()).all(|k| !(c.template.shape()[k] % 2 == 0 && idx[k] == 0))
+    !c.pad || (0..idx.ndim()).all(|k| !(c.template.shape()[k].is_multiple_of(2) && idx[k] == 0))
 }
 
 fn tol(c: &Case) -> f64 {

@@ -340,7 +340,7 @@ where
 {
     let b = Cpu::<P>::new();
     let x = b
-        .upload(a.mapv(|v| <P::Float as Real>::from_f64(v)).view())
+        .upload(a.mapv(<P::Float as Real>::from_f64).view())
         .expect("upload");
     find_peaks(&b, &x, p).expect("find_peaks")
 }

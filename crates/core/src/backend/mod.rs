@@ -97,15 +97,7 @@ pub type IntOf<B> = <<B as BackendTypes>::Precision as Precision>::Int;
 /// }
 /// ```
 pub trait Backend:
-    BackendTypes
-    + Memory
-    + Elementwise
-    + Reduce
-    + Spectral
-    + Resample
-    + Filter
-    + Linalg
-    + Correlate
+    BackendTypes + Memory + Elementwise + Reduce + Spectral + Resample + Filter + Linalg + Correlate
 {
     /// Short backend name: `"cpu"` or `"cuda"`.
     fn name(&self) -> &'static str;

@@ -26,7 +26,9 @@ pub struct Lcg(u64);
 impl Lcg {
     /// A generator from a seed.
     pub fn new(seed: u64) -> Self {
-        Lcg(seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407))
+        Lcg(seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407))
     }
     /// Next value in [-1, 1).
     pub fn next_f64(&mut self) -> f64 {
@@ -38,12 +40,18 @@ impl Lcg {
     }
     /// An array of `shape` with values in [-1, 1).
     pub fn array<T: crate::Real>(&mut self, shape: &[usize]) -> ndarray::ArrayD<T> {
-        ndarray::ArrayD::from_shape_simple_fn(ndarray::IxDyn(shape), || T::from_f64(self.next_f64()))
+        ndarray::ArrayD::from_shape_simple_fn(ndarray::IxDyn(shape), || {
+            T::from_f64(self.next_f64())
+        })
     }
     /// An array of `shape` with small integer values in [0, levels) (many ties).
     pub fn levels<T: crate::Real>(&mut self, shape: &[usize], levels: u32) -> ndarray::ArrayD<T> {
         ndarray::ArrayD::from_shape_simple_fn(ndarray::IxDyn(shape), || {
-            T::from_f64(((self.next_f64() + 1.0) * 0.5 * levels as f64).floor().min(levels as f64 - 1.0))
+            T::from_f64(
+                ((self.next_f64() + 1.0) * 0.5 * levels as f64)
+                    .floor()
+                    .min(levels as f64 - 1.0),
+            )
         })
     }
 }
@@ -58,7 +66,13 @@ pub fn cases(default: u32) -> u32 {
 
 /// Asserts `|a - b| <= atol + rtol·|b|` element-wise, with a message naming the worst element.
 pub fn assert_close(what: &str, a: &[f64], b: &[f64], rtol: f64, atol: f64) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths differ ({} vs {})", a.len(), b.len());
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "{what}: lengths differ ({} vs {})",
+        a.len(),
+        b.len()
+    );
     let mut worst = (0usize, 0.0f64);
     for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
         let err = (x - y).abs();

@@ -39,12 +39,18 @@ pub fn memory_roundtrip<B: Backend>(b: &B) {
         assert_eq!(d.shape(), &shape[..]);
         assert_eq!(down(b, &d), h, "upload/download of {shape:?}");
         let mut z = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
-        assert!(down(b, &z).iter().all(|v| *v == FloatOf::<B>::from_f64(0.0)));
+        assert!(
+            down(b, &z)
+                .iter()
+                .all(|v| *v == FloatOf::<B>::from_f64(0.0))
+        );
         b.copy(&d, &mut z).expect("copy");
         assert_eq!(down(b, &z), h);
         b.fill(&mut z, FloatOf::<B>::from_f64(2.5)).expect("fill");
         assert!(down(b, &z).iter().all(|v| v.as_f64() == 2.5));
-        let f = b.full::<IntOf<B>>(&shape, IntOf::<B>::from_f64(-3.0)).expect("full");
+        let f = b
+            .full::<IntOf<B>>(&shape, IntOf::<B>::from_f64(-3.0))
+            .expect("full");
         assert!(down(b, &f).iter().all(|v| v.as_f64() == -3.0));
     }
     let h = host::<B>(&mut rng, &[2, 6]);
@@ -54,7 +60,10 @@ pub fn memory_roundtrip<B: Backend>(b: &B) {
     let c: Arr<B, Complex<FloatOf<B>>> = up(
         b,
         &ArrayD::from_shape_fn(IxDyn(&[3, 2]), |i| {
-            Complex::new(FloatOf::<B>::from_f64(i[0] as f64), FloatOf::<B>::from_f64(i[1] as f64 - 0.5))
+            Complex::new(
+                FloatOf::<B>::from_f64(i[0] as f64),
+                FloatOf::<B>::from_f64(i[1] as f64 - 0.5),
+            )
         }),
     );
     let back = down(b, &c);
@@ -67,7 +76,10 @@ pub fn memory_errors<B: Backend>(b: &B) {
     let h = ArrayD::<FloatOf<B>>::zeros(IxDyn(&[2, 3]));
     let d = up(b, &h);
     let mut wrong = b.zeros::<FloatOf<B>>(&[3, 2]).expect("zeros");
-    assert!(matches!(b.copy(&d, &mut wrong), Err(crate::Error::Shape { .. })));
+    assert!(matches!(
+        b.copy(&d, &mut wrong),
+        Err(crate::Error::Shape { .. })
+    ));
     assert!(b.reshape(d, &[4, 2]).is_err());
     let huge = b.available_memory().saturating_mul(4).max(1 << 40);
     let err = b
@@ -75,7 +87,11 @@ pub fn memory_errors<B: Backend>(b: &B) {
         .err()
         .expect("allocation larger than the available memory must fail");
     match err {
-        crate::Error::OutOfMemory { requested, available, .. } => {
+        crate::Error::OutOfMemory {
+            requested,
+            available,
+            ..
+        } => {
             assert!(requested > available);
             let msg = err_msg(requested, available);
             assert!(!msg.is_empty());
@@ -85,7 +101,12 @@ pub fn memory_errors<B: Backend>(b: &B) {
 }
 
 fn err_msg(requested: u64, available: u64) -> String {
-    crate::Error::OutOfMemory { what: "x".into(), requested, available }.to_string()
+    crate::Error::OutOfMemory {
+        what: "x".into(),
+        requested,
+        available,
+    }
+    .to_string()
 }
 
 pub fn cast_roundtrip<B: Backend>(b: &B) {
@@ -108,59 +129,136 @@ pub fn elementwise_real<B: Backend>(b: &B) {
     let hb = hb.mapv(|v| v + FloatOf::<B>::from_f64(if v.as_f64() >= 0.0 { 0.5 } else { -0.5 }));
     let (da, db) = (up(b, &ha), up(b, &hb));
     let tol = 4.0 * eps::<B>();
-    for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min] {
+    for op in [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+    ] {
         let mut out = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
         b.binary(op, &da, &db, &mut out).expect("binary");
-        let expect: Vec<f64> = ha.iter().zip(hb.iter()).map(|(&x, &y)| op.apply(x, y).as_f64()).collect();
-        assert_close(&format!("binary {op:?}"), &flat(&down(b, &out)), &expect, tol, 0.0);
+        let expect: Vec<f64> = ha
+            .iter()
+            .zip(hb.iter())
+            .map(|(&x, &y)| op.apply(x, y).as_f64())
+            .collect();
+        assert_close(
+            &format!("binary {op:?}"),
+            &flat(&down(b, &out)),
+            &expect,
+            tol,
+            0.0,
+        );
         let mut a2 = b.duplicate(&da).expect("dup");
         b.binary_assign(op, &mut a2, &db).expect("binary_assign");
-        assert_close(&format!("binary_assign {op:?}"), &flat(&down(b, &a2)), &expect, tol, 0.0);
+        assert_close(
+            &format!("binary_assign {op:?}"),
+            &flat(&down(b, &a2)),
+            &expect,
+            tol,
+            0.0,
+        );
         let mut a3 = b.duplicate(&da).expect("dup");
         let s = FloatOf::<B>::from_f64(0.75);
         b.scalar_assign(op, &mut a3, s).expect("scalar_assign");
         let expect: Vec<f64> = ha.iter().map(|&x| op.apply(x, s).as_f64()).collect();
-        assert_close(&format!("scalar_assign {op:?}"), &flat(&down(b, &a3)), &expect, tol, 0.0);
+        assert_close(
+            &format!("scalar_assign {op:?}"),
+            &flat(&down(b, &a3)),
+            &expect,
+            tol,
+            0.0,
+        );
     }
     let pos = ha.mapv(|v| v.abs() + FloatOf::<B>::from_f64(0.1));
-    for op in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqrt, UnaryOp::Square, UnaryOp::Recip, UnaryOp::Exp, UnaryOp::Ln] {
+    for op in [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sqrt,
+        UnaryOp::Square,
+        UnaryOp::Recip,
+        UnaryOp::Exp,
+        UnaryOp::Ln,
+    ] {
         let mut a = up(b, &pos);
         b.unary_assign(op, &mut a).expect("unary_assign");
         let expect: Vec<f64> = pos.iter().map(|&x| op.apply(x).as_f64()).collect();
-        assert_close(&format!("unary {op:?}"), &flat(&down(b, &a)), &expect, 8.0 * eps::<B>(), 0.0);
+        assert_close(
+            &format!("unary {op:?}"),
+            &flat(&down(b, &a)),
+            &expect,
+            8.0 * eps::<B>(),
+            0.0,
+        );
     }
     let mut y = b.duplicate(&db).expect("dup");
-    b.axpy(FloatOf::<B>::from_f64(-1.5), &da, &mut y).expect("axpy");
-    let expect: Vec<f64> = ha.iter().zip(hb.iter()).map(|(&x, &y)| y.as_f64() - 1.5 * x.as_f64()).collect();
+    b.axpy(FloatOf::<B>::from_f64(-1.5), &da, &mut y)
+        .expect("axpy");
+    let expect: Vec<f64> = ha
+        .iter()
+        .zip(hb.iter())
+        .map(|(&x, &y)| y.as_f64() - 1.5 * x.as_f64())
+        .collect();
     assert_close("axpy", &flat(&down(b, &y)), &expect, tol, tol);
 }
 
 fn complex_host<B: Backend>(rng: &mut Lcg, shape: &[usize]) -> ArrayD<Complex<FloatOf<B>>> {
     ArrayD::from_shape_simple_fn(IxDyn(shape), || {
-        Complex::new(FloatOf::<B>::from_f64(rng.next_f64()), FloatOf::<B>::from_f64(rng.next_f64()))
+        Complex::new(
+            FloatOf::<B>::from_f64(rng.next_f64()),
+            FloatOf::<B>::from_f64(rng.next_f64()),
+        )
     })
 }
 
 pub fn elementwise_complex<B: Backend>(b: &B) {
     let mut rng = Lcg::new(3);
     let shape = [4, 9];
-    let (ha, hb) = (complex_host::<B>(&mut rng, &shape), complex_host::<B>(&mut rng, &shape));
+    let (ha, hb) = (
+        complex_host::<B>(&mut rng, &shape),
+        complex_host::<B>(&mut rng, &shape),
+    );
     let (da, db) = (up(b, &ha), up(b, &hb));
     let tol = 8.0 * eps::<B>();
     let split = |a: &ArrayD<Complex<FloatOf<B>>>| -> Vec<f64> {
-        a.iter().flat_map(|c| [c.re.as_f64(), c.im.as_f64()]).collect()
+        a.iter()
+            .flat_map(|c| [c.re.as_f64(), c.im.as_f64()])
+            .collect()
     };
     let mut out = b.zeros::<Complex<FloatOf<B>>>(&shape).expect("zeros");
     b.complex_mul_conj(&da, &db, &mut out).expect("mul_conj");
-    let expect: ArrayD<Complex<FloatOf<B>>> = ArrayD::from_shape_fn(IxDyn(&shape), |i| ha[&i] * hb[&i].conj());
-    assert_close("complex_mul_conj", &split(&down(b, &out)), &split(&expect), tol, tol);
+    let expect: ArrayD<Complex<FloatOf<B>>> =
+        ArrayD::from_shape_fn(IxDyn(&shape), |i| ha[&i] * hb[&i].conj());
+    assert_close(
+        "complex_mul_conj",
+        &split(&down(b, &out)),
+        &split(&expect),
+        tol,
+        tol,
+    );
     b.complex_mul(&da, &db, &mut out).expect("mul");
-    let expect: ArrayD<Complex<FloatOf<B>>> = ArrayD::from_shape_fn(IxDyn(&shape), |i| ha[&i] * hb[&i]);
-    assert_close("complex_mul", &split(&down(b, &out)), &split(&expect), tol, tol);
+    let expect: ArrayD<Complex<FloatOf<B>>> =
+        ArrayD::from_shape_fn(IxDyn(&shape), |i| ha[&i] * hb[&i]);
+    assert_close(
+        "complex_mul",
+        &split(&down(b, &out)),
+        &split(&expect),
+        tol,
+        tol,
+    );
     let mut a = b.duplicate(&da).expect("dup");
-    b.complex_scale(&mut a, FloatOf::<B>::from_f64(-2.0)).expect("scale");
+    b.complex_scale(&mut a, FloatOf::<B>::from_f64(-2.0))
+        .expect("scale");
     let expect = ha.mapv(|c| c * FloatOf::<B>::from_f64(-2.0));
-    assert_close("complex_scale", &split(&down(b, &a)), &split(&expect), tol, tol);
+    assert_close(
+        "complex_scale",
+        &split(&down(b, &a)),
+        &split(&expect),
+        tol,
+        tol,
+    );
     let mut n = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
     b.complex_norm_sq(&da, &mut n).expect("norm_sq");
     let expect: Vec<f64> = ha.iter().map(|c| c.norm_sqr().as_f64()).collect();
@@ -171,7 +269,10 @@ pub fn elementwise_shape_errors<B: Backend>(b: &B) {
     let a = b.zeros::<FloatOf<B>>(&[2, 3]).expect("zeros");
     let c = b.zeros::<FloatOf<B>>(&[3, 2]).expect("zeros");
     let mut out = b.zeros::<FloatOf<B>>(&[2, 3]).expect("zeros");
-    assert!(matches!(b.binary(BinaryOp::Add, &a, &c, &mut out), Err(crate::Error::Shape { .. })));
+    assert!(matches!(
+        b.binary(BinaryOp::Add, &a, &c, &mut out),
+        Err(crate::Error::Shape { .. })
+    ));
     let mut a2 = b.duplicate(&a).expect("dup");
     assert!(b.axpy(FloatOf::<B>::from_f64(1.0), &c, &mut a2).is_err());
     let mut bad_out = b.zeros::<FloatOf<B>>(&[6]).expect("zeros");
@@ -192,8 +293,15 @@ pub fn reduce_basic<B: Backend>(b: &B) {
     let tol = 1e-12 * v.len() as f64;
     assert!((b.sum(&d).expect("sum") - sum).abs() <= tol);
     assert!((b.sum_sq(&d).expect("sum_sq") - v.iter().map(|x| x * x).sum::<f64>()).abs() <= tol);
-    assert!((b.dot(&d, &d2).expect("dot") - v.iter().zip(&w).map(|(x, y)| x * y).sum::<f64>()).abs() <= tol);
-    let (mn, mx) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, c), &x| (a.min(x), c.max(x)));
+    assert!(
+        (b.dot(&d, &d2).expect("dot") - v.iter().zip(&w).map(|(x, y)| x * y).sum::<f64>()).abs()
+            <= tol
+    );
+    let (mn, mx) = v
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, c), &x| {
+            (a.min(x), c.max(x))
+        });
     assert_eq!(b.min(&d).expect("min").as_f64(), mn);
     assert_eq!(b.max(&d).expect("max").as_f64(), mx);
     let (i, m) = b.argmax(&d).expect("argmax");
@@ -201,8 +309,14 @@ pub fn reduce_basic<B: Backend>(b: &B) {
     let mean = sum / v.len() as f64;
     let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64;
     let (m2, s2) = b.mean_std(&d).expect("mean_std");
-    assert!((m2 - mean).abs() < 1e-12 && (s2 - var.sqrt()).abs() < 1e-9, "{m2} {s2}");
-    let ints = up(b, &h.mapv(|x| IntOf::<B>::from_f64((x.as_f64() * 100.0).round())));
+    assert!(
+        (m2 - mean).abs() < 1e-12 && (s2 - var.sqrt()).abs() < 1e-9,
+        "{m2} {s2}"
+    );
+    let ints = up(
+        b,
+        &h.mapv(|x| IntOf::<B>::from_f64((x.as_f64() * 100.0).round())),
+    );
     let isum: f64 = v.iter().map(|x| (x * 100.0).round()).sum();
     assert_eq!(b.sum(&ints).expect("sum of ints"), isum);
 }
@@ -211,7 +325,13 @@ pub fn reduce_nan_and_empty<B: Backend>(b: &B) {
     let nan = FloatOf::<B>::nan();
     let h = ArrayD::from_shape_vec(
         IxDyn(&[5]),
-        vec![nan, FloatOf::<B>::from_f64(1.0), nan, FloatOf::<B>::from_f64(3.0), FloatOf::<B>::from_f64(-2.0)],
+        vec![
+            nan,
+            FloatOf::<B>::from_f64(1.0),
+            nan,
+            FloatOf::<B>::from_f64(3.0),
+            FloatOf::<B>::from_f64(-2.0),
+        ],
     )
     .expect("shape");
     let d = up(b, &h);
@@ -231,7 +351,10 @@ pub fn reduce_nan_and_empty<B: Backend>(b: &B) {
 pub fn reduce_rows<B: Backend>(b: &B) {
     let mut rng = Lcg::new(5);
     for (rows, n) in [(1, 1000), (3, 17), (7, 40000)] {
-        let (h, h2) = (host::<B>(&mut rng, &[rows, n]), host::<B>(&mut rng, &[rows, n]));
+        let (h, h2) = (
+            host::<B>(&mut rng, &[rows, n]),
+            host::<B>(&mut rng, &[rows, n]),
+        );
         let (d, d2) = (up(b, &h), up(b, &h2));
         let sums = b.sum_rows(&d).expect("sum_rows");
         let dots = b.dot_rows(&d, &d2).expect("dot_rows");
@@ -241,7 +364,9 @@ pub fn reduce_rows<B: Backend>(b: &B) {
             let row2: Vec<f64> = (0..n).map(|j| h2[[r, j]].as_f64()).collect();
             let tol = 1e-12 * n as f64;
             assert!((sums[r] - row.iter().sum::<f64>()).abs() <= tol);
-            assert!((dots[r] - row.iter().zip(&row2).map(|(a, c)| a * c).sum::<f64>()).abs() <= tol);
+            assert!(
+                (dots[r] - row.iter().zip(&row2).map(|(a, c)| a * c).sum::<f64>()).abs() <= tol
+            );
             assert!((sqs[r] - row.iter().map(|a| a * a).sum::<f64>()).abs() <= tol);
         }
     }
@@ -271,21 +396,36 @@ fn check_fft<B: Backend>(b: &B, shape: &[usize], axes: &[usize], seed: u64) {
     let plan = b.fft_plan(shape, axes).expect("fft_plan");
     assert_eq!(plan.real_shape(), shape);
     let expect = reference::rfft(&to_f64(&h), axes);
-    assert_eq!(plan.complex_shape(), expect.shape(), "complex shape for {shape:?} axes {axes:?}");
+    assert_eq!(
+        plan.complex_shape(),
+        expect.shape(),
+        "complex shape for {shape:?} axes {axes:?}"
+    );
     let d = up(b, &h);
-    let mut spec = b.zeros::<ComplexOf<B>>(plan.complex_shape()).expect("zeros");
+    let mut spec = b
+        .zeros::<ComplexOf<B>>(plan.complex_shape())
+        .expect("zeros");
     b.rfft(&plan, &d, &mut spec).expect("rfft");
     let got = down(b, &spec);
     let n: usize = axes.iter().map(|&a| shape[a]).product();
     let scale = (n as f64).sqrt();
     let tol = 16.0 * eps::<B>() * scale * (n as f64).log2().max(1.0);
-    let g: Vec<f64> = got.iter().flat_map(|c| [c.re.as_f64(), c.im.as_f64()]).collect();
+    let g: Vec<f64> = got
+        .iter()
+        .flat_map(|c| [c.re.as_f64(), c.im.as_f64()])
+        .collect();
     let e: Vec<f64> = expect.iter().flat_map(|c| [c.re, c.im]).collect();
     assert_close(&format!("rfft {shape:?} axes {axes:?}"), &g, &e, 0.0, tol);
     let mut back = b.zeros::<FloatOf<B>>(shape).expect("zeros");
     b.irfft(&plan, &mut spec, &mut back).expect("irfft");
     let back: Vec<f64> = flat(&down(b, &back)).iter().map(|v| v / n as f64).collect();
-    assert_close(&format!("irfft∘rfft {shape:?} axes {axes:?}"), &back, &flat(&to_f64(&h)), 0.0, tol);
+    assert_close(
+        &format!("irfft∘rfft {shape:?} axes {axes:?}"),
+        &back,
+        &flat(&to_f64(&h)),
+        0.0,
+        tol,
+    );
 }
 
 pub fn fft_matches_dft<B: Backend>(b: &B) {
@@ -320,12 +460,23 @@ pub fn fft_pruned_equals_full<B: Backend>(b: &B) {
     }
     let plan = b.fft_plan(&shape, &[0, 1, 2]).expect("plan");
     let d = up(b, &h);
-    let mut full = b.zeros::<ComplexOf<B>>(plan.complex_shape()).expect("zeros");
-    let mut pruned = b.zeros::<ComplexOf<B>>(plan.complex_shape()).expect("zeros");
+    let mut full = b
+        .zeros::<ComplexOf<B>>(plan.complex_shape())
+        .expect("zeros");
+    let mut pruned = b
+        .zeros::<ComplexOf<B>>(plan.complex_shape())
+        .expect("zeros");
     b.rfft(&plan, &d, &mut full).expect("rfft");
-    b.rfft_pruned(&plan, &d, &box_, &mut pruned).expect("rfft_pruned");
-    let f: Vec<f64> = down(b, &full).iter().flat_map(|c| [c.re.as_f64(), c.im.as_f64()]).collect();
-    let p: Vec<f64> = down(b, &pruned).iter().flat_map(|c| [c.re.as_f64(), c.im.as_f64()]).collect();
+    b.rfft_pruned(&plan, &d, &box_, &mut pruned)
+        .expect("rfft_pruned");
+    let f: Vec<f64> = down(b, &full)
+        .iter()
+        .flat_map(|c| [c.re.as_f64(), c.im.as_f64()])
+        .collect();
+    let p: Vec<f64> = down(b, &pruned)
+        .iter()
+        .flat_map(|c| [c.re.as_f64(), c.im.as_f64()])
+        .collect();
     assert_close("rfft_pruned vs rfft", &p, &f, 0.0, 64.0 * eps::<B>());
 }
 
@@ -336,11 +487,19 @@ pub fn fft_plan_errors<B: Backend>(b: &B) {
     assert!(b.fft_plan(&[8, 0], &[0, 1]).is_err(), "zero-sized shape");
     let plan = b.fft_plan(&[8, 8], &[0, 1]).expect("plan");
     let wrong = b.zeros::<FloatOf<B>>(&[8, 6]).expect("zeros");
-    let mut spec = b.zeros::<ComplexOf<B>>(plan.complex_shape()).expect("zeros");
-    assert!(b.rfft(&plan, &wrong, &mut spec).is_err(), "plan used on the wrong shape");
+    let mut spec = b
+        .zeros::<ComplexOf<B>>(plan.complex_shape())
+        .expect("zeros");
+    assert!(
+        b.rfft(&plan, &wrong, &mut spec).is_err(),
+        "plan used on the wrong shape"
+    );
     let right = b.zeros::<FloatOf<B>>(&[8, 8]).expect("zeros");
     let mut bad_spec = b.zeros::<ComplexOf<B>>(&[8, 8]).expect("zeros");
-    assert!(b.rfft(&plan, &right, &mut bad_spec).is_err(), "wrong spectrum shape");
+    assert!(
+        b.rfft(&plan, &right, &mut bad_spec).is_err(),
+        "wrong spectrum shape"
+    );
 }
 
 // ---------------------------------------------------------------- resample
@@ -352,9 +511,15 @@ pub fn pad_crop_flip_roll<B: Backend>(b: &B) {
     let mut p = b.zeros::<FloatOf<B>>(&[6, 6, 8]).expect("zeros");
     b.pad(&d, &[1, 2, 0], PadMode::Zero, &mut p).expect("pad");
     let hp = down(b, &p);
-    for ((i, j, k), v) in ndarray::Array3::from_shape_fn((6, 6, 8), |(i, j, k)| hp[[i, j, k]]).indexed_iter() {
+    for ((i, j, k), v) in
+        ndarray::Array3::from_shape_fn((6, 6, 8), |(i, j, k)| hp[[i, j, k]]).indexed_iter()
+    {
         let inside = (1..4).contains(&i) && (2..6).contains(&j) && k < 5;
-        let expect = if inside { h[[i - 1, j - 2, k]].as_f64() } else { 0.0 };
+        let expect = if inside {
+            h[[i - 1, j - 2, k]].as_f64()
+        } else {
+            0.0
+        };
         assert_eq!(v.as_f64(), expect, "pad at {:?}", (i, j, k));
     }
     let mut c = b.zeros::<FloatOf<B>>(&[3, 4, 5]).expect("zeros");
@@ -373,17 +538,25 @@ pub fn pad_crop_flip_roll<B: Backend>(b: &B) {
         let src = [(i + 3 - 1) % 3, (j + 1) % 4, (k + 5 * 2 - 7) % 5];
         assert_eq!(hr[[i, j, k]], h[IxDyn(&src)], "roll at {:?}", (i, j, k));
     }
-    let ints = up(b, &ArrayD::from_shape_fn(IxDyn(&[4, 4]), |i| IntOf::<B>::from_f64((i[0] * 4 + i[1]) as f64)));
+    let ints = up(
+        b,
+        &ArrayD::from_shape_fn(IxDyn(&[4, 4]), |i| {
+            IntOf::<B>::from_f64((i[0] * 4 + i[1]) as f64)
+        }),
+    );
     let mut ic = b.zeros::<IntOf<B>>(&[2, 2]).expect("zeros");
     b.crop(&ints, &[1, 2], &mut ic).expect("crop ints");
     assert_eq!(flat(&down(b, &ic)), vec![6.0, 7.0, 10.0, 11.0]);
 }
 
 pub fn pad_symmetric<B: Backend>(b: &B) {
-    let h = ArrayD::from_shape_fn(IxDyn(&[3, 4]), |i| FloatOf::<B>::from_f64((i[0] * 4 + i[1]) as f64));
+    let h = ArrayD::from_shape_fn(IxDyn(&[3, 4]), |i| {
+        FloatOf::<B>::from_f64((i[0] * 4 + i[1]) as f64)
+    });
     let d = up(b, &h);
     let mut p = b.zeros::<FloatOf<B>>(&[7, 9]).expect("zeros");
-    b.pad(&d, &[2, 3], PadMode::Symmetric, &mut p).expect("pad symmetric");
+    b.pad(&d, &[2, 3], PadMode::Symmetric, &mut p)
+        .expect("pad symmetric");
     let hp = down(b, &p);
     // numpy: np.pad(h, ((2,2),(3,2)), mode="symmetric")
     let sym = |i: isize, n: usize| reference::extend(i, n, BorderMode::Reflect).expect("reflect");
@@ -398,25 +571,55 @@ pub fn pad_symmetric<B: Backend>(b: &B) {
 pub fn resample_errors<B: Backend>(b: &B) {
     let d = b.zeros::<FloatOf<B>>(&[4, 4]).expect("zeros");
     let mut small = b.zeros::<FloatOf<B>>(&[3, 3]).expect("zeros");
-    assert!(b.pad(&d, &[0, 0], PadMode::Zero, &mut small).is_err(), "pad into a smaller array");
+    assert!(
+        b.pad(&d, &[0, 0], PadMode::Zero, &mut small).is_err(),
+        "pad into a smaller array"
+    );
     let mut big = b.zeros::<FloatOf<B>>(&[5, 5]).expect("zeros");
-    assert!(b.crop(&d, &[0, 0], &mut big).is_err(), "crop larger than source");
-    assert!(b.crop(&d, &[2, 0], &mut small).is_err(), "crop out of range");
+    assert!(
+        b.crop(&d, &[0, 0], &mut big).is_err(),
+        "crop larger than source"
+    );
+    assert!(
+        b.crop(&d, &[2, 0], &mut small).is_err(),
+        "crop out of range"
+    );
     let mut same = b.zeros::<FloatOf<B>>(&[4, 4]).expect("zeros");
-    assert!(b.flip(&d, &[2], &mut same).is_err(), "flip axis out of range");
-    assert!(b.roll(&d, &[1], &mut same).is_err(), "roll with one shift for two axes");
+    assert!(
+        b.flip(&d, &[2], &mut same).is_err(),
+        "flip axis out of range"
+    );
+    assert!(
+        b.roll(&d, &[1], &mut same).is_err(),
+        "roll with one shift for two axes"
+    );
     let m3 = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
     assert!(
-        b.affine_transform(&d, &m3, &[0.0, 0.0], Interpolation::Linear, &mut same).is_err(),
+        b.affine_transform(&d, &m3, &[0.0, 0.0], Interpolation::Linear, &mut same)
+            .is_err(),
         "3×3 matrix for a 2-D array"
     );
     let mut v3 = b.zeros::<FloatOf<B>>(&[4, 4, 4]).expect("zeros");
     assert!(
-        b.affine_transform(&d, &[1.0, 0.0, 0.0, 1.0], &[0.0, 0.0], Interpolation::Cubic, &mut v3).is_err(),
+        b.affine_transform(
+            &d,
+            &[1.0, 0.0, 0.0, 1.0],
+            &[0.0, 0.0],
+            Interpolation::Cubic,
+            &mut v3
+        )
+        .is_err(),
         "dst rank differs"
     );
     assert!(
-        b.affine_transform(&d, &[f64::NAN, 0.0, 0.0, 1.0], &[0.0, 0.0], Interpolation::Cubic, &mut same).is_err(),
+        b.affine_transform(
+            &d,
+            &[f64::NAN, 0.0, 0.0, 1.0],
+            &[0.0, 0.0],
+            Interpolation::Cubic,
+            &mut same
+        )
+        .is_err(),
         "non-finite matrix"
     );
 }
@@ -428,18 +631,34 @@ pub fn affine_identity_and_shift<B: Backend>(b: &B) {
     let mut coeffs = up(b, &h);
     b.spline_prefilter(&mut coeffs).expect("prefilter");
     for interp in [Interpolation::Linear, Interpolation::Cubic] {
-        let src = if interp == Interpolation::Cubic { &coeffs } else { &up(b, &h) };
+        let src = if interp == Interpolation::Cubic {
+            &coeffs
+        } else {
+            &up(b, &h)
+        };
         let mut out = b.zeros::<FloatOf<B>>(&[9, 10, 11]).expect("zeros");
-        b.affine_transform(src, &id, &[0.0, 0.0, 0.0], interp, &mut out).expect("identity");
-        assert_close(&format!("identity {interp:?}"), &flat(&down(b, &out)), &flat(&to_f64(&h)), 0.0, 64.0 * eps::<B>());
+        b.affine_transform(src, &id, &[0.0, 0.0, 0.0], interp, &mut out)
+            .expect("identity");
+        assert_close(
+            &format!("identity {interp:?}"),
+            &flat(&down(b, &out)),
+            &flat(&to_f64(&h)),
+            0.0,
+            64.0 * eps::<B>(),
+        );
         // shift by +1 along axis 2: out[..., k] = h[..., k + 1], zero past the edge
-        b.affine_transform(src, &id, &[0.0, 0.0, 1.0], interp, &mut out).expect("shift");
+        b.affine_transform(src, &id, &[0.0, 0.0, 1.0], interp, &mut out)
+            .expect("shift");
         let ho = down(b, &out);
         for i in 0..9 {
             for j in 0..10 {
                 for k in 0..10 {
                     let (g, e) = (ho[[i, j, k]].as_f64(), h[[i, j, k + 1]].as_f64());
-                    assert!((g - e).abs() <= 64.0 * eps::<B>(), "shift {interp:?} at {:?}: {g} vs {e}", (i, j, k));
+                    assert!(
+                        (g - e).abs() <= 64.0 * eps::<B>(),
+                        "shift {interp:?} at {:?}: {g} vs {e}",
+                        (i, j, k)
+                    );
                 }
             }
         }
@@ -454,11 +673,16 @@ pub fn rotate_quarter_turn_exact<B: Backend>(b: &B) {
     let h = host::<B>(&mut rng, &[n, n, n]);
     let r = [1.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 1.0, 0.0];
     let c = (n as f64 - 1.0) / 2.0;
-    let off = [c - (r[0] * c + r[1] * c + r[2] * c), c - (r[3] * c + r[4] * c + r[5] * c), c - (r[6] * c + r[7] * c + r[8] * c)];
+    let off = [
+        c - (r[0] * c + r[1] * c + r[2] * c),
+        c - (r[3] * c + r[4] * c + r[5] * c),
+        c - (r[6] * c + r[7] * c + r[8] * c),
+    ];
     let mut coeffs = up(b, &h);
     b.spline_prefilter(&mut coeffs).expect("prefilter");
     let mut out = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
-    b.affine_transform(&coeffs, &r, &off, Interpolation::Cubic, &mut out).expect("rotate");
+    b.affine_transform(&coeffs, &r, &off, Interpolation::Cubic, &mut out)
+        .expect("rotate");
     let ho = down(b, &out);
     for i in 0..n {
         for j in 0..n {
@@ -466,7 +690,11 @@ pub fn rotate_quarter_turn_exact<B: Backend>(b: &B) {
                 // source = R (o - c) + c = (i, -(k - c) + c, (j - c) + c) = (i, n-1-k, j)
                 let e = h[[i, n - 1 - k, j]].as_f64();
                 let g = ho[[i, j, k]].as_f64();
-                assert!((g - e).abs() <= 128.0 * eps::<B>(), "quarter turn at {:?}: {g} vs {e}", (i, j, k));
+                assert!(
+                    (g - e).abs() <= 128.0 * eps::<B>(),
+                    "quarter turn at {:?}: {g} vs {e}",
+                    (i, j, k)
+                );
             }
         }
     }
@@ -483,14 +711,23 @@ pub fn spline_prefilter_interpolates<B: Backend>(b: &B) {
     let mut coeffs = up(b, &h);
     b.spline_prefilter(&mut coeffs).expect("prefilter");
     let mut out = b.zeros::<FloatOf<B>>(&[n, n]).expect("zeros");
-    b.affine_transform(&coeffs, &[1.0, 0.0, 0.0, 1.0], &[0.5, 0.25], Interpolation::Cubic, &mut out)
-        .expect("half shift");
+    b.affine_transform(
+        &coeffs,
+        &[1.0, 0.0, 0.0, 1.0],
+        &[0.5, 0.25],
+        Interpolation::Cubic,
+        &mut out,
+    )
+    .expect("half shift");
     let ho = down(b, &out);
     for i in 8..n - 9 {
         for j in 8..n - 9 {
             let e = 0.25 * (i as f64 + 0.5) + 0.5 * (j as f64 + 0.25);
             let g = ho[[i, j]].as_f64();
-            assert!((g - e).abs() < 1e-3_f64.max(1e4 * eps::<B>()), "ramp at ({i}, {j}): {g} vs {e}");
+            assert!(
+                (g - e).abs() < 1e-3_f64.max(1e4 * eps::<B>()),
+                "ramp at ({i}, {j}): {g} vs {e}"
+            );
         }
     }
 }
@@ -516,23 +753,44 @@ pub fn max_filter_matches_brute<B: Backend>(b: &B) {
                 let mut out = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
                 b.max_filter(&d, &size, mode, &mut out).expect("max_filter");
                 let e = reference::max_filter(&to_f64(&h), &size, mode);
-                assert_eq!(flat(&down(b, &out)), flat(&e), "max_filter {shape:?} size {s} {mode:?}");
+                assert_eq!(
+                    flat(&down(b, &out)),
+                    flat(&e),
+                    "max_filter {shape:?} size {s} {mode:?}"
+                );
             }
         }
         if shape.len() == 2 {
             let mut out = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
-            b.max_filter(&d, &[3, 6], BorderMode::Nearest, &mut out).expect("anisotropic");
+            b.max_filter(&d, &[3, 6], BorderMode::Nearest, &mut out)
+                .expect("anisotropic");
             let e = reference::max_filter(&to_f64(&h), &[3, 6], BorderMode::Nearest);
             assert_eq!(flat(&down(b, &out)), flat(&e), "anisotropic max_filter");
         }
     }
     let ints = rng.levels::<IntOf<B>>(&[10, 10], 5);
     let mut out = b.zeros::<IntOf<B>>(&[10, 10]).expect("zeros");
-    b.max_filter(&up(b, &ints), &[3, 3], BorderMode::Nearest, &mut out).expect("int max_filter");
-    assert_eq!(flat(&down(b, &out)), flat(&reference::max_filter(&to_f64(&ints), &[3, 3], BorderMode::Nearest)));
+    b.max_filter(&up(b, &ints), &[3, 3], BorderMode::Nearest, &mut out)
+        .expect("int max_filter");
+    assert_eq!(
+        flat(&down(b, &out)),
+        flat(&reference::max_filter(
+            &to_f64(&ints),
+            &[3, 3],
+            BorderMode::Nearest
+        ))
+    );
     let d = up(b, &ints);
-    assert!(b.max_filter(&d, &[3], BorderMode::Nearest, &mut out).is_err(), "size per axis");
-    assert!(b.max_filter(&d, &[0, 3], BorderMode::Nearest, &mut out).is_err(), "zero size");
+    assert!(
+        b.max_filter(&d, &[3], BorderMode::Nearest, &mut out)
+            .is_err(),
+        "size per axis"
+    );
+    assert!(
+        b.max_filter(&d, &[0, 3], BorderMode::Nearest, &mut out)
+            .is_err(),
+        "zero size"
+    );
 }
 
 pub fn max_filter_footprint_matches_brute<B: Backend>(b: &B) {
@@ -544,7 +802,8 @@ pub fn max_filter_footprint_matches_brute<B: Backend>(b: &B) {
     for (fp, fs) in [(&cross[..], &[3usize, 3][..]), (&odd[..], &[2, 3][..])] {
         for mode in MODES {
             let mut out = b.zeros::<FloatOf<B>>(&[12, 11]).expect("zeros");
-            b.max_filter_footprint(&d, fp, fs, mode, &mut out).expect("footprint");
+            b.max_filter_footprint(&d, fp, fs, mode, &mut out)
+                .expect("footprint");
             let e = reference::max_filter_footprint(&to_f64(&h), fp, fs, mode);
             assert_eq!(flat(&down(b, &out)), flat(&e), "footprint {fs:?} {mode:?}");
         }
@@ -560,7 +819,13 @@ pub fn laplace_matches_reference<B: Backend>(b: &B) {
             let mut out = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
             b.laplace(&d, mode, &mut out).expect("laplace");
             let e = reference::laplace(&to_f64(&h), mode);
-            assert_close(&format!("laplace {shape:?} {mode:?}"), &flat(&down(b, &out)), &flat(&e), 0.0, 16.0 * eps::<B>());
+            assert_close(
+                &format!("laplace {shape:?} {mode:?}"),
+                &flat(&down(b, &out)),
+                &flat(&e),
+                0.0,
+                16.0 * eps::<B>(),
+            );
         }
     }
 }
@@ -572,16 +837,22 @@ pub fn peak_candidates_compacts<B: Backend>(b: &B) {
     h[[5, 5]] = FloatOf::<B>::nan();
     let d = up(b, &h);
     let mut f = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
-    b.max_filter(&d, &[3, 3], BorderMode::Nearest, &mut f).expect("max_filter");
+    b.max_filter(&d, &[3, 3], BorderMode::Nearest, &mut f)
+        .expect("max_filter");
     let hf = down(b, &f);
     let thr = FloatOf::<B>::from_f64(3.0);
     let border = [2usize, 3];
-    let got = b.peak_candidates(&d, &f, thr, &border).expect("peak_candidates");
+    let got = b
+        .peak_candidates(&d, &f, thr, &border)
+        .expect("peak_candidates");
     let mut expect = Vec::new();
     for i in 0..shape[0] {
         for j in 0..shape[1] {
             let v = h[[i, j]];
-            let inside = i >= border[0] && i < shape[0] - border[0] && j >= border[1] && j < shape[1] - border[1];
+            let inside = i >= border[0]
+                && i < shape[0] - border[0]
+                && j >= border[1]
+                && j < shape[1] - border[1];
             if inside && v == hf[[i, j]] && v > thr {
                 expect.push((i * shape[1] + j, v.as_f64()));
             }
@@ -589,7 +860,10 @@ pub fn peak_candidates_compacts<B: Backend>(b: &B) {
     }
     let got: Vec<(usize, f64)> = got.iter().map(|&(i, v)| (i, v.as_f64())).collect();
     assert_eq!(got, expect);
-    assert!(!got.iter().any(|&(i, _)| i == 5 * 30 + 5), "NaN is never a candidate");
+    assert!(
+        !got.iter().any(|&(i, _)| i == 5 * 30 + 5),
+        "NaN is never a candidate"
+    );
     let wrong = b.zeros::<FloatOf<B>>(&[30, 20]).expect("zeros");
     assert!(b.peak_candidates(&d, &wrong, thr, &border).is_err());
 }
@@ -600,12 +874,20 @@ pub fn dense_matvec<B: Backend>(b: &B) {
     let mut rng = Lcg::new(80);
     let (a, x) = (host::<B>(&mut rng, &[6, 5]), host::<B>(&mut rng, &[3, 5]));
     let mut y = b.zeros::<FloatOf<B>>(&[3, 6]).expect("zeros");
-    b.matvec_dense(&up(b, &a), &up(b, &x), &mut y).expect("matvec_dense");
+    b.matvec_dense(&up(b, &a), &up(b, &x), &mut y)
+        .expect("matvec_dense");
     let e = reference::matvec(&to_f64(&a), &to_f64(&x));
-    assert_close("matvec_dense", &flat(&down(b, &y)), &flat(&e), 0.0, 16.0 * eps::<B>());
+    assert_close(
+        "matvec_dense",
+        &flat(&down(b, &y)),
+        &flat(&e),
+        0.0,
+        16.0 * eps::<B>(),
+    );
     // one matrix per entry
     let per = host::<B>(&mut rng, &[3, 6, 5]);
-    b.matvec_dense(&up(b, &per), &up(b, &x), &mut y).expect("per-entry matvec");
+    b.matvec_dense(&up(b, &per), &up(b, &x), &mut y)
+        .expect("per-entry matvec");
     let hy = down(b, &y);
     for e in 0..3 {
         let ae = ArrayD::from_shape_fn(IxDyn(&[6, 5]), |i| per[[e, i[0], i[1]]].as_f64());
@@ -624,7 +906,11 @@ pub fn csr_matvec<B: Backend>(b: &B) {
     let indptr = ArrayD::from_shape_vec(IxDyn(&[5]), vec![0i64, 2, 2, 5, 6]).expect("shape");
     let indices = ArrayD::from_shape_vec(IxDyn(&[6]), vec![0i64, 3, 1, 2, 4, 0]).expect("shape");
     let vals = [1.0, -2.0, 0.5, 3.0, 1.5, -1.0];
-    let data = ArrayD::from_shape_vec(IxDyn(&[6]), vals.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect()).expect("shape");
+    let data = ArrayD::from_shape_vec(
+        IxDyn(&[6]),
+        vals.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect(),
+    )
+    .expect("shape");
     let a = CsrMatrix::<B, FloatOf<B>> {
         nrows: 4,
         ncols: 5,
@@ -643,7 +929,13 @@ pub fn csr_matvec<B: Backend>(b: &B) {
     let mut y = b.zeros::<FloatOf<B>>(&[2, 4]).expect("zeros");
     b.matvec_csr(&a, &up(b, &x), &mut y).expect("matvec_csr");
     let e = reference::matvec(&dense, &to_f64(&x));
-    assert_close("matvec_csr", &flat(&down(b, &y)), &flat(&e), 0.0, 16.0 * eps::<B>());
+    assert_close(
+        "matvec_csr",
+        &flat(&down(b, &y)),
+        &flat(&e),
+        0.0,
+        16.0 * eps::<B>(),
+    );
 }
 
 pub fn laplacian_stencil<B: Backend>(b: &B) {
@@ -653,33 +945,61 @@ pub fn laplacian_stencil<B: Backend>(b: &B) {
         let x = host::<B>(&mut rng, &[2, n]);
         for (bc, periodic) in [(Boundary::DirichletZero, false), (Boundary::Periodic, true)] {
             let mut y = b.zeros::<FloatOf<B>>(&[2, n]).expect("zeros");
-            b.laplacian(&grid, bc, &up(b, &x), &mut y).expect("laplacian");
+            b.laplacian(&grid, bc, &up(b, &x), &mut y)
+                .expect("laplacian");
             let e = reference::laplacian(&grid, periodic, &to_f64(&x));
-            assert_close(&format!("laplacian {grid:?} {bc:?}"), &flat(&down(b, &y)), &flat(&e), 0.0, 32.0 * eps::<B>());
+            assert_close(
+                &format!("laplacian {grid:?} {bc:?}"),
+                &flat(&down(b, &y)),
+                &flat(&e),
+                0.0,
+                32.0 * eps::<B>(),
+            );
         }
     }
     let x = b.zeros::<FloatOf<B>>(&[2, 10]).expect("zeros");
     let mut y = b.zeros::<FloatOf<B>>(&[2, 10]).expect("zeros");
-    assert!(b.laplacian(&[3, 3], Boundary::DirichletZero, &x, &mut y).is_err(), "grid size mismatch");
-    assert!(b.laplacian(&[1, 1, 2, 5], Boundary::DirichletZero, &x, &mut y).is_err(), "4-D grid");
+    assert!(
+        b.laplacian(&[3, 3], Boundary::DirichletZero, &x, &mut y)
+            .is_err(),
+        "grid size mismatch"
+    );
+    assert!(
+        b.laplacian(&[1, 1, 2, 5], Boundary::DirichletZero, &x, &mut y)
+            .is_err(),
+        "4-D grid"
+    );
 }
 
 pub fn row_ops<B: Backend>(b: &B) {
     let mut rng = Lcg::new(83);
     let (x, y0) = (host::<B>(&mut rng, &[3, 50]), host::<B>(&mut rng, &[3, 50]));
-    let alpha: Vec<FloatOf<B>> = [0.5, -1.0, 2.0].iter().map(|&v| FloatOf::<B>::from_f64(v)).collect();
+    let alpha: Vec<FloatOf<B>> = [0.5, -1.0, 2.0]
+        .iter()
+        .map(|&v| FloatOf::<B>::from_f64(v))
+        .collect();
     let (dx, tol) = (up(b, &x), 8.0 * eps::<B>());
     let mut y = up(b, &y0);
     b.axpy_rows(&alpha, &dx, &mut y).expect("axpy_rows");
-    let e: Vec<f64> = (0..150).map(|i| y0[[i / 50, i % 50]].as_f64() + alpha[i / 50].as_f64() * x[[i / 50, i % 50]].as_f64()).collect();
+    let e: Vec<f64> = (0..150)
+        .map(|i| {
+            y0[[i / 50, i % 50]].as_f64() + alpha[i / 50].as_f64() * x[[i / 50, i % 50]].as_f64()
+        })
+        .collect();
     assert_close("axpy_rows", &flat(&down(b, &y)), &e, tol, tol);
     let mut y = up(b, &y0);
     b.xpay_rows(&dx, &alpha, &mut y).expect("xpay_rows");
-    let e: Vec<f64> = (0..150).map(|i| x[[i / 50, i % 50]].as_f64() + alpha[i / 50].as_f64() * y0[[i / 50, i % 50]].as_f64()).collect();
+    let e: Vec<f64> = (0..150)
+        .map(|i| {
+            x[[i / 50, i % 50]].as_f64() + alpha[i / 50].as_f64() * y0[[i / 50, i % 50]].as_f64()
+        })
+        .collect();
     assert_close("xpay_rows", &flat(&down(b, &y)), &e, tol, tol);
     let mut y = up(b, &y0);
     b.scale_rows(&alpha, &mut y).expect("scale_rows");
-    let e: Vec<f64> = (0..150).map(|i| alpha[i / 50].as_f64() * y0[[i / 50, i % 50]].as_f64()).collect();
+    let e: Vec<f64> = (0..150)
+        .map(|i| alpha[i / 50].as_f64() * y0[[i / 50, i % 50]].as_f64())
+        .collect();
     assert_close("scale_rows", &flat(&down(b, &y)), &e, tol, tol);
     assert!(b.scale_rows(&alpha[..2], &mut y).is_err(), "alpha per row");
 }
@@ -687,10 +1007,20 @@ pub fn row_ops<B: Backend>(b: &B) {
 pub fn cg_update_fused<B: Backend>(b: &B) {
     let mut rng = Lcg::new(84);
     let shape = [3, 40000];
-    let (d, q, x0, r0) = (host::<B>(&mut rng, &shape), host::<B>(&mut rng, &shape), host::<B>(&mut rng, &shape), host::<B>(&mut rng, &shape));
-    let alpha: Vec<FloatOf<B>> = [0.3, 0.0, -1.25].iter().map(|&v| FloatOf::<B>::from_f64(v)).collect();
+    let (d, q, x0, r0) = (
+        host::<B>(&mut rng, &shape),
+        host::<B>(&mut rng, &shape),
+        host::<B>(&mut rng, &shape),
+        host::<B>(&mut rng, &shape),
+    );
+    let alpha: Vec<FloatOf<B>> = [0.3, 0.0, -1.25]
+        .iter()
+        .map(|&v| FloatOf::<B>::from_f64(v))
+        .collect();
     let (mut x, mut r) = (up(b, &x0), up(b, &r0));
-    let rr = b.cg_update_xr(&alpha, &up(b, &d), &up(b, &q), &mut x, &mut r).expect("cg_update_xr");
+    let rr = b
+        .cg_update_xr(&alpha, &up(b, &d), &up(b, &q), &mut x, &mut r)
+        .expect("cg_update_xr");
     let (hx, hr) = (down(b, &x), down(b, &r));
     for row in 0..3 {
         let a = alpha[row];
@@ -702,7 +1032,11 @@ pub fn cg_update_fused<B: Backend>(b: &B) {
             assert!((hr[[row, j]].as_f64() - er.as_f64()).abs() <= 4.0 * eps::<B>());
             acc += hr[[row, j]].as_f64().powi(2);
         }
-        assert!((rr[row] - acc).abs() <= 1e-9 * acc.max(1.0), "row {row}: {} vs {acc}", rr[row]);
+        assert!(
+            (rr[row] - acc).abs() <= 1e-9 * acc.max(1.0),
+            "row {row}: {} vs {acc}",
+            rr[row]
+        );
     }
 }
 
@@ -710,13 +1044,29 @@ pub fn cg_update_fused<B: Backend>(b: &B) {
 
 pub fn running_max_strict<B: Backend>(b: &B) {
     let shape = [2, 3];
-    let f = |v: &[f64]| ArrayD::from_shape_vec(IxDyn(&shape), v.iter().map(|&x| FloatOf::<B>::from_f64(x)).collect()).expect("shape");
-    let mut best = b.full::<FloatOf<B>>(&shape, FloatOf::<B>::neg_infinity()).expect("full");
-    let mut idx = b.full::<IntOf<B>>(&shape, IntOf::<B>::from_f64(-1.0)).expect("full");
+    let f = |v: &[f64]| {
+        ArrayD::from_shape_vec(
+            IxDyn(&shape),
+            v.iter().map(|&x| FloatOf::<B>::from_f64(x)).collect(),
+        )
+        .expect("shape")
+    };
+    let mut best = b
+        .full::<FloatOf<B>>(&shape, FloatOf::<B>::neg_infinity())
+        .expect("full");
+    let mut idx = b
+        .full::<IntOf<B>>(&shape, IntOf::<B>::from_f64(-1.0))
+        .expect("full");
     let s0 = f(&[1.0, 2.0, 3.0, 0.0, f64::NAN, -1.0]);
     let s1 = f(&[1.0, 5.0, 2.0, 0.5, 7.0, f64::NAN]);
-    b.running_max(&up(b, &s0), &mut best, &mut idx, IntOf::<B>::from_f64(0.0)).expect("running_max");
-    b.running_max(&up(b, &s1), &mut best, &mut idx, IntOf::<B>::from_f64(1.0)).expect("running_max");
+    b.running_max(&up(b, &s0), &mut best, &mut idx, IntOf::<B>::from_f64(0.0))
+        .expect("running_max");
+    b.running_max(&up(b, &s1), &mut best, &mut idx, IntOf::<B>::from_f64(1.0))
+        .expect("running_max");
     assert_eq!(flat(&down(b, &best)), vec![1.0, 5.0, 3.0, 0.5, 7.0, -1.0]);
-    assert_eq!(flat(&down(b, &idx)), vec![0.0, 1.0, 0.0, 1.0, 1.0, 0.0], "ties keep the earlier rotation; NaN never wins");
+    assert_eq!(
+        flat(&down(b, &idx)),
+        vec![0.0, 1.0, 0.0, 1.0, 1.0, 0.0],
+        "ties keep the earlier rotation; NaN never wins"
+    );
 }

@@ -9,7 +9,11 @@ use crate::backend::*;
 use crate::dtype::{Float, Real};
 
 fn runner(default_cases: u32) -> TestRunner {
-    TestRunner::new(Config { cases: cases(default_cases), failure_persistence: None, ..Config::default() })
+    TestRunner::new(Config {
+        cases: cases(default_cases),
+        failure_persistence: None,
+        ..Config::default()
+    })
 }
 
 fn shape_strategy(max_rank: usize, max_len: usize) -> impl Strategy<Value = Vec<usize>> {
@@ -21,16 +25,27 @@ pub fn prop_fft_roundtrip<B: Backend>(b: &B) {
     let strat = shape_strategy(3, 12).prop_flat_map(|shape| {
         let n: usize = shape.iter().product();
         let rank = shape.len();
-        (Just(shape), proptest::collection::vec(-1.0f64..1.0, n), 1usize..=rank, 0usize..rank)
+        (
+            Just(shape),
+            proptest::collection::vec(-1.0f64..1.0, n),
+            1usize..=rank,
+            0usize..rank,
+        )
     });
     runner(16)
         .run(&strat, |(shape, data, naxes, first)| {
             let first = first.min(shape.len() - naxes);
             let axes: Vec<usize> = (first..first + naxes).collect();
-            let h = ArrayD::from_shape_vec(IxDyn(&shape), data.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect()).expect("shape");
+            let h = ArrayD::from_shape_vec(
+                IxDyn(&shape),
+                data.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect(),
+            )
+            .expect("shape");
             let plan = b.fft_plan(&shape, &axes).expect("plan");
             let d = b.upload(h.view()).expect("upload");
-            let mut spec = b.zeros::<ComplexOf<B>>(plan.complex_shape()).expect("zeros");
+            let mut spec = b
+                .zeros::<ComplexOf<B>>(plan.complex_shape())
+                .expect("zeros");
             b.rfft(&plan, &d, &mut spec).expect("rfft");
             let mut back = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
             b.irfft(&plan, &mut spec, &mut back).expect("irfft");
@@ -47,14 +62,21 @@ pub fn prop_fft_roundtrip<B: Backend>(b: &B) {
 
 /// Rotating a smooth volume by R then by Rᵀ (cubic, prefiltered) returns it in the interior.
 pub fn prop_rotate_back<B: Backend>(b: &B) {
-    let strat = (0.0f64..std::f64::consts::TAU, -1.0f64..1.0, 0.0f64..std::f64::consts::TAU, 0.05f64..0.2);
+    let strat = (
+        0.0f64..std::f64::consts::TAU,
+        -1.0f64..1.0,
+        0.0f64..std::f64::consts::TAU,
+        0.05f64..0.2,
+    );
     runner(8)
         .run(&strat, |(phi, ct, psi, freq)| {
             let n = 20;
             let c = (n as f64 - 1.0) / 2.0;
             let h = ArrayD::from_shape_fn(IxDyn(&[n, n, n]), |i| {
                 let r2 = (0..3).map(|k| (i[k] as f64 - c).powi(2)).sum::<f64>();
-                FloatOf::<B>::from_f64((-(r2) * freq * freq).exp() * (1.0 + 0.3 * ((i[0] as f64 - c) * freq).sin()))
+                FloatOf::<B>::from_f64(
+                    (-(r2) * freq * freq).exp() * (1.0 + 0.3 * ((i[0] as f64 - c) * freq).sin()),
+                )
             });
             let theta = ct.acos();
             let r = zyz(phi, theta, psi);
@@ -62,9 +84,12 @@ pub fn prop_rotate_back<B: Backend>(b: &B) {
             let rot = |src: &Arr<B, FloatOf<B>>, m: &[f64; 9]| -> Arr<B, FloatOf<B>> {
                 let mut coeffs = b.duplicate(src).expect("dup");
                 b.spline_prefilter(&mut coeffs).expect("prefilter");
-                let off: Vec<f64> = (0..3).map(|k| c - (m[3 * k] + m[3 * k + 1] + m[3 * k + 2]) * c).collect();
+                let off: Vec<f64> = (0..3)
+                    .map(|k| c - (m[3 * k] + m[3 * k + 1] + m[3 * k + 2]) * c)
+                    .collect();
                 let mut out = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
-                b.affine_transform(&coeffs, m, &off, Interpolation::Cubic, &mut out).expect("rotate");
+                b.affine_transform(&coeffs, m, &off, Interpolation::Cubic, &mut out)
+                    .expect("rotate");
                 out
             };
             let d = b.upload(h.view()).expect("upload");
@@ -73,7 +98,11 @@ pub fn prop_rotate_back<B: Backend>(b: &B) {
                 let r2 = (0..3).map(|k| (ix[k] as f64 - c).powi(2)).sum::<f64>();
                 if r2 < (0.3 * n as f64).powi(2) {
                     let e = h[&ix].as_f64();
-                    prop_assert!((v.as_f64() - e).abs() < 0.02, "at {ix:?}: {} vs {e}", v.as_f64());
+                    prop_assert!(
+                        (v.as_f64() - e).abs() < 0.02,
+                        "at {ix:?}: {} vs {e}",
+                        v.as_f64()
+                    );
                 }
             }
             Ok(())
@@ -108,11 +137,22 @@ pub fn prop_max_filter_brute<B: Backend>(b: &B) {
     let strat = shape_strategy(3, 9).prop_flat_map(move |shape| {
         let n: usize = shape.iter().product();
         let rank = shape.len();
-        (Just(shape), proptest::collection::vec(0u8..4, n), proptest::collection::vec(1usize..7, rank), modes.clone())
+        (
+            Just(shape),
+            proptest::collection::vec(0u8..4, n),
+            proptest::collection::vec(1usize..7, rank),
+            modes.clone(),
+        )
     });
     runner(24)
         .run(&strat, |(shape, data, size, mode)| {
-            let h = ArrayD::from_shape_vec(IxDyn(&shape), data.iter().map(|&v| FloatOf::<B>::from_f64(v as f64)).collect()).expect("shape");
+            let h = ArrayD::from_shape_vec(
+                IxDyn(&shape),
+                data.iter()
+                    .map(|&v| FloatOf::<B>::from_f64(v as f64))
+                    .collect(),
+            )
+            .expect("shape");
             let d = b.upload(h.view()).expect("upload");
             let mut out = b.zeros::<FloatOf<B>>(&shape).expect("zeros");
             b.max_filter(&d, &size, mode, &mut out).expect("max_filter");
@@ -128,7 +168,11 @@ pub fn prop_reductions_f64<B: Backend>(b: &B) {
     let strat = proptest::collection::vec(-1e3f64..1e3, 1..70000);
     runner(12)
         .run(&strat, |data| {
-            let h = ArrayD::from_shape_vec(IxDyn(&[data.len()]), data.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect()).expect("shape");
+            let h = ArrayD::from_shape_vec(
+                IxDyn(&[data.len()]),
+                data.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect(),
+            )
+            .expect("shape");
             let vals = flat(&h);
             let d = b.upload(h.view()).expect("upload");
             let s: f64 = vals.iter().sum();

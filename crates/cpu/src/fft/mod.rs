@@ -279,7 +279,9 @@ impl<T: rustfft::FftNum> Planners<T> {
             .iter()
             .map(|p| self.complex.plan_fft_inverse(p.len))
             .collect();
-        let half = (g.n % 2 == 0).then(|| real::HalfPlans::new(g.n, &mut self.complex));
+        let half =
+            g.n.is_multiple_of(2)
+                .then(|| real::HalfPlans::new(g.n, &mut self.complex));
         Kernels::new(g, r2c, c2r, cfwd, cinv, half)
     }
 }

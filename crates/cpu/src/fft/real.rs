@@ -35,8 +35,12 @@ pub(crate) struct HalfPlans<T: FftNum> {
 impl<T: FftNum> HalfPlans<T> {
     /// Plans for real length `n` (even).
     pub fn new(n: usize, planner: &mut rustfft::FftPlanner<T>) -> Self {
-        debug_assert!(n % 2 == 0 && n > 0);
-        let kc = if n % 4 == 0 { n / 4 } else { n / 4 + 1 };
+        debug_assert!(n.is_multiple_of(2) && n > 0);
+        let kc = if n.is_multiple_of(4) {
+            n / 4
+        } else {
+            n / 4 + 1
+        };
         let tw = |k: usize, sign: f64, scale: f64| {
             let a = sign * 2.0 * std::f64::consts::PI * k as f64 / n as f64;
             Complex::new(
@@ -115,7 +119,7 @@ fn r2c_post_scalar<T: FftNum>(
         let z0 = z[0];
         x[0] = Complex::new(z0.re + z0.im, zero);
         x[h] = Complex::new(z0.re - z0.im, zero);
-        if h % 2 == 0 && h > 0 {
+        if h.is_multiple_of(2) && h > 0 {
             x[h / 2] = z[h / 2].conj();
         }
     }
@@ -138,7 +142,7 @@ fn c2r_pre_scalar<T: FftNum>(x: &[Complex<T>], tw: &[Complex<T>], y: &mut [Compl
     if k0 == 1 {
         let (a, b) = (x[0].re, x[h].re);
         y[0] = Complex::new(a + b, a - b);
-        if h % 2 == 0 && h > 0 {
+        if h.is_multiple_of(2) && h > 0 {
             let c = x[h / 2];
             y[h / 2] = (c + c).conj();
         }
@@ -198,7 +202,7 @@ mod avx {
         let z0 = z[0];
         x[0] = Complex::new(z0.re + z0.im, 0.0);
         x[h] = Complex::new(z0.re - z0.im, 0.0);
-        if h % 2 == 0 && h > 0 {
+        if h.is_multiple_of(2) && h > 0 {
             x[h / 2] = z[h / 2].conj();
         }
         let half = _mm256_set1_ps(0.5);
@@ -254,7 +258,7 @@ mod avx {
         assert!(2 * tw.len() < h.max(1), "c2r_pre: twiddles");
         let (a, b) = (x[0].re, x[h].re);
         y[0] = Complex::new(a + b, a - b);
-        if h % 2 == 0 && h > 0 {
+        if h.is_multiple_of(2) && h > 0 {
             let c = x[h / 2];
             y[h / 2] = (c + c).conj();
         }

@@ -62,7 +62,12 @@ impl<P: Precision> Elementwise for Cpu<P> {
         Ok(())
     }
 
-    fn binary_assign<T: Float>(&self, op: BinaryOp, a: &mut ArrayD<T>, b: &ArrayD<T>) -> Result<()> {
+    fn binary_assign<T: Float>(
+        &self,
+        op: BinaryOp,
+        a: &mut ArrayD<T>,
+        b: &ArrayD<T>,
+    ) -> Result<()> {
         same_shape("binary_assign: b vs a", a.shape(), b.shape())?;
         let b = data("b", b)?;
         zip2(data_mut("a", a)?, b, |a, b| {
@@ -145,7 +150,11 @@ impl<P: Precision> Elementwise for Cpu<P> {
         Ok(())
     }
 
-    fn complex_norm_sq<T: Float>(&self, src: &ArrayD<Complex<T>>, dst: &mut ArrayD<T>) -> Result<()> {
+    fn complex_norm_sq<T: Float>(
+        &self,
+        src: &ArrayD<Complex<T>>,
+        dst: &mut ArrayD<T>,
+    ) -> Result<()> {
         same_shape("complex_norm_sq: dst vs src", src.shape(), dst.shape())?;
         let s = data("src", src)?;
         zip2(data_mut("dst", dst)?, s, |d, s| {

@@ -4,8 +4,8 @@ use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use rayon::prelude::*;
 
 use super::{data, data_mut};
-use crate::util::{PAR_MIN, host_memory, same_shape};
 use crate::Cpu;
+use crate::util::{PAR_MIN, host_memory, same_shape};
 
 impl<P: Precision> Memory for Cpu<P> {
     fn zeros<T: Element>(&self, shape: &[usize]) -> Result<ArrayD<T>> {

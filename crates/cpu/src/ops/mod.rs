@@ -16,13 +16,19 @@ use ndarray::ArrayD;
 /// non-standard view is rejected rather than silently misread).
 pub(crate) fn data<'a, T>(what: &str, a: &'a ArrayD<T>) -> Result<&'a [T]> {
     a.as_slice().ok_or_else(|| {
-        Error::invalid(what, "array is not in standard (row-major, contiguous) layout")
+        Error::invalid(
+            what,
+            "array is not in standard (row-major, contiguous) layout",
+        )
     })
 }
 
 /// Mutable counterpart of [`data`].
 pub(crate) fn data_mut<'a, T>(what: &str, a: &'a mut ArrayD<T>) -> Result<&'a mut [T]> {
     a.as_slice_mut().ok_or_else(|| {
-        Error::invalid(what, "array is not in standard (row-major, contiguous) layout")
+        Error::invalid(
+            what,
+            "array is not in standard (row-major, contiguous) layout",
+        )
     })
 }

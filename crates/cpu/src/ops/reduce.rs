@@ -141,7 +141,12 @@ impl<P: Precision> Reduce for Cpu<P> {
     fn dot<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<f64> {
         same_shape("dot: b vs a", a.shape(), b.shape())?;
         let (da, db) = (data("a", a)?, data("b", b)?);
-        Ok(chunked(da, |off, c| dot_f64(c, &db[off..off + c.len()]), |x, y| x + y).unwrap_or(0.0))
+        Ok(chunked(
+            da,
+            |off, c| dot_f64(c, &db[off..off + c.len()]),
+            |x, y| x + y,
+        )
+        .unwrap_or(0.0))
     }
 
     fn min<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
@@ -228,8 +233,12 @@ impl<P: Precision> Reduce for Cpu<P> {
 
     fn count_nonfinite<T: Float>(&self, a: &ArrayD<T>) -> Result<usize> {
         let d = data("a", a)?;
-        Ok(chunked(d, |_, c| c.iter().filter(|v| !v.is_finite()).count(), |x, y| x + y)
-            .unwrap_or(0))
+        Ok(chunked(
+            d,
+            |_, c| c.iter().filter(|v| !v.is_finite()).count(),
+            |x, y| x + y,
+        )
+        .unwrap_or(0))
     }
 
     fn sum_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
@@ -248,9 +257,17 @@ impl<P: Precision> Reduce for Cpu<P> {
         }
         let f = |r: usize, c: &[T]| dot_f64(c, &db[r * n..(r + 1) * n]);
         if rows * n >= PAR_MIN {
-            Ok(da.par_chunks(n.max(1)).enumerate().map(|(r, c)| f(r, c)).collect())
+            Ok(da
+                .par_chunks(n.max(1))
+                .enumerate()
+                .map(|(r, c)| f(r, c))
+                .collect())
         } else {
-            Ok(da.chunks(n.max(1)).enumerate().map(|(r, c)| f(r, c)).collect())
+            Ok(da
+                .chunks(n.max(1))
+                .enumerate()
+                .map(|(r, c)| f(r, c))
+                .collect())
         }
     }
 

@@ -49,8 +49,12 @@ pub trait Filter: BackendTypes {
     /// scipy `ndimage.laplace(src, mode=mode)`: Σ over axes of the [1, −2, 1] second difference.
     /// As scipy: each axis's difference is formed in `f64` (`x·(−2) + (x₋₁ + x₊₁)`), rounded to
     /// `T`, and the axes are summed in `T` in axis order (bit-identical for `f32`).
-    fn laplace<T: Float>(&self, src: &Arr<Self, T>, mode: BorderMode, dst: &mut Arr<Self, T>)
-    -> Result<()>;
+    fn laplace<T: Float>(
+        &self,
+        src: &Arr<Self, T>,
+        mode: BorderMode,
+        dst: &mut Arr<Self, T>,
+    ) -> Result<()>;
     /// Device-side compaction of peak candidates: the flat indices (raster order) and values of
     /// every element with `src == filtered`, `src > threshold` (strict; NaN never passes) and at
     /// least `border[k]` samples from both ends of every axis `k`. Only the (small) list
