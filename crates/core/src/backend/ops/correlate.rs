@@ -422,60 +422,112 @@ pub mod host {
         let first = rows.start * row_len;
         let (offs, last) = line_offsets(fast, shift, out, rows)?;
         let nl = last.len();
-        let mut ssum = 0.0f64;
+        let segs = runs(&last);
+        let mut acc = [0.0f64; 4];
         for (li, &base) in offs.iter().enumerate() {
             let o0 = li * nl;
-            let b = &mut best[o0..o0 + nl];
-            let bi = &mut best_index[o0..o0 + nl];
-            match *norm {
-                Norm::Scaled(scale) => {
-                    for j in 0..nl {
-                        let s = corr[base + last[j]] * scale;
-                        ssum += f64_of(s * s);
-                        if s > b[j] {
-                            b[j] = s;
-                            bi[j] = index;
-                        }
+            for &(j0, src0, len) in &segs {
+                let q = base + src0;
+                let c = &corr[q..q + len];
+                let b = &mut best[o0 + j0..o0 + j0 + len];
+                let bi = &mut best_index[o0 + j0..o0 + j0 + len];
+                match *norm {
+                    Norm::Scaled(scale) => {
+                        update_run(b, bi, index, &mut acc, |k, s| {
+                            for (o, &v) in s.iter_mut().zip(&c[k..]) {
+                                *o = v * scale;
+                            }
+                        });
                     }
-                }
-                Norm::Denominator(scale, den) => {
-                    let d = &den[first + o0..first + o0 + nl];
-                    for j in 0..nl {
-                        let s = corr[base + last[j]] * scale * d[j];
-                        ssum += f64_of(s * s);
-                        if s > b[j] {
-                            b[j] = s;
-                            bi[j] = index;
-                        }
+                    Norm::Denominator(scale, den) => {
+                        let dd = &den[first + o0 + j0..first + o0 + j0 + len];
+                        update_run(b, bi, index, &mut acc, |k, s| {
+                            for ((o, &v), &d) in s.iter_mut().zip(&c[k..]).zip(&dd[k..]) {
+                                *o = v * scale * d;
+                            }
+                        });
                     }
-                }
-                Norm::Local {
-                    scale,
-                    c1,
-                    c2,
-                    n,
-                    eps,
-                } => {
-                    let (sc, nf, ep) = (f64_of(scale), f64_of(n), f64_of(eps));
-                    for j in 0..nl {
-                        let q = base + last[j];
-                        let s = T::from_f64(local_score(
-                            f64_of(corr[q]) * sc,
-                            f64_of(c1[q]) * sc,
-                            f64_of(c2[q]) * sc,
-                            nf,
-                            ep,
-                        ));
-                        ssum += f64_of(s * s);
-                        if s > b[j] {
-                            b[j] = s;
-                            bi[j] = index;
-                        }
+                    Norm::Local {
+                        scale,
+                        c1,
+                        c2,
+                        n,
+                        eps,
+                    } => {
+                        let (sc, nf, ep) = (f64_of(scale), f64_of(n), f64_of(eps));
+                        let (a1, a2) = (&c1[q..q + len], &c2[q..q + len]);
+                        update_run(b, bi, index, &mut acc, |k, s| {
+                            for (((o, &v), &u1), &u2) in
+                                s.iter_mut().zip(&c[k..]).zip(&a1[k..]).zip(&a2[k..])
+                            {
+                                *o = T::from_f64(local_score(
+                                    f64_of(v) * sc,
+                                    f64_of(u1) * sc,
+                                    f64_of(u2) * sc,
+                                    nf,
+                                    ep,
+                                ));
+                            }
+                        });
                     }
                 }
             }
         }
+        let ssum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         Ok(ssum)
+    }
+
+    /// Maximal runs `(j0, src0, len)` of consecutive source indices in a last-axis map, so the
+    /// kernels read contiguous slices instead of gathering element by element.
+    fn runs(last: &[usize]) -> Vec<(usize, usize, usize)> {
+        let mut v: Vec<(usize, usize, usize)> = Vec::new();
+        for (j, &i) in last.iter().enumerate() {
+            match v.last_mut() {
+                Some((_, s0, len)) if *s0 + *len == i => *len += 1,
+                _ => v.push((j, i, 1)),
+            }
+        }
+        v
+    }
+
+    /// Scores of one contiguous run, produced `CH` at a time by `fill(k, scores)` (offset `k`
+    /// into the run), folded into `best`/`best_index` and into the four partial sums of `s²`.
+    #[inline(always)]
+    fn update_run<T: Float, I: Index>(
+        best: &mut [T],
+        best_index: &mut [I],
+        index: I,
+        acc: &mut [f64; 4],
+        mut fill: impl FnMut(usize, &mut [T]),
+    ) {
+        const CH: usize = 64;
+        let mut buf = [T::from_f64(0.0); CH];
+        let n = best.len();
+        let mut k = 0;
+        while k < n {
+            let m = CH.min(n - k);
+            let s = &mut buf[..m];
+            fill(k, s);
+            let mut ch = s.chunks_exact(4);
+            for q in &mut ch {
+                for l in 0..4 {
+                    acc[l] += f64_of(q[l] * q[l]);
+                }
+            }
+            for &v in ch.remainder() {
+                acc[0] += f64_of(v * v);
+            }
+            for ((b, bi), &v) in best[k..k + m]
+                .iter_mut()
+                .zip(&mut best_index[k..k + m])
+                .zip(s.iter())
+            {
+                let up = v > *b;
+                *b = if up { v } else { *b };
+                *bi = if up { index } else { *bi };
+            }
+            k += m;
+        }
     }
 
     /// `1 / (s · n)` of pytme's `norm_scores` from `C(f, m)`, `C(f², m)` (already scaled).
