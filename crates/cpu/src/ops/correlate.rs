@@ -19,6 +19,47 @@ fn rows_per_task(nrows: usize, row_len: usize) -> usize {
     nrows.div_ceil(threads * 4).max(by_size).max(1)
 }
 
+/// [`host::score_max_update`], compiled for AVX when the CPU has it (the f64 normalisation then
+/// runs 4 lanes wide instead of 2; the arithmetic, hence the result, is the same).
+#[allow(clippy::too_many_arguments)]
+fn score_rows<T: Float, I: Index>(
+    corr: &[T],
+    fast: &[usize],
+    norm: &host::Norm<'_, T>,
+    shift: &[isize],
+    out: &[usize],
+    rows: std::ops::Range<usize>,
+    best: &mut [T],
+    best_index: &mut [I],
+    index: I,
+) -> Result<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU supports AVX (checked just above).
+        return unsafe {
+            score_rows_avx(corr, fast, norm, shift, out, rows, best, best_index, index)
+        };
+    }
+    host::score_max_update(corr, fast, norm, shift, out, rows, best, best_index, index)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[allow(clippy::too_many_arguments)]
+fn score_rows_avx<T: Float, I: Index>(
+    corr: &[T],
+    fast: &[usize],
+    norm: &host::Norm<'_, T>,
+    shift: &[isize],
+    out: &[usize],
+    rows: std::ops::Range<usize>,
+    best: &mut [T],
+    best_index: &mut [I],
+    index: I,
+) -> Result<f64> {
+    host::score_max_update(corr, fast, norm, shift, out, rows, best, best_index, index)
+}
+
 impl<P: Precision> Correlate for Cpu<P> {
     fn running_max<T: Float, I: Index>(
         &self,
@@ -195,7 +236,7 @@ impl<P: Precision> Correlate for Cpu<P> {
             .map(|(t, (b, bi))| {
                 let r0 = t * per;
                 let rows = r0..r0 + b.len() / row_len;
-                host::score_max_update(c, fast, &hn, window.shift, &oshape, rows, b, bi, index)
+                score_rows(c, fast, &hn, window.shift, &oshape, rows, b, bi, index)
             })
             .collect::<Result<_>>()?;
         let s = data_mut("ssum", ssum)?;

@@ -378,6 +378,11 @@ pub mod host {
 
     /// Host kernel of [`super::Correlate::score_max_update`] for output rows `rows` (axis 0);
     /// `best`/`best_index` are the slices of those rows. Returns Σ score² over them.
+    ///
+    /// Always inlined so a backend can instantiate it inside a `#[target_feature]` wrapper
+    /// (wider vectors for the f64 normalisation).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub fn score_max_update<T: Float, I: Index>(
         corr: &[T],
         fast: &[usize],
