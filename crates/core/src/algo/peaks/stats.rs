@@ -122,7 +122,8 @@ pub fn erfcinv(y: f64) -> f64 {
 /// ```
 /// use monomorph_core::algo::peaks::false_alarm_threshold;
 /// let t = false_alarm_threshold(1.0, 100 * 100 * 100, 1000, 0.05)?;
-/// assert!((t - 0.05 * 2f64.sqrt() * 4.572824967389486).abs() < 1e-12);
+/// // scipy: erfcinv(2e-9) = 4.24109001256018
+/// assert!((t - 0.05 * 2f64.sqrt() * 4.24109001256018).abs() < 1e-12);
 /// # Ok::<(), monomorph_core::Error>(())
 /// ```
 pub fn false_alarm_threshold(
