@@ -21,7 +21,7 @@
 //! # Inner loop
 //! Target spectra and denominators are computed once per tile. Per rotation: rotate the template
 //! box on the device → place it in a zeroed FFT buffer (only the box is written) → pruned r2c →
-//! multiply by the target spectrum → c2r → one fused pass ([`Correlate::score_max_update`]) that
+//! multiply by the target spectrum → c2r → one fused pass ([`Correlate::score_max_update`](crate::backend::Correlate::score_max_update)) that
 //! reads the correlation with the `n//2` alignment and the crop folded in, normalises, updates
 //! the running max/argmax and accumulates Σ score². Nothing is allocated per rotation. On the CPU
 //! the parallelism is inside each FFT and each fused pass (rayon), not across rotations: it keeps
@@ -29,7 +29,7 @@
 //!
 //! # Memory and tiles
 //! The bytes a run needs are estimated before allocating ([`estimate_bytes`]). When they exceed
-//! the backend's [`Memory::available_memory`] or [`MatchParams::memory_limit`], the target is
+//! the backend's [`Memory::available_memory`](crate::backend::Memory::available_memory) or [`MatchParams::memory_limit`], the target is
 //! split into tiles; each tile reads its window plus the `n − 1` margin from the same extension
 //! the whole run would read (periodic zero-padded, or symmetric), so tiled and untiled results
 //! agree to round-off. MCC normalises by maxima over the whole grid and is never tiled.
