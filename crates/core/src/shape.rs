@@ -86,6 +86,37 @@ pub fn expect_ndim(what: &str, ndim: usize, shape: &[usize]) -> Result<()> {
     }
 }
 
+/// Errors unless the two shapes are equal (the first is the one expected).
+pub fn same_shape(what: &str, a: &[usize], b: &[usize]) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::shape(what, fmt_shape(a), fmt_shape(b)))
+    }
+}
+
+/// Errors unless `shape` is a `(rows, n)` matrix; returns (rows, n).
+pub fn rows_of(what: &str, shape: &[usize]) -> Result<(usize, usize)> {
+    if shape.len() == 2 {
+        Ok((shape[0], shape[1]))
+    } else {
+        Err(Error::shape(what, "(batch, n)", fmt_shape(shape)))
+    }
+}
+
+/// Errors unless `v` has `rows` entries (one per batch row).
+pub fn per_row<T>(what: &str, v: &[T], rows: usize) -> Result<()> {
+    if v.len() == rows {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            what,
+            format!("{rows} per-row values"),
+            format!("{} values", v.len()),
+        ))
+    }
+}
+
 /// Row-major strides (in elements) of a shape.
 pub fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1usize; shape.len()];

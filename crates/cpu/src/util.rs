@@ -1,8 +1,5 @@
 //! Host helpers: memory figures, CPU name, shape checks for ndarray arrays, parallel thresholds.
 
-use monomorph_core::error::fmt_shape;
-use monomorph_core::{Error, Result};
-
 /// Below this many elements an op runs on the calling thread (rayon overhead dominates).
 pub(crate) const PAR_MIN: usize = 1 << 15;
 
@@ -34,33 +31,4 @@ pub(crate) fn cpu_name() -> String {
         .unwrap_or_else(|| "host CPU".to_string())
 }
 
-/// Errors unless the two shapes are equal.
-pub(crate) fn same_shape(what: &str, a: &[usize], b: &[usize]) -> Result<()> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(Error::shape(what, fmt_shape(a), fmt_shape(b)))
-    }
-}
-
-/// Errors unless `a` is a `(rows, n)` matrix; returns (rows, n).
-pub(crate) fn rows_of(what: &str, shape: &[usize]) -> Result<(usize, usize)> {
-    if shape.len() == 2 {
-        Ok((shape[0], shape[1]))
-    } else {
-        Err(Error::shape(what, "(batch, n)", fmt_shape(shape)))
-    }
-}
-
-/// Errors unless `v` has `rows` entries.
-pub(crate) fn per_row<T>(what: &str, v: &[T], rows: usize) -> Result<()> {
-    if v.len() == rows {
-        Ok(())
-    } else {
-        Err(Error::shape(
-            what,
-            format!("{rows} per-row values"),
-            format!("{} values", v.len()),
-        ))
-    }
-}
+pub(crate) use monomorph_core::shape::{per_row, rows_of, same_shape};

@@ -7,7 +7,10 @@
 //! [`LANES`] independent f64 accumulators so that they vectorise.
 
 use monomorph_core::error::fmt_shape;
-use monomorph_core::{Boundary, CsrMatrix, Error, Float, Linalg, Precision, Result};
+use monomorph_core::{
+    Boundary, CsrMatrix, DenseDims, Error, Float, Linalg, Precision, Result, check_matvec_csr,
+    check_matvec_dense,
+};
 use ndarray::ArrayD;
 use rayon::prelude::*;
 
@@ -308,26 +311,12 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
     ) -> Result<()> {
-        let (batch, n) = rows_of("x of matvec_dense", x.shape())?;
-        let (m, an, per_entry) = match a.shape() {
-            [m, n] => (*m, *n, false),
-            [b, m, n] if *b == batch => (*m, *n, true),
-            s => {
-                return Err(Error::shape(
-                    "matrix of matvec_dense",
-                    format!("(m, {n}) or ({batch}, m, {n})"),
-                    fmt_shape(s),
-                ));
-            }
-        };
-        if an != n {
-            return Err(Error::shape(
-                "matrix of matvec_dense (columns vs x)",
-                format!("{n} columns"),
-                fmt_shape(a.shape()),
-            ));
-        }
-        same_shape("y of matvec_dense", &[batch, m], y.shape())?;
+        let DenseDims {
+            batch,
+            m,
+            n,
+            per_entry,
+        } = check_matvec_dense(a.shape(), x.shape(), y.shape())?;
         let (da, dx) = (data("a", a)?, data("x", x)?);
         let dy = data_mut("y", y)?;
         let body = |idx: usize, out: &mut T| {
@@ -530,27 +519,10 @@ impl<P: Precision> Cpu<P> {
         active: &[bool],
         dot: bool,
     ) -> Result<Vec<f64>> {
-        let (batch, n) = rows_of("x of matvec_csr", x.shape())?;
-        if n != a.ncols {
-            return Err(Error::shape(
-                "x of matvec_csr",
-                format!("(batch, {})", a.ncols),
-                fmt_shape(x.shape()),
-            ));
-        }
-        same_shape("y of matvec_csr", &[batch, a.nrows], y.shape())?;
         let nnz = a.nnz();
-        let per_entry = match a.data.shape() {
-            [k] if *k == nnz => false,
-            [b, k] if *b == batch && *k == nnz => true,
-            s => {
-                return Err(Error::shape(
-                    "data of CSR matrix",
-                    format!("({nnz},) or ({batch}, {nnz})"),
-                    fmt_shape(s),
-                ));
-            }
-        };
+        let (_batch, per_entry) =
+            check_matvec_csr(a.nrows, a.ncols, nnz, a.data.shape(), x.shape(), y.shape())?;
+        let n = a.ncols;
         let (ip, ix, dv, dx) = (
             data("indptr", &a.indptr)?,
             data("indices", &a.indices)?,

@@ -1,7 +1,8 @@
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    ArrayMeta, Boundary, CsrMatrix, Error, Float, Linalg, Memory, Precision, Result,
+    ArrayMeta, Boundary, CsrMatrix, DenseDims, Error, Float, Linalg, Memory, Precision, Result,
+    check_matvec_csr, check_matvec_dense,
 };
 
 use super::{per_row, rows_of, same_shape, tn};
@@ -55,26 +56,12 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
     ) -> Result<()> {
-        let (batch, n) = rows_of("x of matvec_dense", x.shape())?;
-        let (m, an, per_entry) = match a.shape() {
-            [m, n] => (*m, *n, false),
-            [b, m, n] if *b == batch => (*m, *n, true),
-            s => {
-                return Err(Error::shape(
-                    "matrix of matvec_dense",
-                    format!("(m, {n}) or ({batch}, m, {n})"),
-                    fmt_shape(s),
-                ));
-            }
-        };
-        if an != n {
-            return Err(Error::shape(
-                "matrix of matvec_dense (columns vs x)",
-                format!("{n} columns"),
-                fmt_shape(a.shape()),
-            ));
-        }
-        same_shape("y of matvec_dense", &[batch, m], y.shape())?;
+        let DenseDims {
+            batch,
+            m,
+            n,
+            per_entry,
+        } = check_matvec_dense(a.shape(), x.shape(), y.shape())?;
         if batch * m == 0 {
             return Ok(());
         }
@@ -102,28 +89,11 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
     ) -> Result<()> {
-        let (batch, n) = rows_of("x of matvec_csr", x.shape())?;
-        if n != a.ncols {
-            return Err(Error::shape(
-                "x of matvec_csr",
-                format!("(batch, {})", a.ncols),
-                fmt_shape(x.shape()),
-            ));
-        }
-        same_shape("y of matvec_csr", &[batch, a.nrows], y.shape())?;
-        same_shape("indptr of CSR matrix", &[a.nrows + 1], a.indptr.shape())?;
         let nnz = a.nnz();
-        let per_entry = match a.data.shape() {
-            [k] if *k == nnz => false,
-            [b, k] if *b == batch && *k == nnz => true,
-            s => {
-                return Err(Error::shape(
-                    "data of CSR matrix",
-                    format!("({nnz},) or ({batch}, {nnz})"),
-                    fmt_shape(s),
-                ));
-            }
-        };
+        let (batch, per_entry) =
+            check_matvec_csr(a.nrows, a.ncols, nnz, a.data.shape(), x.shape(), y.shape())?;
+        let n = a.ncols;
+        same_shape("indptr of CSR matrix", &[a.nrows + 1], a.indptr.shape())?;
         if batch * a.nrows == 0 {
             return Ok(());
         }

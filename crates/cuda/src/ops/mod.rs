@@ -47,36 +47,7 @@ pub(crate) fn bn<T: Element>() -> Result<&'static str> {
     }
 }
 
-/// Errors unless the two shapes are equal.
-pub(crate) fn same_shape(what: &str, a: &[usize], b: &[usize]) -> Result<()> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(Error::shape(what, fmt_shape(a), fmt_shape(b)))
-    }
-}
-
-/// Errors unless `shape` is `(rows, n)`; returns (rows, n).
-pub(crate) fn rows_of(what: &str, shape: &[usize]) -> Result<(usize, usize)> {
-    if shape.len() == 2 {
-        Ok((shape[0], shape[1]))
-    } else {
-        Err(Error::shape(what, "(batch, n)", fmt_shape(shape)))
-    }
-}
-
-/// Errors unless `v` has `rows` entries.
-pub(crate) fn per_row<T>(what: &str, v: &[T], rows: usize) -> Result<()> {
-    if v.len() == rows {
-        Ok(())
-    } else {
-        Err(Error::shape(
-            what,
-            format!("{rows} per-row values"),
-            format!("{} values", v.len()),
-        ))
-    }
-}
+pub(crate) use monomorph_core::shape::{per_row, rows_of, same_shape};
 
 /// Shapes and per-axis parameters of an n-d index mapping (`struct Geom` in `common.cuh`).
 #[repr(C)]

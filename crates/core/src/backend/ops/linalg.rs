@@ -139,6 +139,85 @@ pub enum Boundary {
     Periodic,
 }
 
+/// Sizes of a dense batched matrix-vector product, validated by [`check_matvec_dense`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DenseDims {
+    /// Number of systems (rows of `x`).
+    pub batch: usize,
+    /// Rows of the matrix.
+    pub m: usize,
+    /// Columns of the matrix (length of each `x` row).
+    pub n: usize,
+    /// `true` for one matrix per entry (`(batch, m, n)`), `false` for a shared `(m, n)`.
+    pub per_entry: bool,
+}
+
+/// Validates the shapes of [`Linalg::matvec_dense`] (`a`: `(m, n)` or `(batch, m, n)`,
+/// `x`: `(batch, n)`, `y`: `(batch, m)`), for every backend alike.
+pub fn check_matvec_dense(a: &[usize], x: &[usize], y: &[usize]) -> Result<DenseDims> {
+    use crate::error::{Error, fmt_shape};
+    let (batch, n) = crate::shape::rows_of("x of matvec_dense", x)?;
+    let (m, an, per_entry) = match a {
+        [m, n] => (*m, *n, false),
+        [b, m, n] if *b == batch => (*m, *n, true),
+        s => {
+            return Err(Error::shape(
+                "matrix of matvec_dense",
+                format!("(m, {n}) or ({batch}, m, {n})"),
+                fmt_shape(s),
+            ));
+        }
+    };
+    if an != n {
+        return Err(Error::shape(
+            "matrix of matvec_dense (columns vs x)",
+            format!("{n} columns"),
+            fmt_shape(a),
+        ));
+    }
+    crate::shape::same_shape("y of matvec_dense", &[batch, m], y)?;
+    Ok(DenseDims {
+        batch,
+        m,
+        n,
+        per_entry,
+    })
+}
+
+/// Validates the shapes of [`Linalg::matvec_csr`] (`x`: `(batch, ncols)`, `y`: `(batch, nrows)`,
+/// `data`: `(nnz,)` shared or `(batch, nnz)` per entry); returns (batch, per_entry).
+pub fn check_matvec_csr(
+    nrows: usize,
+    ncols: usize,
+    nnz: usize,
+    data: &[usize],
+    x: &[usize],
+    y: &[usize],
+) -> Result<(usize, bool)> {
+    use crate::error::{Error, fmt_shape};
+    let (batch, n) = crate::shape::rows_of("x of matvec_csr", x)?;
+    if n != ncols {
+        return Err(Error::shape(
+            "x of matvec_csr",
+            format!("(batch, {ncols})"),
+            fmt_shape(x),
+        ));
+    }
+    crate::shape::same_shape("y of matvec_csr", &[batch, nrows], y)?;
+    let per_entry = match data {
+        [k] if *k == nnz => false,
+        [b, k] if *b == batch && *k == nnz => true,
+        s => {
+            return Err(Error::shape(
+                "data of CSR matrix",
+                format!("({nnz},) or ({batch}, {nnz})"),
+                fmt_shape(s),
+            ));
+        }
+    };
+    Ok((batch, per_entry))
+}
+
 /// Batched linear algebra: one system per row of a `(batch, n)` array.
 pub trait Linalg: BackendTypes + crate::backend::Reduce {
     /// `y[b] = A · x[b]` for a dense `A` of shape `(m, n)` shared by all entries, or
