@@ -135,19 +135,25 @@ fn vmax<T: Real>(a: T, b: T) -> T {
     if b > a { b } else { a }
 }
 
-/// Lanes of a max-filter block whose lines are not adjacent in memory (last axis, tiny
-/// strides): element `i` of lane `l` at `i * MF_LANES + l` in the block buffers.
+/// Lanes of a max-filter block whose lines are neither contiguous nor far apart (`1 < stride <
+/// MF_LANES`, small trailing axes): element `i` of lane `l` at `i * MF_LANES + l` in the block
+/// buffers.
 const MF_LANES: usize = 32;
 
-/// Width (elements) of a block of adjacent lines on a non-contiguous axis: each gathered row
-/// is one contiguous run of this many elements.
-const MF_WIDE: usize = 128;
+/// Width (elements) of a block of adjacent lines on a non-contiguous axis (`stride >=
+/// MF_LANES`): each row of the block is one contiguous run of up to this many elements.
+const MF_WIDE: usize = 256;
 
-/// Van Herk / Gil-Werman on `w`-wide rows. Forward: `ext` holds the extended rows (already
-/// gathered, row `j` = position `j − size/2`), `g` gets the running maximum from the start of
-/// each segment of `size` rows. Backward: `ext` becomes the running maximum to the end of each
-/// segment (`h`), and as soon as `h[i]` is known, `emit(i, max(h[i], g[i + size − 1]))` gives
-/// output row `i` (window `[i, i + size)` of the extended line).
+/// Elements of the transposed block of the contiguous-axis pass (lines × line length): 256 KiB
+/// of `f32`, so the block, its running maxima and the plane being filtered stay in L2.
+const MF_TRANSPOSED: usize = 1 << 16;
+
+/// Van Herk / Gil-Werman on `w`-wide rows (the slow path of [`max_pass`], lines gathered
+/// element by element). Forward: `ext` holds the extended rows (already gathered, row `j` =
+/// position `j − size/2`), `g` gets the running maximum from the start of each segment of
+/// `size` rows. Backward: `ext` becomes the running maximum to the end of each segment (`h`),
+/// and as soon as `h[i]` is known, `emit(i, max(h[i], g[i + size − 1]))` gives output row `i`
+/// (window `[i, i + size)` of the extended line).
 #[inline(always)]
 fn van_herk_rows<T: Real>(
     ext: &mut [T],
@@ -192,8 +198,305 @@ fn van_herk_rows<T: Real>(
     }
 }
 
-/// One separable max-filter pass of window `size` along `axis`, reading `input` (or `out`
-/// itself when `None`) and writing `out`; on rayon's pool when `parallel` and large.
+/// The reusable buffers of one task of a max-filter pass (grown, never shrunk or refilled:
+/// every element a pass reads it has written first).
+pub(super) struct MfScratch<T> {
+    /// Running maxima from the start of each segment, `ext_len × w`.
+    g: Vec<T>,
+    /// The extended rows outside the line (`size − 1` of them, `w` wide).
+    border: Vec<T>,
+    /// The running maximum to the end of the segment, one row.
+    h: Vec<T>,
+    /// The transposed block of the contiguous-axis pass.
+    t: Vec<T>,
+}
+
+impl<T> Default for MfScratch<T> {
+    fn default() -> Self {
+        MfScratch {
+            g: Vec::new(),
+            border: Vec::new(),
+            h: Vec::new(),
+            t: Vec::new(),
+        }
+    }
+}
+
+/// Grows `v` to at least `len` elements (the new ones are never read before being written).
+fn grow<T: Real>(v: &mut Vec<T>, len: usize) {
+    if v.len() < len {
+        v.resize(len, T::zero());
+    }
+}
+
+/// Van Herk / Gil-Werman along the rows of a block: row `k < n` of the lines at `src + k·ss`,
+/// `w` elements, output row `k` at `dst + k·ds`. The rows of the extended line outside
+/// `0..n` (the border) are built once in `sc.border`; the others are read where they are, so
+/// nothing is gathered. Forward, `sc.g` gets the running maximum from the start of each
+/// segment of `size` extended rows; backward, the running maximum to the end of the segment
+/// is kept in one row `sc.h`, and output row `i` (window `[i, i + size)` of the extended
+/// line) is `max(h[i], g[i + size − 1])`, written as soon as `h[i]` is known.
+///
+/// `src` may equal `dst` (with `ss == ds`): the forward sweep only reads, and the backward
+/// sweep writes row `j` after reading extended row `j` (source row `j − size/2`), so every
+/// source row is read before it is overwritten; the border rows are copied first.
+///
+/// # Safety
+/// `src + k·ss + l` must be valid for reads and `dst + k·ds + l` for writes for `k < n`,
+/// `l < w`; no other thread may write those source elements or access those destination
+/// elements during the call; if the two regions overlap, `src == dst` and `ss == ds`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn van_herk_block<T: Real>(
+    src: *const T,
+    ss: usize,
+    dst: *mut T,
+    ds: usize,
+    w: usize,
+    n: usize,
+    size: usize,
+    mode: BorderMode,
+    sc: &mut MfScratch<T>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F is available; the rest is this function's contract.
+            return unsafe { van_herk_block_avx512(src, ss, dst, ds, w, n, size, mode, sc) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is available; the rest is this function's contract.
+            return unsafe { van_herk_block_avx2(src, ss, dst, ds, w, n, size, mode, sc) };
+        }
+    }
+    // SAFETY: this function's contract.
+    unsafe { van_herk_block_impl(src, ss, dst, ds, w, n, size, mode, sc) }
+}
+
+/// [`van_herk_block`] compiled for AVX-512 (16 `f32` lanes per max).
+///
+/// # Safety
+/// AVX-512F available; as [`van_herk_block`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn van_herk_block_avx512<T: Real>(
+    src: *const T,
+    ss: usize,
+    dst: *mut T,
+    ds: usize,
+    w: usize,
+    n: usize,
+    size: usize,
+    mode: BorderMode,
+    sc: &mut MfScratch<T>,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { van_herk_block_impl(src, ss, dst, ds, w, n, size, mode, sc) }
+}
+
+/// [`van_herk_block`] compiled for AVX2 (8 `f32` lanes per max).
+///
+/// # Safety
+/// AVX2 available; as [`van_herk_block`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn van_herk_block_avx2<T: Real>(
+    src: *const T,
+    ss: usize,
+    dst: *mut T,
+    ds: usize,
+    w: usize,
+    n: usize,
+    size: usize,
+    mode: BorderMode,
+    sc: &mut MfScratch<T>,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { van_herk_block_impl(src, ss, dst, ds, w, n, size, mode, sc) }
+}
+
+/// The body of [`van_herk_block`], inlined into each instantiation.
+///
+/// # Safety
+/// As [`van_herk_block`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn van_herk_block_impl<T: Real>(
+    src: *const T,
+    ss: usize,
+    dst: *mut T,
+    ds: usize,
+    w: usize,
+    n: usize,
+    size: usize,
+    mode: BorderMode,
+    sc: &mut MfScratch<T>,
+) {
+    let left = size / 2;
+    let ext_len = n + size - 1;
+    grow(&mut sc.g, ext_len * w);
+    grow(&mut sc.border, (size - 1) * w);
+    grow(&mut sc.h, w);
+    let cval = cval_of::<T>(mode);
+    // border rows: extended rows `j < left` at `j`, rows `j >= left + n` at `j − n`
+    for (b, row) in sc.border.chunks_exact_mut(w).take(size - 1).enumerate() {
+        let p = if b < left {
+            b as isize - left as isize
+        } else {
+            (n + b - left) as isize
+        };
+        match border_index(p, n, mode) {
+            // SAFETY: source row `k < n`, valid for `w` reads (contract).
+            Some(k) => {
+                row.copy_from_slice(unsafe { std::slice::from_raw_parts(src.add(k * ss), w) })
+            }
+            None => row.fill(cval),
+        }
+    }
+    let border = sc.border.as_ptr();
+    let row = |j: usize| -> *const T {
+        if j < left {
+            // SAFETY (pointer arithmetic only): border row `j` of `size − 1`.
+            unsafe { border.add(j * w) }
+        } else if j < left + n {
+            // SAFETY (pointer arithmetic only): source row `j − left < n`.
+            unsafe { src.add((j - left) * ss) }
+        } else {
+            // SAFETY (pointer arithmetic only): border row `j − n < size − 1`.
+            unsafe { border.add((j - n) * w) }
+        }
+    };
+    let g = &mut sc.g[..ext_len * w];
+    for j in 0..ext_len {
+        // SAFETY: a source or border row, `w` elements, not written during this sweep.
+        let e = unsafe { std::slice::from_raw_parts(row(j), w) };
+        let (gp, gc) = g.split_at_mut(j * w);
+        let gc = &mut gc[..w];
+        if j.is_multiple_of(size) {
+            gc.copy_from_slice(e);
+        } else {
+            max_rows(gc, &gp[(j - 1) * w..], e);
+        }
+    }
+    let h = &mut sc.h[..w];
+    for j in (0..ext_len).rev() {
+        // SAFETY: a border row, or source row `j − left`, not yet overwritten: the rows
+        // written so far are `> j` (see the doc comment).
+        let e = unsafe { std::slice::from_raw_parts(row(j), w) };
+        let restart = (j + 1).is_multiple_of(size) || j + 1 == ext_len;
+        if j >= n {
+            if restart {
+                h.copy_from_slice(e);
+            } else {
+                max_rows_acc(h, e);
+            }
+            continue;
+        }
+        let gg = &g[(j + size - 1) * w..(j + size) * w];
+        // SAFETY: output row `j < n`, `w` elements, this call's only; it does not overlap
+        // `e` (source row `j − left` with `left >= 1`, or a border row).
+        let o = unsafe { std::slice::from_raw_parts_mut(dst.add(j * ds), w) };
+        if restart {
+            h.copy_from_slice(e);
+            max_rows(o, h, gg);
+        } else {
+            back_row(o, h, e, gg);
+        }
+    }
+}
+
+// The row kernels of `van_herk_block`. They work on fixed-size chunks loaded into local
+// arrays, so that LLVM emits straight-line vector code without aliasing checks.
+
+/// Elements per chunk of the row kernels (one AVX-512 vector of `f32`).
+const CH: usize = 16;
+
+/// `c = max(p, x)` elementwise.
+#[inline(always)]
+fn max_rows<T: Real>(c: &mut [T], p: &[T], x: &[T]) {
+    let (c16, cr) = c.as_chunks_mut::<CH>();
+    let (p16, pr) = p[..c16.len() * CH + cr.len()].as_chunks::<CH>();
+    let (x16, xr) = x[..c16.len() * CH + cr.len()].as_chunks::<CH>();
+    for ((c, p), x) in c16.iter_mut().zip(p16).zip(x16) {
+        let (pv, xv) = (*p, *x);
+        *c = std::array::from_fn(|k| vmax(pv[k], xv[k]));
+    }
+    for ((c, &p), &x) in cr.iter_mut().zip(pr).zip(xr) {
+        *c = vmax(p, x);
+    }
+}
+
+/// `h = max(x, h)` elementwise.
+#[inline(always)]
+fn max_rows_acc<T: Real>(h: &mut [T], x: &[T]) {
+    let (h16, hr) = h.as_chunks_mut::<CH>();
+    let (x16, xr) = x[..h16.len() * CH + hr.len()].as_chunks::<CH>();
+    for (h, x) in h16.iter_mut().zip(x16) {
+        let (hv, xv) = (*h, *x);
+        *h = std::array::from_fn(|k| vmax(xv[k], hv[k]));
+    }
+    for (c, &x) in hr.iter_mut().zip(xr) {
+        *c = vmax(x, *c);
+    }
+}
+
+/// `h = max(x, h)`, `o = max(h, q)` elementwise.
+#[inline(always)]
+fn back_row<T: Real>(o: &mut [T], h: &mut [T], x: &[T], q: &[T]) {
+    let (o16, or) = o.as_chunks_mut::<CH>();
+    let len = o16.len() * CH + or.len();
+    let (h16, hr) = h[..len].as_chunks_mut::<CH>();
+    let (x16, xr) = x[..len].as_chunks::<CH>();
+    let (q16, qr) = q[..len].as_chunks::<CH>();
+    for (((o, h), x), q) in o16.iter_mut().zip(h16).zip(x16).zip(q16) {
+        let (hv, xv, qv) = (*h, *x, *q);
+        let nv: [T; CH] = std::array::from_fn(|k| vmax(xv[k], hv[k]));
+        *h = nv;
+        *o = std::array::from_fn(|k| vmax(nv[k], qv[k]));
+    }
+    for (((o, c), &x), &q) in or.iter_mut().zip(hr).zip(xr).zip(qr) {
+        let v = vmax(x, *c);
+        *c = v;
+        *o = vmax(v, q);
+    }
+}
+
+/// One block of the pass along a contiguous axis: lines `0..nl` of length `n` at `src + l·n`
+/// are transposed into `sc.t` (so that the lines become the contiguous, vectorised inner
+/// dimension), filtered there in place by [`van_herk_block`], and transposed into
+/// `dst + l·n`.
+///
+/// # Safety
+/// `src` valid for reads and `dst` for writes of `nl · n` elements, not accessed by another
+/// thread during the call; the two are equal or do not overlap.
+unsafe fn contiguous_block<T: Real>(
+    src: *const T,
+    dst: *mut T,
+    n: usize,
+    nl: usize,
+    size: usize,
+    mode: BorderMode,
+    sc: &mut MfScratch<T>,
+) {
+    let mut t = std::mem::take(&mut sc.t);
+    grow(&mut t, n * nl);
+    // SAFETY: source `nl × n` (contract), `t` holds `n × nl`; distinct allocations. The
+    // filter reads and writes `t` only; the transpose back writes the `nl × n` destination,
+    // read (if it is the source) only by the first transpose.
+    unsafe {
+        transpose::transpose(src, n, t.as_mut_ptr(), nl, nl, n);
+        let tp = t.as_mut_ptr();
+        van_herk_block(tp, nl, tp, nl, nl, n, size, mode, sc);
+        transpose::transpose(t.as_ptr(), nl, dst, n, n, nl);
+    }
+    sc.t = t;
+}
+
+/// One separable max-filter pass of window `size` (`> 1`) along `axis`, reading `input` (or
+/// `out` itself when `None`) and writing `out`; on rayon's pool when `parallel` and large,
+/// otherwise with the caller's scratch.
+#[allow(clippy::too_many_arguments)]
 fn max_pass<T: Real>(
     input: Option<&[T]>,
     out: &mut [T],
@@ -202,16 +505,11 @@ fn max_pass<T: Real>(
     size: usize,
     mode: BorderMode,
     parallel: bool,
+    scratch: &mut MfScratch<T>,
 ) {
     let n = shape[axis];
     let stride: usize = shape[axis + 1..].iter().product();
     let outer: usize = shape[..axis].iter().product();
-    let left = (size / 2) as isize;
-    let ext_len = n + size - 1;
-    let table: Vec<Option<usize>> = (0..ext_len)
-        .map(|j| border_index(j as isize - left, n, mode).map(|i| i * stride))
-        .collect();
-    let cval = cval_of::<T>(mode);
     let ptr = SendPtr(out.as_mut_ptr());
     let total = out.len();
     let inp = input.map(|s| SendPtr(s.as_ptr() as *mut T));
@@ -219,63 +517,93 @@ fn max_pass<T: Real>(
     let src = inp.unwrap_or(ptr);
     let parallel = parallel && total >= PAR_MIN;
 
-    if stride >= MF_LANES {
-        // Blocks of up to MF_WIDE adjacent lines: rows are contiguous runs.
-        let per_outer = stride.div_ceil(MF_WIDE);
-        let run = |bufs: &mut (Vec<T>, Vec<T>), b: usize| {
-            let (o, j0) = (b / per_outer, (b % per_outer) * MF_WIDE);
-            let w = MF_WIDE.min(stride - j0);
-            let base = o * n * stride + j0;
-            let (ext, g) = bufs;
-            ext.clear();
-            ext.resize(ext_len * w, cval);
-            g.clear();
-            g.resize(ext_len * w, cval);
-            for (j, t) in table.iter().enumerate() {
-                if let Some(off) = t {
-                    // SAFETY: `base + off + w <= total` (line `base..` of the block, element
-                    // `off / stride < n`); the block reads only its own lines, which no other
-                    // task writes (blocks partition the lines).
-                    let row = unsafe { std::slice::from_raw_parts(src.get().add(base + off), w) };
-                    ext[j * w..(j + 1) * w].copy_from_slice(row);
+    // Runs `count` independent blocks, in parallel or one after the other.
+    let for_blocks =
+        |count: usize, run: &(dyn Fn(&mut MfScratch<T>, usize) + Sync), sc: &mut MfScratch<T>| {
+            if parallel {
+                (0..count)
+                    .into_par_iter()
+                    .for_each_init(MfScratch::default, |sc, b| run(sc, b));
+            } else {
+                for b in 0..count {
+                    run(sc, b);
                 }
             }
-            van_herk_rows(ext, g, w, ext_len, size, n, |i, h, gg| {
-                // SAFETY: output row `i` of this block's lines: in bounds, written by this
-                // task only; it is no longer read (the block was gathered above).
-                let o =
-                    unsafe { std::slice::from_raw_parts_mut(ptr.get().add(base + i * stride), w) };
-                for l in 0..w {
-                    o[l] = vmax(h[l], gg[l]);
-                }
-            });
         };
-        let count = outer * per_outer;
-        if parallel {
-            (0..count)
-                .into_par_iter()
-                .for_each_init(|| (Vec::new(), Vec::new()), |bufs, b| run(bufs, b));
+
+    if stride == 1 {
+        // Contiguous lines: blocks of `lanes` consecutive lines, transposed.
+        let lanes = if outer < 8 {
+            outer
         } else {
-            let mut bufs = (Vec::new(), Vec::new());
-            for b in 0..count {
-                run(&mut bufs, b);
-            }
-        }
+            (MF_TRANSPOSED / n).clamp(8, 256).min(outer) & !7
+        };
+        let run = |sc: &mut MfScratch<T>, b: usize| {
+            let l0 = b * lanes;
+            let nl = lanes.min(outer - l0);
+            // SAFETY: lines `l0..l0 + nl` of `n` elements, in bounds; blocks partition the
+            // lines, so no other task touches them; source and destination are the same
+            // slice or different ones.
+            unsafe {
+                contiguous_block(
+                    src.get().add(l0 * n),
+                    ptr.get().add(l0 * n),
+                    n,
+                    nl,
+                    size,
+                    mode,
+                    sc,
+                )
+            };
+        };
+        for_blocks(outer.div_ceil(lanes), &run, scratch);
         return;
     }
 
-    // Lines not adjacent in memory: MF_LANES lines per block, interleaved in the buffers
-    // (gathered and scattered line by line, so each line is read and written sequentially).
+    if stride >= MF_LANES {
+        // Blocks of up to MF_WIDE adjacent lines: rows are contiguous runs.
+        let per_outer = stride.div_ceil(MF_WIDE);
+        let run = |sc: &mut MfScratch<T>, b: usize| {
+            let (o, j0) = (b / per_outer, (b % per_outer) * MF_WIDE);
+            let w = MF_WIDE.min(stride - j0);
+            let base = o * n * stride + j0;
+            // SAFETY: rows `k < n` of the block at `base + k·stride`, `w <= stride − j0`
+            // wide: in bounds; blocks partition the lines, so no other task reads or writes
+            // them; in place, source and destination are the same with the same stride.
+            unsafe {
+                van_herk_block(
+                    src.get().add(base),
+                    stride,
+                    ptr.get().add(base),
+                    stride,
+                    w,
+                    n,
+                    size,
+                    mode,
+                    sc,
+                )
+            };
+        };
+        for_blocks(outer * per_outer, &run, scratch);
+        return;
+    }
+
+    // Lines neither contiguous nor far apart (small trailing axes): MF_LANES lines per block,
+    // interleaved in the buffers (gathered and scattered line by line).
+    let left = (size / 2) as isize;
+    let ext_len = n + size - 1;
+    let table: Vec<Option<usize>> = (0..ext_len)
+        .map(|j| border_index(j as isize - left, n, mode).map(|i| i * stride))
+        .collect();
+    let cval = cval_of::<T>(mode);
     let blocks = LineBlocks::new(shape, axis, MF_LANES);
-    let run = |bufs: &mut (Vec<T>, Vec<T>, Vec<T>), b: usize| {
+    let run = |sc: &mut MfScratch<T>, b: usize| {
         let (bases, nl) = blocks.block(b);
-        let (ext, g, res) = bufs;
+        let (ext, g, res) = (&mut sc.t, &mut sc.g, &mut sc.h);
         ext.clear();
         ext.resize(ext_len * MF_LANES, cval);
-        g.clear();
-        g.resize(ext_len * MF_LANES, cval);
-        res.clear();
-        res.resize(n * MF_LANES, cval);
+        grow(g, ext_len * MF_LANES);
+        grow(res, n * MF_LANES);
         for (l, &base) in bases.iter().enumerate().take(nl) {
             for (j, t) in table.iter().enumerate() {
                 if let Some(off) = t {
@@ -299,17 +627,8 @@ fn max_pass<T: Real>(
             }
         }
     };
-    if parallel {
-        (0..blocks.count()).into_par_iter().for_each_init(
-            || (Vec::new(), Vec::new(), Vec::new()),
-            |bufs, b| run(bufs, b),
-        );
-    } else {
-        let mut bufs = (Vec::new(), Vec::new(), Vec::new());
-        for b in 0..blocks.count() {
-            run(&mut bufs, b);
-        }
-    }
+    debug_assert!(blocks.count() * MF_LANES >= total / n);
+    for_blocks(blocks.count(), &run, scratch);
 }
 
 fn check_same(what: &str, a: &[usize], b: &[usize]) -> Result<()> {
@@ -510,6 +829,7 @@ impl<P: Precision> Filter for Cpu<P> {
         let planes: usize = shape[..r.saturating_sub(2)].iter().product();
         let mut first = true;
         let mut done = vec![false; r];
+        let mut scratch = MfScratch::default();
         if r >= 3
             && planes >= 2 * rayon::current_num_threads()
             && (size[r - 1] > 1 || size[r - 2] > 1)
@@ -520,11 +840,12 @@ impl<P: Precision> Filter for Cpu<P> {
             let plane = pshape[0] * pshape[1];
             o.par_chunks_mut(plane)
                 .zip(s.par_chunks(plane))
-                .for_each(|(op, sp)| {
+                .for_each_init(MfScratch::default, |sc, (op, sp)| {
                     let mut pfirst = true;
                     for (k, ax) in [(r - 1, 1), (r - 2, 0)] {
                         if size[k] > 1 {
-                            max_pass(pfirst.then_some(sp), op, &pshape, ax, size[k], mode, false);
+                            let src = pfirst.then_some(sp);
+                            max_pass(src, op, &pshape, ax, size[k], mode, false, sc);
                             pfirst = false;
                         }
                     }
@@ -537,7 +858,8 @@ impl<P: Precision> Filter for Cpu<P> {
             if size[axis] <= 1 || done[axis] {
                 continue;
             }
-            max_pass(first.then_some(s), o, &shape, axis, size[axis], mode, true);
+            let src = first.then_some(s);
+            max_pass(src, o, &shape, axis, size[axis], mode, true, &mut scratch);
             first = false;
         }
         if first {
@@ -697,5 +1019,278 @@ impl<P: Precision> Filter for Cpu<P> {
             v
         };
         Ok(found)
+    }
+}
+
+/// Out-of-place transposes of rectangles of 4- or 8-byte elements, for the contiguous-axis
+/// max-filter pass (the elements are moved bit for bit, whatever their type).
+mod transpose {
+    /// `dst[c·ds + r] = src[r·ss + c]` for `r < rows`, `c < cols`.
+    ///
+    /// # Safety
+    /// `src + r·ss + c` must be valid for reads and `dst + c·ds + r` for writes for every
+    /// `r < rows`, `c < cols`; the regions must not overlap and no other thread may write
+    /// the source or access the destination during the call.
+    pub(super) unsafe fn transpose<E: Copy>(
+        src: *const E,
+        ss: usize,
+        dst: *mut E,
+        ds: usize,
+        rows: usize,
+        cols: usize,
+    ) {
+        let (r8, c8) = (rows & !7, cols & !7);
+        let mut tiled = false;
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx") {
+            let bytes = std::mem::size_of::<E>();
+            // SAFETY: AVX is available; `E` is 4 (8) bytes, so the element grid is the same
+            // in units of `f32` (`f64`) lanes, moved bit for bit by unaligned loads and
+            // stores; the tiles cover `r8 × c8`, inside the caller's rectangle.
+            if bytes == 4 {
+                unsafe { avx::tiles32(src.cast(), ss, dst.cast(), ds, r8, c8) };
+                tiled = true;
+            } else if bytes == 8 {
+                unsafe { avx::tiles64(src.cast(), ss, dst.cast(), ds, r8, c8) };
+                tiled = true;
+            }
+        }
+        // SAFETY (all below): every index is `< rows` / `< cols`, covered by the contract.
+        unsafe {
+            if !tiled {
+                portable_tiles(src, ss, dst, ds, r8, c8);
+            }
+            for r in 0..r8 {
+                for c in c8..cols {
+                    dst.add(c * ds + r).write(src.add(r * ss + c).read());
+                }
+            }
+            for r in r8..rows {
+                for c in 0..cols {
+                    dst.add(c * ds + r).write(src.add(r * ss + c).read());
+                }
+            }
+        }
+    }
+
+    /// The portable transpose of the `r8 × c8` corner, in 8×8 tiles (each cache line of
+    /// both sides used while it is in L1).
+    ///
+    /// # Safety
+    /// As [`transpose`], with `r8 <= rows`, `c8 <= cols` multiples of 8.
+    unsafe fn portable_tiles<E: Copy>(
+        src: *const E,
+        ss: usize,
+        dst: *mut E,
+        ds: usize,
+        r8: usize,
+        c8: usize,
+    ) {
+        for r in (0..r8).step_by(8) {
+            for c in (0..c8).step_by(8) {
+                // SAFETY: indices inside the corner (contract).
+                unsafe {
+                    let mut tile = [[src.read(); 8]; 8];
+                    for (i, row) in tile.iter_mut().enumerate() {
+                        for (k, v) in row.iter_mut().enumerate() {
+                            *v = src.add((r + i) * ss + c + k).read();
+                        }
+                    }
+                    for k in 0..8 {
+                        let d = dst.add((c + k) * ds + r);
+                        for (i, row) in tile.iter().enumerate() {
+                            d.add(i).write(row[k]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    mod avx {
+        use std::arch::x86_64::*;
+
+        /// 8×8 tiles of 4-byte lanes with AVX (three rounds of unpacks, shuffles and 128-bit
+        /// permutes per tile).
+        ///
+        /// # Safety
+        /// AVX available; the accesses of [`super::transpose`] over the `r8 × c8` corner in
+        /// units of 4 bytes (pointers 4-byte aligned; every access is unaligned).
+        #[target_feature(enable = "avx")]
+        pub(super) unsafe fn tiles32(
+            src: *const f32,
+            ss: usize,
+            dst: *mut f32,
+            ds: usize,
+            r8: usize,
+            c8: usize,
+        ) {
+            for r in (0..r8).step_by(8) {
+                for c in (0..c8).step_by(8) {
+                    // SAFETY: rows `r..r + 8`, columns `c..c + 8` of the corner (contract).
+                    unsafe {
+                        let s = src.add(r * ss + c);
+                        let a0 = _mm256_loadu_ps(s);
+                        let a1 = _mm256_loadu_ps(s.add(ss));
+                        let a2 = _mm256_loadu_ps(s.add(2 * ss));
+                        let a3 = _mm256_loadu_ps(s.add(3 * ss));
+                        let a4 = _mm256_loadu_ps(s.add(4 * ss));
+                        let a5 = _mm256_loadu_ps(s.add(5 * ss));
+                        let a6 = _mm256_loadu_ps(s.add(6 * ss));
+                        let a7 = _mm256_loadu_ps(s.add(7 * ss));
+                        let t0 = _mm256_unpacklo_ps(a0, a1);
+                        let t1 = _mm256_unpackhi_ps(a0, a1);
+                        let t2 = _mm256_unpacklo_ps(a2, a3);
+                        let t3 = _mm256_unpackhi_ps(a2, a3);
+                        let t4 = _mm256_unpacklo_ps(a4, a5);
+                        let t5 = _mm256_unpackhi_ps(a4, a5);
+                        let t6 = _mm256_unpacklo_ps(a6, a7);
+                        let t7 = _mm256_unpackhi_ps(a6, a7);
+                        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+                        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+                        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+                        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+                        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+                        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+                        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+                        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+                        let d = dst.add(c * ds + r);
+                        _mm256_storeu_ps(d, _mm256_permute2f128_ps::<0x20>(u0, u4));
+                        _mm256_storeu_ps(d.add(ds), _mm256_permute2f128_ps::<0x20>(u1, u5));
+                        _mm256_storeu_ps(d.add(2 * ds), _mm256_permute2f128_ps::<0x20>(u2, u6));
+                        _mm256_storeu_ps(d.add(3 * ds), _mm256_permute2f128_ps::<0x20>(u3, u7));
+                        _mm256_storeu_ps(d.add(4 * ds), _mm256_permute2f128_ps::<0x31>(u0, u4));
+                        _mm256_storeu_ps(d.add(5 * ds), _mm256_permute2f128_ps::<0x31>(u1, u5));
+                        _mm256_storeu_ps(d.add(6 * ds), _mm256_permute2f128_ps::<0x31>(u2, u6));
+                        _mm256_storeu_ps(d.add(7 * ds), _mm256_permute2f128_ps::<0x31>(u3, u7));
+                    }
+                }
+            }
+        }
+
+        /// 4×4 transposes of 8-byte lanes with AVX over the `r8 × c8` corner.
+        ///
+        /// # Safety
+        /// AVX available; the accesses of [`super::transpose`] over the corner in units of 8
+        /// bytes (pointers 4-byte aligned at least; every access is unaligned).
+        #[target_feature(enable = "avx")]
+        pub(super) unsafe fn tiles64(
+            src: *const f64,
+            ss: usize,
+            dst: *mut f64,
+            ds: usize,
+            r8: usize,
+            c8: usize,
+        ) {
+            for r in (0..r8).step_by(4) {
+                for c in (0..c8).step_by(4) {
+                    // SAFETY: rows `r..r + 4`, columns `c..c + 4` of the corner (contract).
+                    unsafe {
+                        let s = src.add(r * ss + c);
+                        let a = _mm256_loadu_pd(s);
+                        let b = _mm256_loadu_pd(s.add(ss));
+                        let e = _mm256_loadu_pd(s.add(2 * ss));
+                        let f = _mm256_loadu_pd(s.add(3 * ss));
+                        let t0 = _mm256_unpacklo_pd(a, b); // a0 b0 a2 b2
+                        let t1 = _mm256_unpackhi_pd(a, b); // a1 b1 a3 b3
+                        let t2 = _mm256_unpacklo_pd(e, f); // e0 f0 e2 f2
+                        let t3 = _mm256_unpackhi_pd(e, f); // e1 f1 e3 f3
+                        let d = dst.add(c * ds + r);
+                        _mm256_storeu_pd(d, _mm256_permute2f128_pd::<0x20>(t0, t2));
+                        _mm256_storeu_pd(d.add(ds), _mm256_permute2f128_pd::<0x20>(t1, t3));
+                        _mm256_storeu_pd(d.add(2 * ds), _mm256_permute2f128_pd::<0x31>(t0, t2));
+                        _mm256_storeu_pd(d.add(3 * ds), _mm256_permute2f128_pd::<0x31>(t1, t3));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use monomorph_core::testing::reference;
+    use monomorph_core::{Double, Single};
+    use ndarray::IxDyn;
+
+    const MODES: [BorderMode; 6] = [
+        BorderMode::Nearest,
+        BorderMode::Reflect,
+        BorderMode::Mirror,
+        BorderMode::Wrap,
+        BorderMode::Constant(0.25),
+        BorderMode::Constant(-3.0),
+    ];
+
+    /// Pseudo-random levels (many ties) in `0..levels`.
+    fn levels(shape: &[usize], seed: usize, levels: usize) -> ArrayD<f64> {
+        let mut x = seed as u64 * 0x9E37_79B9_7F4A_7C15 + 1;
+        ArrayD::from_shape_fn(IxDyn(shape), |_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % levels as u64) as f64
+        })
+    }
+
+    /// Every path of `max_pass` (contiguous lines transposed in blocks with a partial last
+    /// block, wide blocks with a partial width, in place on later passes, the interleaved
+    /// path for small strides, the plane-by-plane path) against brute force, for all modes,
+    /// odd and even sizes, windows longer than the axis, in f32, f64 and i32.
+    #[test]
+    fn max_filter_paths_match_brute_force() {
+        let shapes: [&[usize]; 8] = [
+            &[1],
+            &[300],
+            &[3, 45],
+            &[20, 40],
+            &[17, 290],
+            &[5, 9, 70],
+            &[5, 40, 33],
+            &[2, 3, 33, 20],
+        ];
+        // windows longer than the axis only on the small shapes (brute force is slow)
+        let sizes: [usize; 6] = [2, 3, 4, 7, 12, 50];
+        for (si, shape) in shapes.iter().enumerate() {
+            let a = levels(shape, si + 1, 17);
+            let nsizes = if a.len() <= 1000 { 6 } else { 5 };
+            for k in 0..nsizes {
+                for (m, &mode) in MODES.iter().enumerate() {
+                    // per-axis sizes: rotate through the list so axes differ
+                    let size: Vec<usize> = (0..shape.len())
+                        .map(|ax| sizes[(k + ax + m) % nsizes])
+                        .collect();
+                    let e = reference::max_filter(&a, &size, mode);
+                    let what = format!("{shape:?} size {size:?} {mode:?}");
+
+                    let a32 = a.mapv(|v| v as f32);
+                    let mut o32 = ArrayD::<f32>::zeros(IxDyn(shape));
+                    Cpu::<Single>::new()
+                        .max_filter(&a32, &size, mode, &mut o32)
+                        .expect("f32");
+                    assert_eq!(o32.mapv(f64::from), e, "f32 {what}");
+
+                    let mut o64 = ArrayD::<f64>::zeros(IxDyn(shape));
+                    Cpu::<Double>::new()
+                        .max_filter(&a, &size, mode, &mut o64)
+                        .expect("f64");
+                    assert_eq!(o64, e, "f64 {what}");
+
+                    if let BorderMode::Constant(c) = mode
+                        && c.fract() != 0.0
+                    {
+                        continue;
+                    }
+                    let ai = a.mapv(|v| v as i32);
+                    let mut oi = ArrayD::<i32>::zeros(IxDyn(shape));
+                    Cpu::<Single>::new()
+                        .max_filter(&ai, &size, mode, &mut oi)
+                        .expect("i32");
+                    assert_eq!(oi.mapv(f64::from), e, "i32 {what}");
+                }
+            }
+        }
     }
 }
