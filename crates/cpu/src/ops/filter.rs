@@ -18,6 +18,7 @@ use monomorph_core::error::fmt_shape;
 use monomorph_core::{BorderMode, Error, Filter, Float, Precision, Real, Result};
 use ndarray::ArrayD;
 use rayon::prelude::*;
+use std::sync::{Mutex, PoisonError};
 
 use super::{data, data_mut};
 use crate::Cpu;
@@ -219,6 +220,30 @@ impl<T> Default for MfScratch<T> {
             h: Vec::new(),
             t: Vec::new(),
         }
+    }
+}
+
+/// One [`MfScratch`] per thread of rayon's pool, plus one for a calling thread outside it,
+/// allocated once per filter call (not once per block or per rayon split, which would map and
+/// zero fresh pages every time).
+struct ScratchPool<T>(Vec<Mutex<MfScratch<T>>>);
+
+impl<T> ScratchPool<T> {
+    fn new() -> Self {
+        ScratchPool(
+            (0..=rayon::current_num_threads())
+                .map(|_| Mutex::new(MfScratch::default()))
+                .collect(),
+        )
+    }
+
+    /// Runs `f` with the current thread's scratch (the lock is never contended: a thread
+    /// runs one block at a time and blocks do not nest).
+    fn with<R>(&self, f: impl FnOnce(&mut MfScratch<T>) -> R) -> R {
+        let last = self.0.len() - 1;
+        let k = rayon::current_thread_index().map_or(last, |k| k.min(last));
+        let mut sc = self.0[k].lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut sc)
     }
 }
 
@@ -495,7 +520,7 @@ unsafe fn contiguous_block<T: Real>(
 
 /// One separable max-filter pass of window `size` (`> 1`) along `axis`, reading `input` (or
 /// `out` itself when `None`) and writing `out`; on rayon's pool when `parallel` and large,
-/// otherwise with the caller's scratch.
+/// otherwise on the calling thread.
 #[allow(clippy::too_many_arguments)]
 fn max_pass<T: Real>(
     input: Option<&[T]>,
@@ -505,7 +530,7 @@ fn max_pass<T: Real>(
     size: usize,
     mode: BorderMode,
     parallel: bool,
-    scratch: &mut MfScratch<T>,
+    pool: &ScratchPool<T>,
 ) {
     let n = shape[axis];
     let stride: usize = shape[axis + 1..].iter().product();
@@ -518,25 +543,24 @@ fn max_pass<T: Real>(
     let parallel = parallel && total >= PAR_MIN;
 
     // Runs `count` independent blocks, in parallel or one after the other.
-    let for_blocks =
-        |count: usize, run: &(dyn Fn(&mut MfScratch<T>, usize) + Sync), sc: &mut MfScratch<T>| {
-            if parallel {
-                (0..count)
-                    .into_par_iter()
-                    .for_each_init(MfScratch::default, |sc, b| run(sc, b));
-            } else {
-                for b in 0..count {
-                    run(sc, b);
-                }
-            }
-        };
+    // Runs `count` independent blocks, in parallel or one after the other.
+    let for_blocks = |count: usize, run: &(dyn Fn(&mut MfScratch<T>, usize) + Sync)| {
+        if parallel {
+            (0..count)
+                .into_par_iter()
+                .for_each(|b| pool.with(|sc| run(sc, b)));
+        } else {
+            pool.with(|sc| (0..count).for_each(|b| run(sc, b)));
+        }
+    };
 
     if stride == 1 {
         // Contiguous lines: blocks of `lanes` consecutive lines, transposed.
-        let lanes = if outer < 8 {
+        // (a multiple of 16 where possible: whole 16×16 transpose tiles)
+        let lanes = if outer < 16 {
             outer
         } else {
-            (MF_TRANSPOSED / n).clamp(8, 256).min(outer) & !7
+            (MF_TRANSPOSED / n).clamp(16, 256).min(outer) & !15
         };
         let run = |sc: &mut MfScratch<T>, b: usize| {
             let l0 = b * lanes;
@@ -556,7 +580,7 @@ fn max_pass<T: Real>(
                 )
             };
         };
-        for_blocks(outer.div_ceil(lanes), &run, scratch);
+        for_blocks(outer.div_ceil(lanes), &run);
         return;
     }
 
@@ -584,7 +608,7 @@ fn max_pass<T: Real>(
                 )
             };
         };
-        for_blocks(outer * per_outer, &run, scratch);
+        for_blocks(outer * per_outer, &run);
         return;
     }
 
@@ -628,7 +652,7 @@ fn max_pass<T: Real>(
         }
     };
     debug_assert!(blocks.count() * MF_LANES >= total / n);
-    for_blocks(blocks.count(), &run, scratch);
+    for_blocks(blocks.count(), &run);
 }
 
 fn check_same(what: &str, a: &[usize], b: &[usize]) -> Result<()> {
@@ -829,7 +853,7 @@ impl<P: Precision> Filter for Cpu<P> {
         let planes: usize = shape[..r.saturating_sub(2)].iter().product();
         let mut first = true;
         let mut done = vec![false; r];
-        let mut scratch = MfScratch::default();
+        let pool = ScratchPool::new();
         if r >= 3
             && planes >= 2 * rayon::current_num_threads()
             && (size[r - 1] > 1 || size[r - 2] > 1)
@@ -840,12 +864,12 @@ impl<P: Precision> Filter for Cpu<P> {
             let plane = pshape[0] * pshape[1];
             o.par_chunks_mut(plane)
                 .zip(s.par_chunks(plane))
-                .for_each_init(MfScratch::default, |sc, (op, sp)| {
+                .for_each(|(op, sp)| {
                     let mut pfirst = true;
                     for (k, ax) in [(r - 1, 1), (r - 2, 0)] {
                         if size[k] > 1 {
                             let src = pfirst.then_some(sp);
-                            max_pass(src, op, &pshape, ax, size[k], mode, false, sc);
+                            max_pass(src, op, &pshape, ax, size[k], mode, false, &pool);
                             pfirst = false;
                         }
                     }
@@ -859,7 +883,7 @@ impl<P: Precision> Filter for Cpu<P> {
                 continue;
             }
             let src = first.then_some(s);
-            max_pass(src, o, &shape, axis, size[axis], mode, true, &mut scratch);
+            max_pass(src, o, &shape, axis, size[axis], mode, true, &pool);
             first = false;
         }
         if first {
@@ -1039,6 +1063,36 @@ mod transpose {
         rows: usize,
         cols: usize,
     ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::mem::size_of::<E>() == 4 && std::arch::is_x86_feature_detected!("avx512f") {
+            let (r16, c16) = (rows & !15, cols & !15);
+            // SAFETY: AVX-512F is available; `E` is 4 bytes, moved bit for bit as `f32`
+            // lanes by unaligned loads and stores; the tiles cover `r16 × c16`, and the two
+            // strips left over are sub-rectangles of the caller's, so its contract covers
+            // every access.
+            unsafe {
+                avx512::tiles32(src.cast(), ss, dst.cast(), ds, r16, c16);
+                transpose8(src.add(c16), ss, dst.add(c16 * ds), ds, r16, cols - c16);
+                transpose8(src.add(r16 * ss), ss, dst.add(r16), ds, rows - r16, cols);
+            }
+            return;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { transpose8(src, ss, dst, ds, rows, cols) };
+    }
+
+    /// [`transpose`] in 8×8 tiles (AVX when available), the edges element by element.
+    ///
+    /// # Safety
+    /// As [`transpose`].
+    unsafe fn transpose8<E: Copy>(
+        src: *const E,
+        ss: usize,
+        dst: *mut E,
+        ds: usize,
+        rows: usize,
+        cols: usize,
+    ) {
         let (r8, c8) = (rows & !7, cols & !7);
         let mut tiled = false;
         #[cfg(target_arch = "x86_64")]
@@ -1078,7 +1132,7 @@ mod transpose {
     ///
     /// # Safety
     /// As [`transpose`], with `r8 <= rows`, `c8 <= cols` multiples of 8.
-    unsafe fn portable_tiles<E: Copy>(
+    pub(super) unsafe fn portable_tiles<E: Copy>(
         src: *const E,
         ss: usize,
         dst: *mut E,
@@ -1100,6 +1154,79 @@ mod transpose {
                         let d = dst.add((c + k) * ds + r);
                         for (i, row) in tile.iter().enumerate() {
                             d.add(i).write(row[k]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    mod avx512 {
+        use std::arch::x86_64::*;
+
+        /// 16×16 tiles of 4-byte lanes with AVX-512: every load and store is one whole
+        /// 64-byte row of a tile; four rounds of 16 shuffles (32-bit unpacks, 64-bit unpacks,
+        /// two rounds of 128-bit lane shuffles).
+        ///
+        /// # Safety
+        /// AVX-512F available; the accesses of [`super::transpose`] over the `r16 × c16`
+        /// corner (multiples of 16) in units of 4 bytes (every access is unaligned).
+        #[target_feature(enable = "avx512f")]
+        pub(super) unsafe fn tiles32(
+            src: *const f32,
+            ss: usize,
+            dst: *mut f32,
+            ds: usize,
+            r16: usize,
+            c16: usize,
+        ) {
+            for r in (0..r16).step_by(16) {
+                for c in (0..c16).step_by(16) {
+                    let z = _mm512_setzero_ps();
+                    let mut x = [z; 16];
+                    for (i, v) in x.iter_mut().enumerate() {
+                        // SAFETY: row `r + i`, columns `c..c + 16` of the corner (contract).
+                        *v = unsafe { _mm512_loadu_ps(src.add((r + i) * ss + c)) };
+                    }
+                    // lane L of a[2k] / a[2k+1]: rows 2k, 2k+1 interleaved, columns
+                    // 4L, 4L+1 / 4L+2, 4L+3
+                    let mut a = [z; 16];
+                    for k in 0..8 {
+                        a[2 * k] = _mm512_unpacklo_ps(x[2 * k], x[2 * k + 1]);
+                        a[2 * k + 1] = _mm512_unpackhi_ps(x[2 * k], x[2 * k + 1]);
+                    }
+                    // lane L of b[4m + c]: column 4L + c, rows 4m..4m + 4
+                    let mut b = [z; 16];
+                    for m in 0..4 {
+                        let p0 = _mm512_castps_pd(a[4 * m]);
+                        let p1 = _mm512_castps_pd(a[4 * m + 1]);
+                        let p2 = _mm512_castps_pd(a[4 * m + 2]);
+                        let p3 = _mm512_castps_pd(a[4 * m + 3]);
+                        b[4 * m] = _mm512_castpd_ps(_mm512_unpacklo_pd(p0, p2));
+                        b[4 * m + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(p0, p2));
+                        b[4 * m + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(p1, p3));
+                        b[4 * m + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(p1, p3));
+                    }
+                    // d[c] / d[4 + c]: lanes 0, 2 / 1, 3 of b[c] then of b[4 + c];
+                    // e likewise of b[8 + c], b[12 + c]
+                    let (mut d, mut e) = ([z; 8], [z; 8]);
+                    for cc in 0..4 {
+                        d[cc] = _mm512_shuffle_f32x4::<0x88>(b[cc], b[4 + cc]);
+                        d[4 + cc] = _mm512_shuffle_f32x4::<0xDD>(b[cc], b[4 + cc]);
+                        e[cc] = _mm512_shuffle_f32x4::<0x88>(b[8 + cc], b[12 + cc]);
+                        e[4 + cc] = _mm512_shuffle_f32x4::<0xDD>(b[8 + cc], b[12 + cc]);
+                    }
+                    for cc in 0..4 {
+                        let rows = [
+                            (cc, _mm512_shuffle_f32x4::<0x88>(d[cc], e[cc])),
+                            (8 + cc, _mm512_shuffle_f32x4::<0xDD>(d[cc], e[cc])),
+                            (4 + cc, _mm512_shuffle_f32x4::<0x88>(d[4 + cc], e[4 + cc])),
+                            (12 + cc, _mm512_shuffle_f32x4::<0xDD>(d[4 + cc], e[4 + cc])),
+                        ];
+                        for (k, v) in rows {
+                            // SAFETY: destination row `c + k < c16`, columns `r..r + 16`.
+                            unsafe { _mm512_storeu_ps(dst.add((c + k) * ds + r), v) };
                         }
                     }
                 }
@@ -1292,5 +1419,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The transposes (whole tiles of every instruction set available here, the portable
+    /// tiles, and the ragged edges) against the definition, for 4- and 8-byte elements.
+    #[test]
+    fn transposes_match_the_definition() {
+        fn check<E: Copy + PartialEq + std::fmt::Debug + From<u16>>() {
+            for (rows, cols) in [(1, 1), (3, 5), (16, 16), (17, 33), (40, 23), (64, 48)] {
+                let (ss, ds) = (cols + 3, rows + 5);
+                let src: Vec<E> = (0..rows * ss).map(|k| E::from(k as u16)).collect();
+                let naive = |d: &[E]| {
+                    (0..rows).all(|r| (0..cols).all(|c| d[c * ds + r] == src[r * ss + c]))
+                };
+                let mut dst = vec![E::from(0); cols * ds];
+                // SAFETY: both rectangles are inside their vectors.
+                unsafe { transpose::transpose(src.as_ptr(), ss, dst.as_mut_ptr(), ds, rows, cols) };
+                assert!(naive(&dst), "{rows}x{cols} {}", std::mem::size_of::<E>());
+                let mut dst = vec![E::from(0); cols * ds];
+                let (r8, c8) = (rows & !7, cols & !7);
+                // SAFETY: as above; the portable tiles cover the `r8 × c8` corner only.
+                unsafe {
+                    transpose::portable_tiles(src.as_ptr(), ss, dst.as_mut_ptr(), ds, r8, c8)
+                };
+                assert!(
+                    (0..r8).all(|r| (0..c8).all(|c| dst[c * ds + r] == src[r * ss + c])),
+                    "portable {rows}x{cols}"
+                );
+            }
+        }
+        check::<f32>();
+        check::<u32>();
+        check::<f64>();
+        check::<u64>();
     }
 }
