@@ -1,11 +1,19 @@
 //! scipy-compatible neighbourhood filters: separable max filter (van Herk / Gil-Werman), max
 //! filter with an arbitrary footprint, Laplacian, and peak-candidate compaction.
 //!
-//! Every pass along an axis works on *blocks of adjacent lines*: the lines of a block are
-//! gathered into an interleaved buffer (element `i` of lane `l` at `i * LANES + l`), filtered
-//! with the lanes as the inner (vectorised) loop, and scattered back. For a non-contiguous axis
-//! the lanes of a block are neighbours in memory, so each gathered row is one cache line rather
-//! than `LANES` scattered loads; blocks run in parallel on rayon's pool.
+//! Every pass of the max filter along an axis works on *blocks of lines*, filtered with the
+//! lines as the inner (vectorised) dimension, blocks in parallel on rayon's pool:
+//! - on a non-contiguous axis the lines of a block are neighbours in memory, so each row of
+//!   the block (one position along the axis) is one contiguous run, read where it is;
+//! - on the contiguous last axis, blocks of lines are transposed (16×16 AVX-512 tiles for
+//!   4-byte elements, 8×8 AVX or portable tiles otherwise) into a buffer where they are the
+//!   inner dimension, filtered there, and transposed back;
+//! - only small trailing axes (`1 < stride < 32`) gather their lines element by element.
+//!
+//! For a volume, the last two axes are filtered plane by plane (a plane stays in L2 between
+//! its two passes), then each leading axis in one pass over the whole array. A single sweep
+//! over the volume for the leading axis as well (two segments of planes kept) was tried and
+//! was slower on the 256³ bench: its segment buffers (2 × size planes) outgrow L2.
 //!
 //! # NaN
 //! The max filter compares with `>` only, so a NaN never wins a comparison against a number
