@@ -31,4 +31,39 @@ pub(crate) fn cpu_name() -> String {
         .unwrap_or_else(|| "host CPU".to_string())
 }
 
+/// Asks the kernel to back the 2 MiB-aligned interior of a large, not yet touched allocation
+/// with transparent huge pages (`madvise(MADV_HUGEPAGE)`; Linux only, a no-op elsewhere and
+/// under 4 MiB). The FFT passes that walk a volume along its slowest axis touch a new 4 KiB
+/// page every few elements; with 2 MiB pages their TLB misses mostly vanish (measured ~10% of
+/// 3-D template matching). Failure (THP disabled, not Linux) changes nothing but speed.
+pub(crate) fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        /// `MADV_HUGEPAGE` of Linux's `<sys/mman.h>` (the same value on every architecture).
+        const MADV_HUGEPAGE: std::ffi::c_int = 14;
+        unsafe extern "C" {
+            fn madvise(
+                addr: *mut std::ffi::c_void,
+                len: usize,
+                advice: std::ffi::c_int,
+            ) -> std::ffi::c_int;
+        }
+        if bytes < 2 * HUGE {
+            return;
+        }
+        let start = (ptr as usize).next_multiple_of(HUGE);
+        let end = (ptr as usize + bytes) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: [start, end) lies inside the caller's allocation of `bytes` bytes at
+            // `ptr` (start >= ptr, end <= ptr + bytes), and is page-aligned as madvise
+            // requires; MADV_HUGEPAGE only changes how the kernel backs the range, never its
+            // contents or validity. The return value is ignored on purpose (advice only).
+            let _ = unsafe { madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, bytes);
+}
+
 pub(crate) use monomorph_core::shape::{per_row, rows_of, same_shape};

@@ -19,8 +19,10 @@ fn rows_per_task(nrows: usize, row_len: usize) -> usize {
     nrows.div_ceil(threads * 4).max(by_size).max(1)
 }
 
-/// [`host::score_max_update`], compiled for AVX when the CPU has it (the f64 normalisation then
-/// runs 4 lanes wide instead of 2; the arithmetic, hence the result, is the same).
+/// [`host::score_max_update`], compiled for the widest vector unit the CPU has (AVX-512F, else
+/// AVX2+FMA, else AVX, else the baseline): the FLC normalisation (f64 variance, then square root
+/// and division in `T`) and the max/argmax update then run 16 / 8 lanes wide. The arithmetic,
+/// hence the result, is the same on every path (no contraction into FMA happens implicitly).
 #[allow(clippy::too_many_arguments)]
 fn score_rows<T: Float, I: Index>(
     corr: &[T],
@@ -34,31 +36,54 @@ fn score_rows<T: Float, I: Index>(
     index: I,
 ) -> Result<f64> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU supports AVX (checked just above).
-        return unsafe {
-            score_rows_avx(corr, fast, norm, shift, out, rows, best, best_index, index)
-        };
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe {
+                score_rows_avx512(corr, fast, norm, shift, out, rows, best, best_index, index)
+            };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            return unsafe {
+                score_rows_avx2(corr, fast, norm, shift, out, rows, best, best_index, index)
+            };
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU supports AVX (checked just above).
+            return unsafe {
+                score_rows_avx(corr, fast, norm, shift, out, rows, best, best_index, index)
+            };
+        }
     }
     host::score_max_update(corr, fast, norm, shift, out, rows, best, best_index, index)
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-#[allow(clippy::too_many_arguments)]
-fn score_rows_avx<T: Float, I: Index>(
-    corr: &[T],
-    fast: &[usize],
-    norm: &host::Norm<'_, T>,
-    shift: &[isize],
-    out: &[usize],
-    rows: std::ops::Range<usize>,
-    best: &mut [T],
-    best_index: &mut [I],
-    index: I,
-) -> Result<f64> {
-    host::score_max_update(corr, fast, norm, shift, out, rows, best, best_index, index)
+/// Instantiates [`host::score_max_update`] (always inlined) under `#[target_feature]`.
+macro_rules! score_rows_with {
+    ($name:ident, $features:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        fn $name<T: Float, I: Index>(
+            corr: &[T],
+            fast: &[usize],
+            norm: &host::Norm<'_, T>,
+            shift: &[isize],
+            out: &[usize],
+            rows: std::ops::Range<usize>,
+            best: &mut [T],
+            best_index: &mut [I],
+            index: I,
+        ) -> Result<f64> {
+            host::score_max_update(corr, fast, norm, shift, out, rows, best, best_index, index)
+        }
+    };
 }
+score_rows_with!(score_rows_avx512, "avx512f,avx2,fma");
+score_rows_with!(score_rows_avx2, "avx2,fma");
+score_rows_with!(score_rows_avx, "avx");
 
 impl<P: Precision> Correlate for Cpu<P> {
     fn running_max<T: Float, I: Index>(

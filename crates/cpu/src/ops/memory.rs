@@ -5,12 +5,21 @@ use rayon::prelude::*;
 
 use super::{data, data_mut};
 use crate::Cpu;
-use crate::util::{PAR_MIN, host_memory, same_shape};
+use crate::util::{PAR_MIN, advise_huge_pages, host_memory, same_shape};
 
 impl<P: Precision> Memory for Cpu<P> {
     fn zeros<T: Element>(&self, shape: &[usize]) -> Result<ArrayD<T>> {
-        self.check_allocation("array", array_bytes::<T>(shape)?)?;
-        Ok(ArrayD::default(IxDyn(shape)))
+        let bytes = array_bytes::<T>(shape)?;
+        self.check_allocation("array", bytes)?;
+        let n: usize = shape.iter().product();
+        let mut v: Vec<T> = Vec::with_capacity(n);
+        // Before the first touch, so that the pages are faulted in huge where possible.
+        advise_huge_pages(v.as_mut_ptr().cast(), bytes as usize);
+        v.resize(n, T::default());
+        ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| Error::Backend {
+            backend: "cpu",
+            message: format!("zeros of shape {shape:?}: {e}"),
+        })
     }
 
     fn upload<T: Element>(&self, host: ArrayViewD<'_, T>) -> Result<ArrayD<T>> {

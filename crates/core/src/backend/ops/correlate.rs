@@ -459,19 +459,15 @@ pub mod host {
                         n,
                         eps,
                     } => {
-                        let (sc, nf, ep) = (f64_of(scale), f64_of(n), f64_of(eps));
+                        // e = c·scale/n for all three; only the variance needs f64.
+                        let k = f64_of(scale) / f64_of(n);
+                        let kt = T::from_f64(k);
                         let (a1, a2) = (&c1[q..q + len], &c2[q..q + len]);
-                        update_run(b, bi, index, &mut acc, |k, s| {
+                        update_run(b, bi, index, &mut acc, |j, s| {
                             for (((o, &v), &u1), &u2) in
-                                s.iter_mut().zip(&c[k..]).zip(&a1[k..]).zip(&a2[k..])
+                                s.iter_mut().zip(&c[j..]).zip(&a1[j..]).zip(&a2[j..])
                             {
-                                *o = T::from_f64(local_score(
-                                    f64_of(v) * sc,
-                                    f64_of(u1) * sc,
-                                    f64_of(u2) * sc,
-                                    nf,
-                                    ep,
-                                ));
+                                *o = local_score_mixed(v, u1, u2, k, kt, eps);
                             }
                         });
                     }
@@ -547,10 +543,21 @@ pub mod host {
         1.0 / (s * n)
     }
 
-    /// FLC score from `C(f, t̂)`, `C(f, m)`, `C(f², m)` (already scaled).
+    /// FLC score from the unscaled correlations `c = C(f, t̂)`, `u1 = C(f, m)`,
+    /// `u2 = C(f², m)`, with `k = scale / n` (and `kt`, the same in `T`): the local variance
+    /// `e2 − e1²` (`e = u·k`) is formed in f64, where its cancellation is harmless; the square
+    /// root and the division run in `T`. For `f32` data that is the same result to a few f32
+    /// ulps (the inputs are f32 FFT outputs anyway) at a fraction of the cost of f64
+    /// division/square root, the throughput limit of this pass.
     #[inline(always)]
-    pub fn local_score(c: f64, c1: f64, c2: f64, n: f64, eps: f64) -> f64 {
-        c * inv_den(c1, c2, n, eps)
+    pub fn local_score_mixed<T: Float>(c: T, u1: T, u2: T, k: f64, kt: T, eps: T) -> T {
+        let e1 = f64_of(u1) * k;
+        let var = f64_of(u2) * k - e1 * e1;
+        let mut s = T::from_f64(var).max(T::zero()).sqrt();
+        if s < eps {
+            s = T::one();
+        }
+        c * kt / s
     }
 
     /// Host kernel of [`super::Correlate::inverse_denominator`] for output rows `rows`.
