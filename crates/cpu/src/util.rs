@@ -40,15 +40,6 @@ pub(crate) fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        /// `MADV_HUGEPAGE` of Linux's `<sys/mman.h>` (the same value on every architecture).
-        const MADV_HUGEPAGE: std::ffi::c_int = 14;
-        unsafe extern "C" {
-            fn madvise(
-                addr: *mut std::ffi::c_void,
-                len: usize,
-                advice: std::ffi::c_int,
-            ) -> std::ffi::c_int;
-        }
         if bytes < 2 * HUGE {
             return;
         }
@@ -59,7 +50,9 @@ pub(crate) fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
             // `ptr` (start >= ptr, end <= ptr + bytes), and is page-aligned as madvise
             // requires; MADV_HUGEPAGE only changes how the kernel backs the range, never its
             // contents or validity. The return value is ignored on purpose (advice only).
-            let _ = unsafe { madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE) };
+            let _ = unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE)
+            };
         }
     }
     #[cfg(not(target_os = "linux"))]
