@@ -26,8 +26,9 @@
 //!   pass does not: its gather has just brought the same cache lines in). There, each task
 //!   takes a wide chunk of columns, transposes its tiles' results into a per-thread staging
 //!   block (`len` rows of the chunk, in L2), and copies that out row by row: long contiguous
-//!   writes that the hardware prefetchers stream. The next tile's rows are prefetched while a
-//!   tile is transformed. Same arithmetic, so the result is bit-identical.
+//!   writes that the hardware prefetchers stream. The tiles are transformed out of place
+//!   (rustfft's `process_immutable`) from a block whose zero tails are written once per chunk,
+//!   not once per tile.
 //!
 //! Scratch (the gathered block, the real row buffer and the FFT scratch) is per thread, grown
 //! once and reused: no allocation inside a transform after the first call on a thread.
@@ -86,6 +87,7 @@ impl<T: FftNum> Kernels<T> {
             .iter()
             .chain(cinv.iter())
             .map(|f| f.get_inplace_scratch_len())
+            .chain(cfwd.iter().map(|f| f.get_immutable_scratch_len()))
             .chain([r2c.get_scratch_len(), c2r.get_scratch_len()])
             .chain(half.as_ref().map(HalfPlans::scratch_len))
             .max()
@@ -116,7 +118,8 @@ pub(crate) struct Scratch<T> {
     block: Vec<Complex<T>>,
     real: Vec<T>,
     fft: Vec<Complex<T>>,
-    /// The staging block of a staged pruned pass (empty until one runs on this thread).
+    /// A second block and the staging block of a staged pruned pass (empty until one runs
+    /// on this thread).
     stage: Vec<Complex<T>>,
 }
 
@@ -129,16 +132,23 @@ impl<T: FftNum + Default> Scratch<T> {
         (&mut self.block, &mut self.real, &mut self.fft)
     }
 
-    /// (block, FFT scratch, staging block of at least `stage` elements).
+    /// (block, second block, FFT scratch, staging block of at least `stage` elements).
+    #[allow(clippy::type_complexity)]
     fn staged(
         &mut self,
         k: &Kernels<T>,
         stage: usize,
-    ) -> (&mut [Complex<T>], &mut [Complex<T>], &mut [Complex<T>]) {
+    ) -> (
+        &mut [Complex<T>],
+        &mut [Complex<T>],
+        &mut [Complex<T>],
+        &mut [Complex<T>],
+    ) {
         grow(&mut self.block, k.block);
         grow(&mut self.fft, k.fft_scratch);
-        grow(&mut self.stage, stage);
-        (&mut self.block, &mut self.fft, &mut self.stage)
+        grow(&mut self.stage, stage + k.block);
+        let (spec, stage) = self.stage.split_at_mut(k.block);
+        (&mut self.block, spec, &mut self.fft, stage)
     }
 }
 
@@ -323,34 +333,6 @@ fn c_slab<T: FftFloat>(
     }
 }
 
-/// Hints the cache to fetch columns `i0..i0 + w` of the first `rows` rows (stride `inner`)
-/// at `base`: the next tile of a staged pass, fetched while this tile is transformed (its rows
-/// are far apart, so the hardware prefetchers do not follow them).
-#[inline]
-fn prefetch_columns<E>(base: *const E, inner: usize, i0: usize, w: usize, rows: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        if w == 0 {
-            return;
-        }
-        let bytes = w * std::mem::size_of::<E>();
-        for j in 0..rows {
-            // `wrapping_add`: the addresses are only hints, never dereferenced.
-            let start = base.wrapping_add(j * inner + i0).cast::<i8>();
-            let first = start as usize & !63;
-            let last = (start as usize + bytes - 1) & !63;
-            for line in (first..=last).step_by(64) {
-                let at = start.wrapping_add(line.wrapping_sub(start as usize));
-                // SAFETY: a prefetch is a hint: it never faults, whatever the address.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(at) };
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (base, inner, i0, w, rows);
-}
-
 /// The staging chunk width of a pruned pass `p` reading `lim` rows, or `None` when the pass
 /// is not staged (not pruned, its slabs fit in L2, or too few columns).
 fn staging<T>(p: &CPass, lim: usize) -> Option<usize> {
@@ -388,26 +370,30 @@ fn c_pass_staged<T: FftFloat>(
         }
         let cwid = cw.min(inner - c0);
         T::with_scratch(|s| {
-            let (block, scratch, stage) = s.staged(k, len * cwid);
+            let (lines, spec, scratch, stage) = s.staged(k, len * cwid);
             let base = ptr.get().wrapping_add(o * len * inner);
             let (tiles, tw) = tiling(cwid);
+            // The lines' zero tails, once per chunk: the transforms only read `lines`.
+            for line in lines[..tw * len].chunks_exact_mut(len) {
+                line[lim..].fill(Complex::default());
+            }
             for tile in 0..tiles {
                 let i0 = c0 + tile * tw;
                 let w = tw.min(c0 + cwid - i0);
-                let blk = &mut block[..w * len];
+                let (x, y) = (&mut lines[..w * len], &mut spec[..w * len]);
                 // SAFETY: `data` is borrowed mutably for the whole parallel loop and holds
                 // `outer * len * inner` elements (asserted above), so slab `o` is in bounds;
                 // distinct tasks are distinct (o, chunk) pairs, whose columns c0..c0 + cwid
-                // of slab o (which hold i0..i0 + w) are disjoint.
-                unsafe { gather(base, inner, i0, w, len, lim, blk) };
-                prefetch_columns(base, inner, i0 + w, tw.min(c0 + cwid - i0 - w), lim);
-                fft.process_with_scratch(blk, scratch);
-                // SAFETY: `blk` holds w lines of len; the destination, columns i0 - c0.. of
+                // of slab o (which hold i0..i0 + w) are disjoint. The destination, the first
+                // `lim` entries of w lines of len, lies in `x`.
+                unsafe { transpose::transpose(base.add(i0), inner, x.as_mut_ptr(), len, lim, w) };
+                fft.process_immutable_with_scratch(x, y, scratch);
+                // SAFETY: `y` holds w lines of len; the destination, columns i0 - c0.. of
                 // the len rows of stride cwid, lies in `stage` (len * cwid elements); the two
                 // do not overlap.
                 unsafe {
                     transpose::transpose(
-                        blk.as_ptr(),
+                        y.as_ptr(),
                         len,
                         stage.as_mut_ptr().add(i0 - c0),
                         cwid,
