@@ -24,9 +24,10 @@
 //!   array too large for L2, the rows past `nonzero` are written but never read, so the
 //!   scatter of a 16-line tile would miss on each of their far-apart 128-byte pieces (the full
 //!   pass does not: its gather has just brought the same cache lines in). There, each task
-//!   takes a wide chunk of columns, transposes its tiles' results into a per-thread staging
-//!   block (`len` rows of the chunk, in L2), and copies that out row by row: long contiguous
-//!   writes that the hardware prefetchers stream. The tiles are transformed out of place
+//!   takes a wide chunk of columns, transposes the rows past `nonzero` of its tiles' results
+//!   into a per-thread staging block (the chunk's rows, in L2) and copies that out row by row:
+//!   long contiguous writes that the hardware prefetchers stream. The rows inside the box go
+//!   straight back (the gather has just brought their lines in). The tiles are transformed out of place
 //!   (rustfft's `process_immutable`) from a block whose zero tails are written once per chunk,
 //!   not once per tile.
 //!
@@ -388,23 +389,26 @@ fn c_pass_staged<T: FftFloat>(
                 // `lim` entries of w lines of len, lies in `x`.
                 unsafe { transpose::transpose(base.add(i0), inner, x.as_mut_ptr(), len, lim, w) };
                 fft.process_immutable_with_scratch(x, y, scratch);
-                // SAFETY: `y` holds w lines of len; the destination, columns i0 - c0.. of
-                // the len rows of stride cwid, lies in `stage` (len * cwid elements); the two
-                // do not overlap.
+                // SAFETY: `y` holds w lines of len. Rows j < lim go straight back to the
+                // columns i0..i0 + w of slab o that the gather above has just read (so their
+                // cache lines are present; this task's alone, as above); rows j >= lim go to
+                // columns i0 - c0.. of rows j of stride cwid of `stage` (len * cwid elements).
+                // Neither destination overlaps `y`.
                 unsafe {
+                    transpose::transpose(y.as_ptr(), len, base.add(i0), inner, w, lim);
                     transpose::transpose(
-                        y.as_ptr(),
+                        y.as_ptr().add(lim),
                         len,
-                        stage.as_mut_ptr().add(i0 - c0),
+                        stage.as_mut_ptr().add(lim * cwid + i0 - c0),
                         cwid,
                         w,
-                        len,
+                        len - lim,
                     );
                 }
             }
-            for (j, row) in stage[..len * cwid].chunks_exact(cwid).enumerate() {
+            for (j, row) in stage[..len * cwid].chunks_exact(cwid).enumerate().skip(lim) {
                 // SAFETY: columns c0..c0 + cwid of row j of slab o: in bounds and this task's
-                // alone (as above); every gather of the task has already read them.
+                // alone (as above); no gather reads rows j >= lim.
                 unsafe {
                     std::ptr::copy_nonoverlapping(row.as_ptr(), base.add(j * inner + c0), cwid);
                 }
