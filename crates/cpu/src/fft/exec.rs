@@ -29,7 +29,8 @@
 //!   long contiguous writes that the hardware prefetchers stream. The rows inside the box go
 //!   straight back (the gather has just brought their lines in). The tiles are transformed
 //!   out of place (rustfft's `process_immutable`) from a block whose zero tails are written
-//!   once per chunk, not once per tile. Same transforms, so the result is bit-identical.
+//!   once per chunk, not once per tile (and so are the fused pass's pruned slabs). Same
+//!   transforms, so the result is bit-identical.
 //!
 //! Scratch (the gathered block, the real row buffer and the FFT scratch) is per thread, grown
 //! once and reused: no allocation inside a transform after the first call on a thread.
@@ -323,8 +324,29 @@ fn c_slab<T: FftFloat>(
     let (len, inner) = (p.len, p.inner);
     assert_eq!(slab.len(), len * inner, "slab of a complex pass");
     let (tiles, tw) = tiling(inner);
-    let (block, _, scratch) = s.parts(k);
     let base = slab.as_mut_ptr();
+    if lim < len {
+        // Pruned: out of place from a block whose zero tails are written once per slab.
+        let (lines, spec, scratch, _) = s.staged(k, 0);
+        for line in lines[..tw * len].chunks_exact_mut(len) {
+            line[lim..].fill(Complex::default());
+        }
+        for tile in 0..tiles {
+            let i0 = tile * tw;
+            let w = tw.min(inner - i0);
+            let (x, y) = (&mut lines[..w * len], &mut spec[..w * len]);
+            // SAFETY: `slab` is borrowed mutably for the whole loop and holds `len * inner`
+            // elements (asserted above); i0 + w <= inner; `x` and `y` hold w lines of len
+            // and overlap neither each other nor the slab.
+            unsafe {
+                transpose::transpose(base.add(i0), inner, x.as_mut_ptr(), len, lim, w);
+                fft.process_immutable_with_scratch(x, y, scratch);
+                scatter(y, base, inner, i0, w, len);
+            }
+        }
+        return;
+    }
+    let (block, _, scratch) = s.parts(k);
     for tile in 0..tiles {
         let i0 = tile * tw;
         let w = tw.min(inner - i0);
