@@ -202,6 +202,21 @@ fn pruned_equals_full() {
     check_pruned(&[64, 8, 8], &[0, 1, 2], &[1, 1, 1], 58);
 }
 
+/// The staged last pass (a pruned pass over slabs larger than L2, see `exec`): bit-identical
+/// to the full transform, in 3-D (fused first pass), 2-D, with a batch axis, odd lengths and
+/// widths that leave partial chunks and tiles, and extents 0, 1 and a full axis elsewhere.
+#[test]
+fn staged_pruned_equals_full() {
+    check_pruned(&[128, 64, 64], &[0, 1, 2], &[20, 10, 9], 60);
+    check_pruned(&[128, 64, 64], &[0, 1, 2], &[1, 1, 1], 61);
+    check_pruned(&[128, 64, 64], &[0, 1, 2], &[64, 64, 3], 62);
+    check_pruned(&[131, 64, 66], &[0, 1, 2], &[33, 17, 5], 63);
+    check_pruned(&[131, 64, 66], &[0, 1, 2], &[0, 17, 5], 64);
+    check_pruned(&[3000, 200], &[0, 1], &[100, 50], 65);
+    check_pruned(&[2999, 198], &[0, 1], &[1500, 198], 66);
+    check_pruned(&[2, 4000, 130], &[1, 2], &[2, 100, 30], 67);
+}
+
 #[test]
 fn plan_errors() {
     let cpu = Cpu::<Single>::new();
