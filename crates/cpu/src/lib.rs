@@ -17,6 +17,7 @@
 
 mod fft;
 mod ops;
+mod transpose;
 mod util;
 
 use std::marker::PhantomData;

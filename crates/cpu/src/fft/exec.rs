@@ -45,7 +45,8 @@ use realfft::{ComplexToReal, FftError, RealToComplex};
 use rustfft::{Fft, FftNum};
 
 use super::real::{HalfPlans, ROWS, Twiddle};
-use super::{CPass, Check, Geometry, transpose};
+use super::{CPass, Check, Geometry};
+use crate::transpose;
 
 /// Lines gathered into one block for a strided pass.
 const TILE: usize = 16;

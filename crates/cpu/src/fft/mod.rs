@@ -19,7 +19,6 @@ mod exec;
 mod real;
 #[cfg(test)]
 mod tests;
-mod transpose;
 
 use std::any::TypeId;
 use std::collections::HashMap;

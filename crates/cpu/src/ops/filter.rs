@@ -30,6 +30,7 @@ use std::sync::{Mutex, PoisonError};
 
 use super::{data, data_mut};
 use crate::Cpu;
+use crate::transpose;
 use crate::util::PAR_MIN;
 
 /// A raw pointer that may cross threads; users guarantee disjoint access.
@@ -1053,8 +1054,6 @@ impl<P: Precision> Filter for Cpu<P> {
         Ok(found)
     }
 }
-
-mod transpose;
 
 #[cfg(test)]
 mod tests;
