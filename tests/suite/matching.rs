@@ -511,3 +511,138 @@ fn uniform_rotations_cover_better_than_pytme() {
     let back = e.to_euler_zyz().unwrap();
     assert!((back[0][0] - 10.0).abs() < 1e-9 && (back[0][2] - 30.0).abs() < 1e-9);
 }
+
+/// Runs the same match with `workers` rotation workers; returns (score bits, indices, ssum bits).
+fn run_workers(
+    b: &Cpu<Single>,
+    score: Score,
+    workers: usize,
+    tile: Option<Vec<usize>>,
+) -> (Vec<u32>, Vec<i32>, u64) {
+    let (h, w) = (48usize, 40usize);
+    let noise = |i: usize| ((i * 7919 % 113) as f32) / 50.0 - 1.1;
+    let target = ArrayD::from_shape_fn(IxDyn(&[h, w]), |i| noise(i[0] * w + i[1]));
+    // Radially symmetric template and disc mask: quarter turns tie exactly (or nearly), and the
+    // repeated identity ties exactly with rotation 0.
+    let template = ArrayD::from_shape_fn(IxDyn(&[9, 9]), |i| {
+        let r2 = (i[0] as f32 - 4.0).powi(2) + (i[1] as f32 - 4.0).powi(2);
+        (-r2 / 6.0).exp()
+    });
+    let mask = ArrayD::from_shape_fn(IxDyn(&[9, 9]), |i| {
+        let r2 = (i[0] as f32 - 4.0).powi(2) + (i[1] as f32 - 4.0).powi(2);
+        if r2 <= 16.0 { 1.0 } else { 0.0 }
+    });
+    let tmask = ArrayD::from_shape_fn(IxDyn(&[h, w]), |i| if i[0] < 40 { 1.0f32 } else { 0.0 });
+    let (i, q, hf, q3) = (
+        [1.0, 0.0, 0.0, 1.0],
+        [0.0, -1.0, 1.0, 0.0],
+        [-1.0, 0.0, 0.0, -1.0],
+        [0.0, 1.0, -1.0, 0.0],
+    );
+    let c = std::f64::consts::FRAC_1_SQRT_2;
+    let diag = [c, -c, c, c];
+    let flat: Vec<f64> = [i, q, i, hf, diag, q, i, q3, i]
+        .iter()
+        .flatten()
+        .copied()
+        .collect();
+    let rots = RotationSet::from_matrices(2, &flat).unwrap();
+    let (t, m, k, tm) = (
+        up(b, &target),
+        up(b, &template),
+        up(b, &mask),
+        up(b, &tmask),
+    );
+    let mut p = MatchParams::new(score, rots);
+    p.template_mask = Some(&k);
+    if score == Score::MCC {
+        p.target_mask = Some(&tm);
+    }
+    p.tile_shape = tile;
+    p.workers = Some(workers);
+    let r = match_template(b, &t, &m, &p).unwrap();
+    let s = b.download(&r.scores).unwrap();
+    let ix = b.download(&r.rotation_index).unwrap();
+    (
+        s.iter().map(|v| v.to_bits()).collect(),
+        ix.iter().copied().collect(),
+        r.ssum.to_bits(),
+    )
+}
+
+#[test]
+fn rotation_workers_are_bit_identical_to_one() {
+    let b = Cpu::<Single>::new();
+    for score in [Score::FLC, Score::CC, Score::FLCSphericalMask, Score::MCC] {
+        for tile in [None, Some(vec![20, 16])] {
+            if score == Score::MCC && tile.is_some() {
+                continue;
+            }
+            let one = run_workers(&b, score, 1, tile.clone());
+            // Repeated identities (rotations 2, 6, 8) tie exactly with rotation 0, and rotation 5
+            // with 1: they never win.
+            assert!(
+                one.1.iter().all(|&v| ![2, 5, 6, 8].contains(&v)),
+                "{score}: a tie went to the later rotation"
+            );
+            for w in [2, 3, 4, 9, 20] {
+                let many = run_workers(&b, score, w, tile.clone());
+                assert!(
+                    one.0 == many.0,
+                    "{score} {tile:?}: scores differ with {w} workers"
+                );
+                assert!(
+                    one.1 == many.1,
+                    "{score} {tile:?}: indices differ with {w} workers"
+                );
+                assert_eq!(
+                    one.2, many.2,
+                    "{score} {tile:?}: ssum differs with {w} workers"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn rotation_workers_report_progress_and_cancel() {
+    let b = Cpu::<Single>::new();
+    let c = load("2d_cc");
+    let target = up(&b, &c.target);
+    let template = up(&b, &c.template);
+    let seen = std::sync::Mutex::new(Vec::new());
+    let cb = |done: usize, total: usize| {
+        seen.lock().unwrap().push((done, total));
+        ControlFlow::Continue(())
+    };
+    let mut p = MatchParams::new(Score::CC, c.rotations.clone());
+    p.interpolation = Interpolation::Linear;
+    p.progress = Some(&cb);
+    p.workers = Some(3);
+    p.tile_shape = Some(vec![c.target.shape()[0].div_ceil(2), c.target.shape()[1]]);
+    let r = match_template(&b, &target, &template, &p).unwrap();
+    let n = c.rotations.len() * r.tiles;
+    let expect: Vec<(usize, usize)> = (1..=n).map(|k| (k, n)).collect();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        expect,
+        "every rotation once, in order"
+    );
+
+    let calls = AtomicUsize::new(0);
+    let stop = |done: usize, _: usize| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        if done >= 4 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    p.progress = Some(&stop);
+    p.tile_shape = None;
+    let e = match_template(&b, &target, &template, &p).err().unwrap();
+    assert!(matches!(e, Error::Cancelled { done: 4, .. }), "{e}");
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    p.workers = Some(0);
+    assert!(match_template(&b, &target, &template, &p).is_err());
+}
