@@ -23,19 +23,9 @@
 //! box on the device → place it in a zeroed FFT buffer (only the box is written) → pruned r2c →
 //! multiply by the target spectrum → c2r → one fused pass ([`Correlate::score_max_update`](crate::backend::Correlate::score_max_update)) that
 //! reads the correlation with the `n//2` alignment and the crop folded in, normalises, updates
-//! the running max/argmax and accumulates Σ score². Nothing is allocated per rotation.
-//!
-//! # Rotation workers
-//! The rotations are split into contiguous ranges, one per worker
-//! ([`Correlate::rotation_workers`](crate::backend::Correlate::rotation_workers): the CPU's
-//! rayon thread count, 1 on a device), run concurrently on rayon's pool with their own
-//! per-rotation buffers and partial best/index maps (the target spectra are shared), then merged
-//! in range order with a strict `>` ([`Correlate::merge_max`](crate::backend::Correlate::merge_max)); the per-rotation Σ score² are added in
-//! rotation order. Results are bit-identical to the one-worker loop. Ops inside a worker still
-//! use rayon, but with one worker per thread each mostly runs its ops on its own thread: the
-//! fork-join barriers of splitting every FFT pass and small op over threads (which cost ~20% on
-//! 2 threads) are gone. Each extra worker costs its buffers ([`estimate_bytes`] counts one
-//! worker; fewer workers run when the memory limit does not allow more).
+//! the running max/argmax and accumulates Σ score². Nothing is allocated per rotation. On the CPU
+//! the parallelism is inside each FFT and each fused pass (rayon), not across rotations: it keeps
+//! one set of FFT-sized buffers (memory) and measured no slower (see the project notes).
 //!
 //! # Memory and tiles
 //! The bytes a run needs are estimated before allocating ([`estimate_bytes`]). When they exceed
@@ -174,11 +164,6 @@ pub struct MatchParams<'a, B: Backend> {
     pub mcc_overlap_ratio: f64,
     /// Called after every rotation; may cancel.
     pub progress: Option<Progress<'a>>,
-    /// Rotation workers: `None` = the backend's
-    /// [`Correlate::rotation_workers`](crate::backend::Correlate::rotation_workers) (the CPU's
-    /// thread count, 1 on a device). Fewer run when the memory limit does not allow more
-    /// buffers, or when there are fewer rotations. Results do not depend on it.
-    pub workers: Option<usize>,
 }
 
 impl<'a, B: Backend> MatchParams<'a, B> {
@@ -196,7 +181,6 @@ impl<'a, B: Backend> MatchParams<'a, B> {
             tile_shape: None,
             mcc_overlap_ratio: 0.3,
             progress: None,
-            workers: None,
         }
     }
 }
@@ -269,9 +253,8 @@ fn buffer_counts(score: Score) -> (u64, u64) {
     }
 }
 
-/// Estimated peak bytes of matching an output box `out` on an FFT grid `fast` with one rotation
-/// worker (the caller's arrays excluded; the full result maps included). Each extra worker adds
-/// its per-rotation buffers and partial maps; [`match_template`] runs only as many as fit.
+/// Estimated peak bytes of matching an output box `out` on an FFT grid `fast` (the caller's
+/// arrays excluded; the full result maps included).
 pub fn estimate_bytes<B: Backend>(
     score: Score,
     target: &[usize],
@@ -684,16 +667,6 @@ pub fn match_template<B: Backend>(
 
     let nrot = params.rotations.len();
     let total = nrot * jobs.len();
-    let want = match params.workers {
-        Some(0) => return Err(Error::invalid("workers", "must be at least 1")),
-        Some(w) => w,
-        None => b.rotation_workers(),
-    }
-    .clamp(1, nrot.max(1));
-    let sizes = (
-        std::mem::size_of::<FloatOf<B>>(),
-        std::mem::size_of::<IntOf<B>>(),
-    );
     let mut ssum = b.zeros::<f64>(&[1])?;
     let lowest = <FloatOf<B> as Real>::lowest();
     let none = IntOf::<B>::from_i64(-1);
@@ -711,7 +684,6 @@ pub fn match_template<B: Backend>(
             }
             Ok(())
         };
-        let workers = fit_workers(params.score, &ts, job, &tshape, want, limit, sizes)?;
         if !tiled {
             run_job(
                 b,
@@ -724,13 +696,12 @@ pub fn match_template<B: Backend>(
                 &mut index,
                 &mut ssum,
                 &progress,
-                workers,
             )?;
         } else {
             let mut s = b.full(&job.out_shape, lowest)?;
             let mut ix = b.full(&job.out_shape, none)?;
             run_job(
-                b, &prep, params, job, ext, &tshape, &mut s, &mut ix, &mut ssum, &progress, workers,
+                b, &prep, params, job, ext, &tshape, &mut s, &mut ix, &mut ssum, &progress,
             )?;
             b.insert_block(&s, &job.out_offset, &mut scores)?;
             b.insert_block(&ix, &job.out_offset, &mut index)?;
@@ -748,124 +719,7 @@ pub fn match_template<B: Backend>(
     })
 }
 
-/// Per-job state every rotation worker reads: the FFT plan, the target spectra and the
-/// FLCSphericalMask/CAM denominator (made once per job).
-struct JobCtx<'a, 'p, B: Backend> {
-    prep: &'a Prepared<B>,
-    p: &'a MatchParams<'p, B>,
-    tshape: &'a [usize],
-    plan: B::Fft,
-    spec_f: Arr<B, ComplexOf<B>>,
-    /// FLC: spectrum of `f²`; MCC: of `(f·T)²`.
-    spec_f2: Option<Arr<B, ComplexOf<B>>>,
-    /// MCC: spectrum of the target mask `T`.
-    spec_t: Option<Arr<B, ComplexOf<B>>>,
-    /// CAM, FLCSphericalMask: output-shaped `1 / (s · N)`.
-    inv_den: Option<Arr<B, FloatOf<B>>>,
-    window: CorrWindow<'a>,
-    scale: FloatOf<B>,
-    ncc_scale: FloatOf<B>,
-    eps: FloatOf<B>,
-    n_mask: f64,
-    single: bool,
-}
-
-/// One rotation worker's buffers (FFT-grid and template-box scratch).
-struct Buffers<B: Backend> {
-    x: Arr<B, ComplexOf<B>>,
-    y: Arr<B, ComplexOf<B>>,
-    /// FFT-grid buffer, zero outside the template-box corner at all times.
-    tpad: Arr<B, FloatOf<B>>,
-    corr: Arr<B, FloatOf<B>>,
-    tbox: Arr<B, FloatOf<B>>,
-    scratch: Arr<B, FloatOf<B>>,
-    mbox: Option<Arr<B, FloatOf<B>>>,
-    /// FLC: `c1, c2`; MCC: `c_fm, c_tt, c_f2m, c_tt2, c_tm`.
-    c: Vec<Arr<B, FloatOf<B>>>,
-}
-
-/// Number of FFT-grid real buffers in [`Buffers::c`] for a score.
-fn extra_corr_buffers(score: Score) -> usize {
-    match score {
-        Score::FLC => 2,
-        Score::MCC => 5,
-        _ => 0,
-    }
-}
-
-impl<B: Backend> Buffers<B> {
-    fn new(
-        b: &B,
-        score: Score,
-        fast: &[usize],
-        cshape: &[usize],
-        tshape: &[usize],
-    ) -> Result<Self> {
-        type F<B> = FloatOf<B>;
-        Ok(Buffers {
-            y: b.zeros::<ComplexOf<B>>(cshape)?,
-            x: b.zeros::<ComplexOf<B>>(cshape)?,
-            tpad: b.zeros::<F<B>>(fast)?,
-            corr: b.zeros::<F<B>>(fast)?,
-            tbox: b.zeros::<F<B>>(tshape)?,
-            scratch: b.zeros::<F<B>>(tshape)?,
-            mbox: if score.rotates_mask() {
-                Some(b.zeros::<F<B>>(tshape)?)
-            } else {
-                None
-            },
-            c: (0..extra_corr_buffers(score))
-                .map(|_| b.zeros::<F<B>>(fast))
-                .collect::<Result<_>>()?,
-        })
-    }
-}
-
-/// Bytes one extra rotation worker adds to [`estimate_bytes`]: its [`Buffers`] and its partial
-/// best/index maps of the output box.
-fn worker_bytes(
-    score: Score,
-    out: &[usize],
-    fast: &[usize],
-    tshape: &[usize],
-    fsize: usize,
-    isize_: usize,
-) -> u64 {
-    let n = |s: &[usize]| s.iter().map(|&v| v as u64).product::<u64>();
-    let (fs, is) = (fsize as u64, isize_ as u64);
-    let axes: Vec<usize> = (0..fast.len()).collect();
-    let c = n(&crate::shape::rfft_shape(fast, &axes)) * 2 * fs;
-    let real = (2 + extra_corr_buffers(score) as u64) * n(fast) * fs;
-    let boxes = 3 * n(tshape) * fs;
-    2 * c + real + boxes + n(out) * (fs + is) + 8
-}
-
-/// The most rotation workers (at most `want`, at least 1) whose buffers fit `limit` on `job`.
-fn fit_workers(
-    score: Score,
-    target: &[usize],
-    job: &Job,
-    tshape: &[usize],
-    want: usize,
-    limit: u64,
-    sizes: (usize, usize),
-) -> Result<usize> {
-    let base = estimate_sized(score, target, &job.out_shape, &job.fast, sizes.0, sizes.1)?;
-    let extra = worker_bytes(score, &job.out_shape, &job.fast, tshape, sizes.0, sizes.1);
-    Ok((2..=want)
-        .rev()
-        .find(|&w| {
-            (w as u64 - 1)
-                .checked_mul(extra)
-                .and_then(|e| e.checked_add(base))
-                .is_some_and(|t| t <= limit)
-        })
-        .unwrap_or(1))
-}
-
-/// Runs every rotation on one job, updating `best`/`best_index` (the job's output shape) and
-/// `ssum`, with `workers` rotation workers (see [`run_workers`]); `progress(k)` is told that
-/// `k` rotations of this job are done.
+/// Runs every rotation on one job, updating `best`/`best_index` (the job's output shape).
 fn run_job<B: Backend>(
     b: &B,
     prep: &Prepared<B>,
@@ -876,8 +730,7 @@ fn run_job<B: Backend>(
     best: &mut Arr<B, FloatOf<B>>,
     best_index: &mut Arr<B, IntOf<B>>,
     ssum: &mut Arr<B, f64>,
-    progress: &(dyn Fn(usize) -> Result<()> + Sync),
-    workers: usize,
+    progress: &dyn Fn(usize) -> Result<()>,
 ) -> Result<()> {
     type F<B> = FloatOf<B>;
     let fast = &job.fast;
@@ -896,30 +749,33 @@ fn run_job<B: Backend>(
     b.gather_window(&prep.target, &job.start, &job.len, ext, &mut fpad)?;
     let mut spec_f = b.zeros::<ComplexOf<B>>(&cshape)?;
     b.rfft(&plan, &fpad, &mut spec_f)?;
-    // Worker 0's buffers, also the scratch of the setup below.
-    let mut w0 = Buffers::<B>::new(b, p.score, fast, &cshape, tshape)?;
+    let mut y = b.zeros::<ComplexOf<B>>(&cshape)?;
+    let mut x = b.zeros::<ComplexOf<B>>(&cshape)?;
+    let mut tpad = b.zeros::<F<B>>(fast)?;
+    let mut corr = b.zeros::<F<B>>(fast)?;
+    let mut tbox = b.zeros::<F<B>>(tshape)?;
+    let mut scratch = b.zeros::<F<B>>(tshape)?;
     let n_mask = prep.mask_sum;
 
     let mut inv_den = None;
     let mut spec_f2 = None;
-    let mut spec_t = None;
+    let mut mcc = None;
     match p.score {
         Score::CAM | Score::FLCSphericalMask => {
-            let (x, y, tpad, corr) = (&mut w0.x, &mut w0.y, &mut w0.tpad, &mut w0.corr);
-            b.write_corner(&prep.mask, tpad)?;
-            b.rfft_pruned(&plan, tpad, tshape, x)?;
-            b.complex_mul_conj(&spec_f, x, y)?;
-            b.irfft(&plan, y, corr)?;
+            b.write_corner(&prep.mask, &mut tpad)?;
+            b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
+            b.complex_mul_conj(&spec_f, &x, &mut y)?;
+            b.irfft(&plan, &mut y, &mut corr)?;
             b.unary_assign(UnaryOp::Square, &mut fpad)?;
             let mut sf2 = b.zeros::<ComplexOf<B>>(&cshape)?;
             b.rfft(&plan, &fpad, &mut sf2)?;
-            b.complex_mul_conj(&sf2, x, y)?;
+            b.complex_mul_conj(&sf2, &x, &mut y)?;
             drop(sf2);
             let mut c2 = b.zeros::<F<B>>(fast)?;
-            b.irfft(&plan, y, &mut c2)?;
+            b.irfft(&plan, &mut y, &mut c2)?;
             let mut den = b.zeros::<F<B>>(&job.out_shape)?;
             b.inverse_denominator(
-                corr,
+                &corr,
                 &c2,
                 window,
                 scale,
@@ -933,7 +789,7 @@ fn run_job<B: Backend>(
             b.unary_assign(UnaryOp::Square, &mut fpad)?;
             let mut sf2 = b.zeros::<ComplexOf<B>>(&cshape)?;
             b.rfft(&plan, &fpad, &mut sf2)?;
-            spec_f2 = Some(sf2);
+            spec_f2 = Some((sf2, b.zeros::<F<B>>(fast)?, b.zeros::<F<B>>(fast)?));
         }
         Score::MCC => {
             let tm = prep
@@ -942,337 +798,188 @@ fn run_job<B: Backend>(
                 .ok_or_else(|| Error::invalid("target_mask", "MCC needs a target mask"))?;
             let mut tmpad = b.zeros::<F<B>>(fast)?;
             b.gather_window(tm, &job.start, &job.len, ext, &mut tmpad)?;
-            let mut st = b.zeros::<ComplexOf<B>>(&cshape)?;
-            b.rfft(&plan, &tmpad, &mut st)?;
+            let mut spec_t = b.zeros::<ComplexOf<B>>(&cshape)?;
+            b.rfft(&plan, &tmpad, &mut spec_t)?;
             drop(tmpad);
             b.unary_assign(UnaryOp::Square, &mut fpad)?;
-            let mut sf2 = b.zeros::<ComplexOf<B>>(&cshape)?;
-            b.rfft(&plan, &fpad, &mut sf2)?;
-            spec_t = Some(st);
-            spec_f2 = Some(sf2);
+            let mut spec_f2 = b.zeros::<ComplexOf<B>>(&cshape)?;
+            b.rfft(&plan, &fpad, &mut spec_f2)?;
+            let c: Vec<Arr<B, F<B>>> = (0..5)
+                .map(|_| b.zeros::<F<B>>(fast))
+                .collect::<Result<_>>()?;
+            mcc = Some((spec_t, spec_f2, c));
         }
         _ => {}
     }
     drop(fpad);
-    let ctx = JobCtx {
-        prep,
-        p,
-        tshape,
-        plan,
-        spec_f,
-        spec_f2,
-        spec_t,
-        inv_den,
-        window,
-        scale,
-        ncc_scale: F::<B>::from_f64(scale_f / (tshape.iter().product::<usize>() as f64).sqrt()),
-        eps,
-        n_mask,
-        single,
+    let mut mbox = if p.score.rotates_mask() {
+        Some(b.zeros::<F<B>>(tshape)?)
+    } else {
+        None
     };
-    let nrot = p.rotations.len();
-    if workers <= 1 {
-        for r in 0..nrot {
-            rotation(b, &ctx, &mut w0, r, best, best_index, ssum)?;
-            progress(r + 1)?;
+    let ncc_scale = F::<B>::from_f64(scale_f / (tshape.iter().product::<usize>() as f64).sqrt());
+
+    for r in 0..p.rotations.len() {
+        let (m, off) = pull_back(p.rotations.matrix(r), tshape, single);
+        // Rotated template (and mask) in the template box.
+        match &p.prerotated {
+            Some(pr) => b.copy(&pr.templates[r], &mut tbox)?,
+            None => b.affine_transform(&prep.template_src, &m, &off, p.interpolation, &mut tbox)?,
         }
-        return Ok(());
-    }
-    let mut bufs = vec![w0];
-    for _ in 1..workers {
-        bufs.push(Buffers::new(b, p.score, fast, &cshape, tshape)?);
-    }
-    run_workers(b, &ctx, bufs, best, best_index, ssum, progress)
-}
-
-/// Runs the rotations split into one contiguous range per worker (worker 0 the first range),
-/// the workers concurrently on rayon's pool, each with its own [`Buffers`], partial
-/// best/index maps (worker 0 updates `best`/`best_index` directly) and per-rotation Σ score².
-/// The partial maps are merged in worker order with a strict `>` ([`Correlate::merge_max`](crate::backend::Correlate::merge_max)) and
-/// the per-rotation sums added to `ssum` in rotation order: the result is bit-identical to the
-/// sequential loop. The first failing rotation's error is returned (as sequentially); a
-/// cancellation stops every worker before its next rotation.
-fn run_workers<B: Backend>(
-    b: &B,
-    ctx: &JobCtx<'_, '_, B>,
-    mut bufs: Vec<Buffers<B>>,
-    best: &mut Arr<B, FloatOf<B>>,
-    best_index: &mut Arr<B, IntOf<B>>,
-    ssum: &mut Arr<B, f64>,
-    progress: &(dyn Fn(usize) -> Result<()> + Sync),
-) -> Result<()> {
-    use rayon::prelude::*;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    let w = bufs.len();
-    let nrot = ctx.p.rotations.len();
-    let out = best.shape().to_vec();
-    let lowest = <FloatOf<B> as Real>::lowest();
-    let none = IntOf::<B>::from_i64(-1);
-    let mut maps = (1..w)
-        .map(|_| Ok((b.full(&out, lowest)?, b.full(&out, none)?)))
-        .collect::<Result<Vec<_>>>()?;
-    let mut slots: Vec<(&mut Arr<B, FloatOf<B>>, &mut Arr<B, IntOf<B>>)> =
-        vec![(&mut *best, &mut *best_index)];
-    slots.extend(maps.iter_mut().map(|(s, i)| (s, i)));
-    // Rotations finished in this job (progress counts them under the lock, so the callback
-    // sees increasing counts from one thread at a time) and whether it cancelled.
-    let done = Mutex::new((0usize, false));
-    // Rotations at or past this index are not run: the first failure (0 on cancellation).
-    let stop_at = AtomicUsize::new(usize::MAX);
-    let worker = |k: usize,
-                  (bs, bi): (&mut Arr<B, FloatOf<B>>, &mut Arr<B, IntOf<B>>),
-                  buf: &mut Buffers<B>|
-     -> (Vec<f64>, Option<(usize, Error)>) {
-        let range = k * nrot / w..(k + 1) * nrot / w;
-        let mut sums = Vec::with_capacity(range.len());
-        let mut ss = match b.zeros::<f64>(&[1]) {
-            Ok(s) => s,
-            Err(e) => {
-                stop_at.fetch_min(range.start, Ordering::Relaxed);
-                return (sums, Some((range.start, e)));
+        if let Some(mb) = mbox.as_mut() {
+            match p.prerotated.as_ref().and_then(|pr| pr.masks) {
+                Some(ms) => b.copy(&ms[r], mb)?,
+                None => b.affine_transform(&prep.mask, &m, &off, p.interpolation, mb)?,
             }
+        }
+        let n_rot_mask = match &mbox {
+            Some(mb) => b.sum(mb)?,
+            None => n_mask,
         };
-        for r in range {
-            if r >= stop_at.load(Ordering::Relaxed) {
-                break;
+        if p.score.rotates_mask() && (n_rot_mask.is_nan() || n_rot_mask <= 0.0) {
+            return Err(Error::invalid(
+                "template_mask",
+                format!("the mask rotated by rotation {r} has sum {n_rot_mask} (must be positive)"),
+            ));
+        }
+        match p.score {
+            Score::NCC => standardize_masked(b, &mut tbox, None, &mut scratch)?,
+            Score::CAM | Score::FLCSphericalMask => {
+                standardize_masked(b, &mut tbox, Some((&prep.mask, n_mask)), &mut scratch)?
             }
-            let step = (|| {
-                b.fill(&mut ss, 0.0)?;
-                rotation(b, ctx, buf, r, bs, bi, &mut ss)?;
-                let v = b.download(&ss)?;
-                sums.push(v.iter().copied().next().unwrap_or(0.0));
-                Ok(())
-            })();
-            if let Err(e) = step {
-                stop_at.fetch_min(r, Ordering::Relaxed);
-                return (sums, Some((r, e)));
+            Score::FLC | Score::MCC => {
+                let mb = mbox
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("template_mask", "missing"))?;
+                standardize_masked(b, &mut tbox, Some((mb, n_rot_mask)), &mut scratch)?
             }
-            let mut g = done.lock().unwrap_or_else(|e| e.into_inner());
-            if !g.1 {
-                g.0 += 1;
-                if let Err(e) = progress(g.0) {
-                    g.1 = true;
-                    stop_at.store(0, Ordering::Relaxed);
-                    return (sums, Some((0, e)));
-                }
+            Score::CC | Score::LCC => {}
+        }
+        // C(f, t̂).
+        b.write_corner(&tbox, &mut tpad)?;
+        b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
+        b.complex_mul_conj(&spec_f, &x, &mut y)?;
+        b.irfft(&plan, &mut y, &mut corr)?;
+        match p.score {
+            Score::CC | Score::LCC => b.score_max_update(
+                &corr,
+                ScoreNorm::Scaled { scale },
+                window,
+                best,
+                best_index,
+                idx::<B>(r)?,
+                ssum,
+            )?,
+            Score::NCC => b.score_max_update(
+                &corr,
+                ScoreNorm::Scaled { scale: ncc_scale },
+                window,
+                best,
+                best_index,
+                idx::<B>(r)?,
+                ssum,
+            )?,
+            Score::CAM | Score::FLCSphericalMask => {
+                let den = inv_den
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("denominator", "missing"))?;
+                b.score_max_update(
+                    &corr,
+                    ScoreNorm::Denominator {
+                        scale,
+                        inv_den: den,
+                    },
+                    window,
+                    best,
+                    best_index,
+                    idx::<B>(r)?,
+                    ssum,
+                )?
             }
-        }
-        (sums, None)
-    };
-    let results: Vec<(Vec<f64>, Option<(usize, Error)>)> = slots
-        .into_par_iter()
-        .zip(bufs.par_iter_mut())
-        .with_max_len(1)
-        .enumerate()
-        .map(|(k, (slot, buf))| worker(k, slot, buf))
-        .collect();
-    drop(bufs);
-    let mut first: Option<(usize, Error)> = None;
-    let mut total = b.download(ssum)?.iter().copied().next().unwrap_or(0.0);
-    for (sums, err) in results {
-        if let Some((r, e)) = err
-            && first.as_ref().is_none_or(|(f, _)| r < *f)
-        {
-            first = Some((r, e));
-        }
-        for v in sums {
-            total += v;
-        }
-    }
-    if let Some((_, e)) = first {
-        return Err(e);
-    }
-    for (s, i) in &maps {
-        b.merge_max(s, i, best, best_index)?;
-    }
-    b.fill(ssum, total)
-}
-
-/// One rotation `r`: rotate (or copy the pre-rotated) template and mask, standardise, correlate,
-/// and fold the scores into `best`/`best_index`/`ssum`.
-fn rotation<B: Backend>(
-    b: &B,
-    ctx: &JobCtx<'_, '_, B>,
-    w: &mut Buffers<B>,
-    r: usize,
-    best: &mut Arr<B, FloatOf<B>>,
-    best_index: &mut Arr<B, IntOf<B>>,
-    ssum: &mut Arr<B, f64>,
-) -> Result<()> {
-    type F<B> = FloatOf<B>;
-    let (p, prep, tshape, plan) = (ctx.p, ctx.prep, ctx.tshape, &ctx.plan);
-    let (scale, window, n_mask, spec_f) = (ctx.scale, ctx.window, ctx.n_mask, &ctx.spec_f);
-    let (x, y, tpad, corr) = (&mut w.x, &mut w.y, &mut w.tpad, &mut w.corr);
-    let (m, off) = pull_back(p.rotations.matrix(r), tshape, ctx.single);
-    // Rotated template (and mask) in the template box.
-    match &p.prerotated {
-        Some(pr) => b.copy(&pr.templates[r], &mut w.tbox)?,
-        None => b.affine_transform(&prep.template_src, &m, &off, p.interpolation, &mut w.tbox)?,
-    }
-    if let Some(mb) = w.mbox.as_mut() {
-        match p.prerotated.as_ref().and_then(|pr| pr.masks) {
-            Some(ms) => b.copy(&ms[r], mb)?,
-            None => b.affine_transform(&prep.mask, &m, &off, p.interpolation, mb)?,
-        }
-    }
-    let n_rot_mask = match &w.mbox {
-        Some(mb) => b.sum(mb)?,
-        None => n_mask,
-    };
-    if p.score.rotates_mask() && (n_rot_mask.is_nan() || n_rot_mask <= 0.0) {
-        return Err(Error::invalid(
-            "template_mask",
-            format!("the mask rotated by rotation {r} has sum {n_rot_mask} (must be positive)"),
-        ));
-    }
-    match p.score {
-        Score::NCC => standardize_masked(b, &mut w.tbox, None, &mut w.scratch)?,
-        Score::CAM | Score::FLCSphericalMask => {
-            standardize_masked(b, &mut w.tbox, Some((&prep.mask, n_mask)), &mut w.scratch)?
-        }
-        Score::FLC | Score::MCC => {
-            let mb = w
-                .mbox
-                .as_ref()
-                .ok_or_else(|| Error::invalid("template_mask", "missing"))?;
-            standardize_masked(b, &mut w.tbox, Some((mb, n_rot_mask)), &mut w.scratch)?
-        }
-        Score::CC | Score::LCC => {}
-    }
-    // C(f, t̂).
-    b.write_corner(&w.tbox, tpad)?;
-    b.rfft_pruned(plan, tpad, tshape, x)?;
-    b.complex_mul_conj(spec_f, x, y)?;
-    b.irfft(plan, y, corr)?;
-    let index = idx::<B>(r)?;
-    match p.score {
-        Score::CC | Score::LCC => b.score_max_update(
-            corr,
-            ScoreNorm::Scaled { scale },
-            window,
-            best,
-            best_index,
-            index,
-            ssum,
-        ),
-        Score::NCC => b.score_max_update(
-            corr,
-            ScoreNorm::Scaled {
-                scale: ctx.ncc_scale,
-            },
-            window,
-            best,
-            best_index,
-            index,
-            ssum,
-        ),
-        Score::CAM | Score::FLCSphericalMask => {
-            let den = ctx
-                .inv_den
-                .as_ref()
-                .ok_or_else(|| Error::invalid("denominator", "missing"))?;
-            b.score_max_update(
-                corr,
-                ScoreNorm::Denominator {
+            Score::FLC => {
+                let (sf2, c1, c2) = spec_f2
+                    .as_mut()
+                    .ok_or_else(|| Error::invalid("spectra", "missing"))?;
+                let mb = mbox
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("template_mask", "missing"))?;
+                b.write_corner(mb, &mut tpad)?;
+                b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
+                b.complex_mul_conj(&spec_f, &x, &mut y)?;
+                b.irfft(&plan, &mut y, c1)?;
+                b.complex_mul_conj(sf2, &x, &mut y)?;
+                b.irfft(&plan, &mut y, c2)?;
+                b.score_max_update(
+                    &corr,
+                    ScoreNorm::LocalNorm {
+                        scale,
+                        c1,
+                        c2,
+                        n: F::<B>::from_f64(n_rot_mask),
+                        eps,
+                    },
+                    window,
+                    best,
+                    best_index,
+                    idx::<B>(r)?,
+                    ssum,
+                )?
+            }
+            Score::MCC => {
+                let (spec_t, sf2, c) = mcc
+                    .as_mut()
+                    .ok_or_else(|| Error::invalid("spectra", "missing"))?;
+                let mb = mbox
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("template_mask", "missing"))?;
+                let [c_fm, c_tt, c_f2m, c_tt2, c_tm] = c.as_mut_slice() else {
+                    return Err(Error::invalid("MCC buffers", "expected 5"));
+                };
+                // C(T, t̂) from the template spectrum still in x.
+                b.complex_mul_conj(spec_t, &x, &mut y)?;
+                b.irfft(&plan, &mut y, c_tt)?;
+                // t̂² → C(T, t̂²).
+                b.unary_assign(UnaryOp::Square, &mut tbox)?;
+                b.write_corner(&tbox, &mut tpad)?;
+                b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
+                b.complex_mul_conj(spec_t, &x, &mut y)?;
+                b.irfft(&plan, &mut y, c_tt2)?;
+                // Mask correlations.
+                b.write_corner(mb, &mut tpad)?;
+                b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
+                b.complex_mul_conj(&spec_f, &x, &mut y)?;
+                b.irfft(&plan, &mut y, c_fm)?;
+                b.complex_mul_conj(sf2, &x, &mut y)?;
+                b.irfft(&plan, &mut y, c_f2m)?;
+                b.complex_mul_conj(spec_t, &x, &mut y)?;
+                b.irfft(&plan, &mut y, c_tm)?;
+                b.mcc_combine(
+                    &mut corr,
+                    c_fm,
+                    c_tt,
+                    c_f2m,
+                    c_tt2,
+                    c_tm,
                     scale,
-                    inv_den: den,
-                },
-                window,
-                best,
-                best_index,
-                index,
-                ssum,
-            )
+                    eps,
+                    F::<B>::from_f64(p.mcc_overlap_ratio),
+                )?;
+                b.score_max_update(
+                    &corr,
+                    ScoreNorm::Scaled {
+                        scale: F::<B>::from_f64(1.0),
+                    },
+                    window,
+                    best,
+                    best_index,
+                    idx::<B>(r)?,
+                    ssum,
+                )?
+            }
         }
-        Score::FLC => {
-            let sf2 = ctx
-                .spec_f2
-                .as_ref()
-                .ok_or_else(|| Error::invalid("spectra", "missing"))?;
-            let mb = w
-                .mbox
-                .as_ref()
-                .ok_or_else(|| Error::invalid("template_mask", "missing"))?;
-            let [c1, c2] = w.c.as_mut_slice() else {
-                return Err(Error::invalid("FLC buffers", "expected 2"));
-            };
-            b.write_corner(mb, tpad)?;
-            b.rfft_pruned(plan, tpad, tshape, x)?;
-            b.complex_mul_conj(spec_f, x, y)?;
-            b.irfft(plan, y, c1)?;
-            b.complex_mul_conj(sf2, x, y)?;
-            b.irfft(plan, y, c2)?;
-            b.score_max_update(
-                corr,
-                ScoreNorm::LocalNorm {
-                    scale,
-                    c1,
-                    c2,
-                    n: F::<B>::from_f64(n_rot_mask),
-                    eps: ctx.eps,
-                },
-                window,
-                best,
-                best_index,
-                index,
-                ssum,
-            )
-        }
-        Score::MCC => {
-            let (Some(spec_t), Some(sf2)) = (ctx.spec_t.as_ref(), ctx.spec_f2.as_ref()) else {
-                return Err(Error::invalid("spectra", "missing"));
-            };
-            let mb = w
-                .mbox
-                .as_ref()
-                .ok_or_else(|| Error::invalid("template_mask", "missing"))?;
-            let [c_fm, c_tt, c_f2m, c_tt2, c_tm] = w.c.as_mut_slice() else {
-                return Err(Error::invalid("MCC buffers", "expected 5"));
-            };
-            // C(T, t̂) from the template spectrum still in x.
-            b.complex_mul_conj(spec_t, x, y)?;
-            b.irfft(plan, y, c_tt)?;
-            // t̂² → C(T, t̂²).
-            b.unary_assign(UnaryOp::Square, &mut w.tbox)?;
-            b.write_corner(&w.tbox, tpad)?;
-            b.rfft_pruned(plan, tpad, tshape, x)?;
-            b.complex_mul_conj(spec_t, x, y)?;
-            b.irfft(plan, y, c_tt2)?;
-            // Mask correlations.
-            b.write_corner(mb, tpad)?;
-            b.rfft_pruned(plan, tpad, tshape, x)?;
-            b.complex_mul_conj(spec_f, x, y)?;
-            b.irfft(plan, y, c_fm)?;
-            b.complex_mul_conj(sf2, x, y)?;
-            b.irfft(plan, y, c_f2m)?;
-            b.complex_mul_conj(spec_t, x, y)?;
-            b.irfft(plan, y, c_tm)?;
-            b.mcc_combine(
-                corr,
-                c_fm,
-                c_tt,
-                c_f2m,
-                c_tt2,
-                c_tm,
-                scale,
-                ctx.eps,
-                F::<B>::from_f64(p.mcc_overlap_ratio),
-            )?;
-            b.score_max_update(
-                corr,
-                ScoreNorm::Scaled {
-                    scale: F::<B>::from_f64(1.0),
-                },
-                window,
-                best,
-                best_index,
-                index,
-                ssum,
-            )
-        }
+        progress(r + 1)?;
     }
+    Ok(())
 }
 
 fn idx<B: Backend>(r: usize) -> Result<IntOf<B>> {
@@ -1325,37 +1032,6 @@ mod tests {
             );
         }
         assert!(seen.iter().all(|&v| v == 1));
-    }
-
-    #[test]
-    fn workers_fit_the_memory_limit() {
-        let (jobs, _) = plan_jobs(
-            Score::FLC,
-            &[128; 3],
-            &[32; 3],
-            false,
-            u64::MAX,
-            None,
-            (4, 4),
-        )
-        .unwrap();
-        let job = &jobs[0];
-        let base = estimate_sized(Score::FLC, &[128; 3], &job.out_shape, &job.fast, 4, 4).unwrap();
-        let extra = worker_bytes(Score::FLC, &job.out_shape, &job.fast, &[32; 3], 4, 4);
-        // 4 real + 2 complex FFT-grid buffers, the partial maps and three template boxes.
-        assert_eq!(
-            extra,
-            (4 * 128 * 128 * 128 + 2 * 2 * 128 * 128 * 65 + 2 * 128 * 128 * 128 + 3 * 32 * 32 * 32)
-                * 4
-                + 8
-        );
-        let fit = |limit| fit_workers(Score::FLC, &[128; 3], job, &[32; 3], 4, limit, (4, 4));
-        assert_eq!(fit(u64::MAX).unwrap(), 4);
-        assert_eq!(fit(base + 2 * extra).unwrap(), 3);
-        assert_eq!(fit(base + 2 * extra - 1).unwrap(), 2);
-        assert_eq!(fit(base + extra - 1).unwrap(), 1);
-        // Never fewer than one, even when one does not fit (the planner decides that).
-        assert_eq!(fit(0).unwrap(), 1);
     }
 
     #[test]

@@ -1042,42 +1042,6 @@ pub fn cg_update_fused<B: Backend>(b: &B) {
 
 // ---------------------------------------------------------------- correlate
 
-pub fn merge_max_strict<B: Backend>(b: &B) {
-    let shape = [2, 3];
-    let f = |v: &[f64]| {
-        ArrayD::from_shape_vec(
-            IxDyn(&shape),
-            v.iter().map(|&x| FloatOf::<B>::from_f64(x)).collect(),
-        )
-        .expect("shape")
-    };
-    let i = |v: &[f64]| {
-        ArrayD::from_shape_vec(
-            IxDyn(&shape),
-            v.iter().map(|&x| IntOf::<B>::from_f64(x)).collect(),
-        )
-        .expect("shape")
-    };
-    let lo = Real::as_f64(<FloatOf<B> as Real>::lowest());
-    let mut best = up(b, &f(&[1.0, 2.0, 3.0, lo, 0.0, -1.0]));
-    let mut idx = up(b, &i(&[0.0, 1.0, 2.0, -1.0, 4.0, 5.0]));
-    let src = up(b, &f(&[1.0, 5.0, 2.0, lo, f64::NAN, -0.5]));
-    let src_idx = up(b, &i(&[6.0, 7.0, 8.0, -1.0, 9.0, 10.0]));
-    b.merge_max(&src, &src_idx, &mut best, &mut idx)
-        .expect("merge_max");
-    assert_eq!(flat(&down(b, &best)), vec![1.0, 5.0, 3.0, lo, 0.0, -0.5]);
-    assert_eq!(
-        flat(&down(b, &idx)),
-        vec![0.0, 7.0, 2.0, -1.0, 4.0, 10.0],
-        "ties keep the earlier range; NaN never wins"
-    );
-    let mut short = b.zeros::<FloatOf<B>>(&[2, 2]).expect("zeros");
-    assert!(matches!(
-        b.merge_max(&src, &src_idx, &mut short, &mut idx),
-        Err(crate::Error::Shape { .. })
-    ));
-}
-
 pub fn running_max_strict<B: Backend>(b: &B) {
     let shape = [2, 3];
     let f = |v: &[f64]| {

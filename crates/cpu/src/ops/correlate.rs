@@ -121,43 +121,6 @@ impl<P: Precision> Correlate for Cpu<P> {
         Ok(())
     }
 
-    /// One worker per rayon thread (the pool the calling code runs on).
-    fn rotation_workers(&self) -> usize {
-        rayon::current_num_threads().max(1)
-    }
-
-    fn merge_max<T: Float, I: Index>(
-        &self,
-        src: &ArrayD<T>,
-        src_index: &ArrayD<I>,
-        best: &mut ArrayD<T>,
-        best_index: &mut ArrayD<I>,
-    ) -> Result<()> {
-        same_shape(
-            "merge_max: src_index vs src",
-            src.shape(),
-            src_index.shape(),
-        )?;
-        same_shape("merge_max: best vs src", src.shape(), best.shape())?;
-        same_shape(
-            "merge_max: best_index vs src",
-            src.shape(),
-            best_index.shape(),
-        )?;
-        let (s, si) = (data("src", src)?, data("src_index", src_index)?);
-        let bi = data_mut("best_index", best_index)?;
-        let b = data_mut("best", best)?;
-        if s.len() >= PAR_MIN {
-            b.par_chunks_mut(PAR_MIN)
-                .zip(bi.par_chunks_mut(PAR_MIN))
-                .zip(s.par_chunks(PAR_MIN).zip(si.par_chunks(PAR_MIN)))
-                .for_each(|((b, bi), (s, si))| host::merge_max(s, si, b, bi));
-        } else {
-            host::merge_max(s, si, b, bi);
-        }
-        Ok(())
-    }
-
     fn write_corner<T: Float>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
         let offset = vec![0usize; src.ndim()];
         self.insert_block(src, &offset, dst)

@@ -69,49 +69,6 @@ pub trait Correlate: BackendTypes + Memory + Resample {
         index: I,
     ) -> Result<()>;
 
-    /// How many independent workers an algorithm with many independent steps over the same
-    /// buffers (the rotations of template matching) should run concurrently, each with its own
-    /// buffers and partial results merged at the end. Default 1: one stream of ops, each op
-    /// parallel inside (a device backend gains nothing from host threads sharing its stream).
-    /// The CPU backend returns its thread count: one worker per thread avoids the fork-join
-    /// barriers of splitting every small op across threads.
-    fn rotation_workers(&self) -> usize {
-        1
-    }
-
-    /// Merges a partial running maximum into another: where `src > best` (strict; NaN never
-    /// wins), `best = src` and `best_index = src_index`. Merging the partial maxima of
-    /// consecutive rotation ranges in range order gives exactly the sequential running max
-    /// (ties keep the earlier range). All four arrays have the same shape. Default: *host*.
-    fn merge_max<T: Float, I: Index>(
-        &self,
-        src: &Arr<Self, T>,
-        src_index: &Arr<Self, I>,
-        best: &mut Arr<Self, T>,
-        best_index: &mut Arr<Self, I>,
-    ) -> Result<()> {
-        for (what, s) in [
-            ("merge_max: src_index", src_index.shape()),
-            ("merge_max: best", best.shape()),
-            ("merge_max: best_index", best_index.shape()),
-        ] {
-            if s != src.shape() {
-                return Err(Error::shape(what, fmt_shape(src.shape()), fmt_shape(s)));
-            }
-        }
-        let (s, si) = (self.download(src)?, self.download(src_index)?);
-        let (mut b, mut bi) = (self.download(best)?, self.download(best_index)?);
-        host::merge_max(
-            slice(&s)?,
-            slice(&si)?,
-            slice_mut(&mut b)?,
-            slice_mut(&mut bi)?,
-        );
-        let (ub, ubi) = (self.upload(b.view())?, self.upload(bi.view())?);
-        self.copy(&ub, best)?;
-        self.copy(&ubi, best_index)
-    }
-
     /// Copies `src` into the corner `[0, src.shape)` of `dst`. Elements of `dst` outside that
     /// box must already be zero and may be left untouched (a template placed in a zeroed FFT
     /// buffer every rotation). Default: [`Resample::pad`] with zeros (rewrites all of `dst`).
@@ -723,26 +680,6 @@ pub mod host {
             *v = if zero { T::zero() } else { src[off] };
         }
         Ok(())
-    }
-
-    /// Host kernel of [`super::Correlate::merge_max`] (slices of equal length).
-    #[inline]
-    pub fn merge_max<T: Float, I: Index>(
-        src: &[T],
-        src_index: &[I],
-        best: &mut [T],
-        best_index: &mut [I],
-    ) {
-        for (((b, bi), &v), &vi) in best
-            .iter_mut()
-            .zip(best_index.iter_mut())
-            .zip(src)
-            .zip(src_index)
-        {
-            let up = v > *b;
-            *b = if up { v } else { *b };
-            *bi = if up { vi } else { *bi };
-        }
     }
 
     /// Host kernel of [`super::Correlate::insert_block`].
