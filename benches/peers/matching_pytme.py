@@ -7,7 +7,10 @@ MaxScoreOverRotations, same sizes as the Rust bench:
 
     /work/venv/bin/python benches/peers/matching_pytme.py [case ...]
 
-cases: flcsph3d flc3d flc2d (default: all). Prints one line per case.
+cases: flcsph3d flc3d flc2d (default: all). Prints one line per case: the best of two runs,
+so the figure is pytme warm (FFTW plans made and worker processes started by the first run),
+like the Rust bench, which warms its plans with one untimed run. A cold first run is about
+1.4x slower (3-D FLC: ~64 vs ~44 ms/rotation on the 2-core Xeon, 2026-11-29).
 """
 
 import resource
@@ -70,4 +73,4 @@ CASES = {
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or list(CASES):
-        run(*CASES[name])
+        run(*CASES[name], repeats=2)
