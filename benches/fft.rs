@@ -2,8 +2,9 @@
 //! pruned forward transform of a 32³ block in a 128³ box against the full forward one.
 //!
 //! Targets (issue 2): the pairs at least as fast as FFTW measured the same day
-//! (`benches/peers/fft_fftw.py`: pyFFTW, FFTW_MEASURE; here about 12 ms for 128³ on 2 threads,
-//! 22 ms on 1, 135 ms for 256³ on 2), and the pruned forward at most half the full one.
+//! (`benches/peers/fft_fftw.py`: pyFFTW, FFTW_MEASURE; the issue quotes about 12 ms for 128³ on
+//! 2 threads, 22 ms on 1, 135 ms for 256³ on 2 — on the 2-core AVX-512 Xeon of 2026-11-29 FFTW
+//! took 5.0, 9.8 and 72 ms), and the pruned forward at most half the full one.
 //!
 //! `cargo bench --bench fft` (all threads) and `RAYON_NUM_THREADS=1 cargo bench --bench fft`.
 //! The machine is shared: compare minimums, and run the peer script alternately.
