@@ -306,49 +306,42 @@ unsafe fn van_herk_block<T: Real>(
     unsafe { van_herk_block_impl(src, ss, dst, ds, w, n, size, mode, sc) }
 }
 
-/// [`van_herk_block`] compiled for AVX-512 (16 `f32` lanes per max).
-///
-/// # Safety
-/// AVX-512F available; as [`van_herk_block`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn van_herk_block_avx512<T: Real>(
-    src: *const T,
-    ss: usize,
-    dst: *mut T,
-    ds: usize,
-    w: usize,
-    n: usize,
-    size: usize,
-    mode: BorderMode,
-    sc: &mut MfScratch<T>,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { van_herk_block_impl(src, ss, dst, ds, w, n, size, mode, sc) }
+/// Instantiates [`van_herk_block_impl`] (always inlined) under `#[target_feature]`.
+macro_rules! van_herk_block_with {
+    ($name:ident, $features:literal, $doc:literal) => {
+        #[doc = $doc]
+        ///
+        /// # Safety
+        /// The CPU has the named features; as [`van_herk_block`].
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name<T: Real>(
+            src: *const T,
+            ss: usize,
+            dst: *mut T,
+            ds: usize,
+            w: usize,
+            n: usize,
+            size: usize,
+            mode: BorderMode,
+            sc: &mut MfScratch<T>,
+        ) {
+            // SAFETY: forwarded contract.
+            unsafe { van_herk_block_impl(src, ss, dst, ds, w, n, size, mode, sc) }
+        }
+    };
 }
-
-/// [`van_herk_block`] compiled for AVX2 (8 `f32` lanes per max).
-///
-/// # Safety
-/// AVX2 available; as [`van_herk_block`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn van_herk_block_avx2<T: Real>(
-    src: *const T,
-    ss: usize,
-    dst: *mut T,
-    ds: usize,
-    w: usize,
-    n: usize,
-    size: usize,
-    mode: BorderMode,
-    sc: &mut MfScratch<T>,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { van_herk_block_impl(src, ss, dst, ds, w, n, size, mode, sc) }
-}
+van_herk_block_with!(
+    van_herk_block_avx512,
+    "avx512f",
+    "[`van_herk_block`] compiled for AVX-512 (16 `f32` lanes per max)."
+);
+van_herk_block_with!(
+    van_herk_block_avx2,
+    "avx2",
+    "[`van_herk_block`] compiled for AVX2 (8 `f32` lanes per max)."
+);
 
 /// The body of [`van_herk_block`], inlined into each instantiation.
 ///
