@@ -12,10 +12,18 @@ impl<P: Precision> Memory for Cpu<P> {
         let bytes = array_bytes::<T>(shape)?;
         self.check_allocation("array", bytes)?;
         let n: usize = shape.iter().product();
-        let mut v: Vec<T> = Vec::with_capacity(n);
+        // A zeroed allocation (calloc): a large one comes straight from the kernel, already
+        // zero and not yet touched, so nothing is written here. The pages are faulted in by
+        // whichever threads first use them (in parallel, in the passes that fill the array),
+        // and an array a backend never touches costs no memory.
+        let mut v: Vec<T> =
+            bytemuck::allocation::try_zeroed_vec(n).map_err(|()| Error::OutOfMemory {
+                what: format!("zeros of shape {shape:?}"),
+                requested: bytes,
+                available: self.available_memory(),
+            })?;
         // Before the first touch, so that the pages are faulted in huge where possible.
         advise_huge_pages(v.as_mut_ptr().cast(), bytes as usize);
-        v.resize(n, T::default());
         ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| Error::Backend {
             backend: "cpu",
             message: format!("zeros of shape {shape:?}: {e}"),
