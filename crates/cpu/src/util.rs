@@ -60,3 +60,20 @@ pub(crate) fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
 }
 
 pub(crate) use monomorph_core::shape::{per_row, rows_of, same_shape};
+
+/// A raw pointer that parallel tasks share; each task touches a disjoint set of elements.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedMut<E>(pub(crate) *mut E);
+// SAFETY: the pointer is only dereferenced by tasks that access pairwise disjoint elements of
+// one live `&mut [E]` borrowed for the whole parallel section (see each use), so sending it to
+// other threads is the same as splitting that slice.
+unsafe impl<E: Send> Send for SharedMut<E> {}
+// SAFETY: as above; no two tasks access the same element.
+unsafe impl<E: Send> Sync for SharedMut<E> {}
+
+impl<E> SharedMut<E> {
+    /// The pointer (a method, so that closures capture the `Sync` wrapper, not the field).
+    pub(crate) fn get(self) -> *mut E {
+        self.0
+    }
+}

@@ -41,7 +41,7 @@ use std::str::FromStr;
 use crate::algo::rotations::RotationSet;
 use crate::backend::{
     Arr, ArrayMeta, Backend, BinaryOp, BorderMode, ComplexOf, CorrWindow, FloatOf, IntOf,
-    Interpolation, ScoreNorm, UnaryOp, WindowExtension, array_bytes,
+    Interpolation, ScoreNorm, SpectralNorm, UnaryOp, WindowExtension, array_bytes,
 };
 use crate::dtype::{Float, Index, Real};
 use crate::error::{Error, Result, fmt_shape};
@@ -248,7 +248,7 @@ fn buffer_counts(score: Score) -> (u64, u64) {
     match score {
         Score::CC | Score::LCC | Score::NCC => (3, 3),
         Score::CAM | Score::FLCSphericalMask => (5, 4),
-        Score::FLC => (5, 5),
+        Score::FLC => (6, 6),
         Score::MCC => (9, 6),
     }
 }
@@ -758,7 +758,7 @@ fn run_job<B: Backend>(
     let n_mask = prep.mask_sum;
 
     let mut inv_den = None;
-    let mut spec_f2 = None;
+    let mut flc = None;
     let mut mcc = None;
     match p.score {
         Score::CAM | Score::FLCSphericalMask => {
@@ -789,7 +789,20 @@ fn run_job<B: Backend>(
             b.unary_assign(UnaryOp::Square, &mut fpad)?;
             let mut sf2 = b.zeros::<ComplexOf<B>>(&cshape)?;
             b.rfft(&plan, &fpad, &mut sf2)?;
-            spec_f2 = Some((sf2, b.zeros::<F<B>>(fast)?, b.zeros::<F<B>>(fast)?));
+            // The correlation spectra of C(f, m_R) and C(f², m_R), and the real arrays the
+            // unfused default of `irfft_score_max_update` writes them to (a fusing backend
+            // never touches those, so they never become resident).
+            let work = [
+                b.zeros::<F<B>>(fast)?,
+                b.zeros::<F<B>>(fast)?,
+                b.zeros::<F<B>>(fast)?,
+            ];
+            flc = Some((
+                sf2,
+                b.zeros::<ComplexOf<B>>(&cshape)?,
+                b.zeros::<ComplexOf<B>>(&cshape)?,
+                work,
+            ));
         }
         Score::MCC => {
             let tm = prep
@@ -857,71 +870,82 @@ fn run_job<B: Backend>(
         }
         // C(f, t̂).
         b.write_corner(&tbox, &mut tpad)?;
-        b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
-        b.complex_mul_conj(&spec_f, &x, &mut y)?;
-        b.irfft(&plan, &mut y, &mut corr)?;
+        if p.score == Score::MCC {
+            // MCC multiplies the template spectrum with two more spectra below.
+            b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
+            b.complex_mul_conj(&spec_f, &x, &mut y)?;
+        } else {
+            b.rfft_pruned_mul_conj(&plan, &tpad, tshape, &mut x, &[&spec_f], &mut [&mut y])?;
+        }
+        let index = idx::<B>(r)?;
         match p.score {
-            Score::CC | Score::LCC => b.score_max_update(
-                &corr,
-                ScoreNorm::Scaled { scale },
+            Score::CC | Score::LCC | Score::NCC => b.irfft_score_max_update(
+                &plan,
+                &mut y,
+                SpectralNorm::Scaled {
+                    scale: if p.score == Score::NCC {
+                        ncc_scale
+                    } else {
+                        scale
+                    },
+                },
+                std::slice::from_mut(&mut corr),
                 window,
                 best,
                 best_index,
-                idx::<B>(r)?,
-                ssum,
-            )?,
-            Score::NCC => b.score_max_update(
-                &corr,
-                ScoreNorm::Scaled { scale: ncc_scale },
-                window,
-                best,
-                best_index,
-                idx::<B>(r)?,
+                index,
                 ssum,
             )?,
             Score::CAM | Score::FLCSphericalMask => {
                 let den = inv_den
                     .as_ref()
                     .ok_or_else(|| Error::invalid("denominator", "missing"))?;
-                b.score_max_update(
-                    &corr,
-                    ScoreNorm::Denominator {
+                b.irfft_score_max_update(
+                    &plan,
+                    &mut y,
+                    SpectralNorm::Denominator {
                         scale,
                         inv_den: den,
                     },
+                    std::slice::from_mut(&mut corr),
                     window,
                     best,
                     best_index,
-                    idx::<B>(r)?,
+                    index,
                     ssum,
                 )?
             }
             Score::FLC => {
-                let (sf2, c1, c2) = spec_f2
+                let (sf2, y1, y2, work) = flc
                     .as_mut()
                     .ok_or_else(|| Error::invalid("spectra", "missing"))?;
                 let mb = mbox
                     .as_ref()
                     .ok_or_else(|| Error::invalid("template_mask", "missing"))?;
                 b.write_corner(mb, &mut tpad)?;
-                b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
-                b.complex_mul_conj(&spec_f, &x, &mut y)?;
-                b.irfft(&plan, &mut y, c1)?;
-                b.complex_mul_conj(sf2, &x, &mut y)?;
-                b.irfft(&plan, &mut y, c2)?;
-                b.score_max_update(
-                    &corr,
-                    ScoreNorm::LocalNorm {
+                b.rfft_pruned_mul_conj(
+                    &plan,
+                    &tpad,
+                    tshape,
+                    &mut x,
+                    &[&spec_f, sf2],
+                    &mut [y1, y2],
+                )?;
+                b.irfft_score_max_update(
+                    &plan,
+                    &mut y,
+                    SpectralNorm::LocalNorm {
                         scale,
-                        c1,
-                        c2,
+                        c1: y1,
+                        c2: y2,
                         n: F::<B>::from_f64(n_rot_mask),
                         eps,
                     },
+                    work,
                     window,
                     best,
                     best_index,
-                    idx::<B>(r)?,
+                    index,
                     ssum,
                 )?
             }
@@ -935,6 +959,8 @@ fn run_job<B: Backend>(
                 let [c_fm, c_tt, c_f2m, c_tt2, c_tm] = c.as_mut_slice() else {
                     return Err(Error::invalid("MCC buffers", "expected 5"));
                 };
+                // C(f·T, t̂): MCC combines whole grids (global maxima), so nothing to fuse.
+                b.irfft(&plan, &mut y, &mut corr)?;
                 // C(T, t̂) from the template spectrum still in x.
                 b.complex_mul_conj(spec_t, &x, &mut y)?;
                 b.irfft(&plan, &mut y, c_tt)?;

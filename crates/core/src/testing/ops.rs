@@ -1070,3 +1070,183 @@ pub fn running_max_strict<B: Backend>(b: &B) {
         "ties keep the earlier rotation; NaN never wins"
     );
 }
+
+/// A random array zero outside the corner box `nonzero`.
+fn boxed<B: Backend>(rng: &mut Lcg, shape: &[usize], nonzero: &[usize]) -> ArrayD<FloatOf<B>> {
+    let mut h = host::<B>(rng, shape);
+    for (i, v) in h.indexed_iter_mut() {
+        if (0..shape.len()).any(|k| i[k] >= nonzero[k]) {
+            *v = FloatOf::<B>::from_f64(0.0);
+        }
+    }
+    h
+}
+
+fn spectrum<B: Backend>(b: &B, plan: &B::Fft, h: &ArrayD<FloatOf<B>>) -> Arr<B, ComplexOf<B>> {
+    let mut s = b
+        .zeros::<ComplexOf<B>>(plan.complex_shape())
+        .expect("zeros");
+    b.rfft(plan, &up(b, h), &mut s).expect("rfft");
+    s
+}
+
+/// `rfft_pruned_mul_conj` equals `rfft_pruned` then `complex_mul_conj`, exactly, on shapes that
+/// take each CPU path (a last pass small enough to stay in L2, a staged one, a batch axis with a
+/// slab outside the box), and rejects mismatched factor/output counts.
+pub fn fused_products_equal_unfused<B: Backend>(b: &B) {
+    let cases: [(&[usize], &[usize], &[usize]); 4] = [
+        (&[24, 20, 18], &[0, 1, 2], &[7, 5, 6]),
+        (&[1024, 520], &[0, 1], &[40, 33]),
+        (&[2, 1024, 512], &[1, 2], &[1, 40, 50]),
+        (&[96, 96, 96], &[0, 1, 2], &[24, 24, 24]),
+    ];
+    let mut rng = Lcg::new(90);
+    for (shape, axes, nz) in cases {
+        let plan = b.fft_plan(shape, axes).expect("plan");
+        let cs = plan.complex_shape().to_vec();
+        let input = up(b, &boxed::<B>(&mut rng, shape, nz));
+        let f1 = spectrum(b, &plan, &host::<B>(&mut rng, shape));
+        let f2 = spectrum(b, &plan, &host::<B>(&mut rng, shape));
+        let mut x = b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
+        let mut want = [
+            b.zeros::<ComplexOf<B>>(&cs).expect("zeros"),
+            b.zeros::<ComplexOf<B>>(&cs).expect("zeros"),
+        ];
+        b.rfft_pruned(&plan, &input, nz, &mut x)
+            .expect("rfft_pruned");
+        for (f, w) in [&f1, &f2].into_iter().zip(want.iter_mut()) {
+            b.complex_mul_conj(f, &x, w).expect("complex_mul_conj");
+        }
+        for k in 1..=2 {
+            let mut got: Vec<Arr<B, ComplexOf<B>>> = (0..k)
+                .map(|_| {
+                    b.full(
+                        &cs,
+                        ComplexOf::<B>::new(
+                            FloatOf::<B>::from_f64(9.0),
+                            FloatOf::<B>::from_f64(9.0),
+                        ),
+                    )
+                    .expect("full")
+                })
+                .collect();
+            let mut outs: Vec<&mut Arr<B, ComplexOf<B>>> = got.iter_mut().collect();
+            b.rfft_pruned_mul_conj(&plan, &input, nz, &mut x, &[&f1, &f2][..k], &mut outs)
+                .expect("rfft_pruned_mul_conj");
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    down(b, g) == down(b, w),
+                    "rfft_pruned_mul_conj differs from the unfused sequence on {shape:?} box {nz:?}"
+                );
+            }
+        }
+        let mut one = b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
+        assert!(
+            b.rfft_pruned_mul_conj(&plan, &input, nz, &mut x, &[&f1, &f2], &mut [&mut one])
+                .is_err(),
+            "two factors, one output"
+        );
+    }
+}
+
+/// `irfft_score_max_update` equals `irfft` then `score_max_update` for every normalisation, on
+/// a fused 3-D geometry and a 2-D one, with the circular window and a smaller output window.
+pub fn fused_inverse_score_equals_unfused<B: Backend>(b: &B) {
+    let cases: [(&[usize], &[usize], &[isize]); 4] = [
+        (&[24, 20, 18], &[24, 20, 18], &[-3, -2, -4]),
+        (&[24, 20, 18], &[13, 15, 9], &[5, -7, 2]),
+        (&[40, 36], &[40, 36], &[-8, -8]),
+        (&[40, 36], &[21, 30], &[3, 33]),
+    ];
+    let mut rng = Lcg::new(91);
+    for (fast, out, shift) in cases {
+        let axes: Vec<usize> = (0..fast.len()).collect();
+        let plan = b.fft_plan(fast, &axes).expect("plan");
+        let specs: Vec<Arr<B, ComplexOf<B>>> = (0..3)
+            .map(|k| {
+                let mut h = host::<B>(&mut rng, fast);
+                if k == 2 {
+                    // C(f², m) must dominate C(f, m)² somewhere for a non-trivial variance.
+                    h.mapv_inplace(|v| v * v + FloatOf::<B>::from_f64(1.0));
+                }
+                spectrum(b, &plan, &h)
+            })
+            .collect();
+        let den = up(b, &host::<B>(&mut rng, out));
+        let window = CorrWindow { shift };
+        let scale = FloatOf::<B>::from_f64(0.01);
+        let (n, e) = (FloatOf::<B>::from_f64(50.0), FloatOf::<B>::from_f64(1e-3));
+        for kind in 0..3 {
+            let run = |fused: bool| {
+                let mut s: Vec<Arr<B, ComplexOf<B>>> = specs
+                    .iter()
+                    .map(|a| b.duplicate(a).expect("duplicate"))
+                    .collect();
+                let mut work: Vec<Arr<B, FloatOf<B>>> =
+                    (0..3).map(|_| b.zeros(fast).expect("zeros")).collect();
+                // Earlier rotations: a running max to beat, and an index to keep.
+                let mut best = up(b, &host::<B>(&mut Lcg::new(5), out));
+                let mut idx = b
+                    .full::<IntOf<B>>(out, IntOf::<B>::from_f64(0.0))
+                    .expect("full");
+                let mut ssum = b.full::<f64>(&[1], 0.5).expect("full");
+                let index = IntOf::<B>::from_f64(3.0);
+                let (s0, rest) = s.split_at_mut(1);
+                let (s1, s2) = rest.split_at_mut(1);
+                if fused {
+                    let norm = match kind {
+                        0 => SpectralNorm::Scaled { scale },
+                        1 => SpectralNorm::Denominator {
+                            scale,
+                            inv_den: &den,
+                        },
+                        _ => SpectralNorm::LocalNorm {
+                            scale,
+                            c1: &mut s1[0],
+                            c2: &mut s2[0],
+                            n,
+                            eps: e,
+                        },
+                    };
+                    b.irfft_score_max_update(
+                        &plan, &mut s0[0], norm, &mut work, window, &mut best, &mut idx, index,
+                        &mut ssum,
+                    )
+                    .expect("irfft_score_max_update");
+                } else {
+                    let (w0, wr) = work.split_at_mut(1);
+                    b.irfft(&plan, &mut s0[0], &mut w0[0]).expect("irfft");
+                    b.irfft(&plan, &mut s1[0], &mut wr[0]).expect("irfft");
+                    b.irfft(&plan, &mut s2[0], &mut wr[1]).expect("irfft");
+                    let norm = match kind {
+                        0 => ScoreNorm::Scaled { scale },
+                        1 => ScoreNorm::Denominator {
+                            scale,
+                            inv_den: &den,
+                        },
+                        _ => ScoreNorm::LocalNorm {
+                            scale,
+                            c1: &wr[0],
+                            c2: &wr[1],
+                            n,
+                            eps: e,
+                        },
+                    };
+                    b.score_max_update(&w0[0], norm, window, &mut best, &mut idx, index, &mut ssum)
+                        .expect("score_max_update");
+                }
+                (down(b, &best), down(b, &idx), down(b, &ssum)[[0]])
+            };
+            let (fb, fi, fs) = run(true);
+            let (ub, ui, us) = run(false);
+            let what = format!("fused inverse + score (norm {kind}) on {fast:?} → {out:?}");
+            assert!(flat(&fi) == flat(&ui), "{what}: indices differ");
+            assert!(
+                fi.iter().any(|&v| v == IntOf::<B>::from_f64(3.0)),
+                "{what}: nothing updated"
+            );
+            assert_close(&format!("{what}: best"), &flat(&fb), &flat(&ub), 0.0, 0.0);
+            assert_close(&format!("{what}: ssum"), &[fs], &[us], 1e-9, 0.0);
+        }
+    }
+}

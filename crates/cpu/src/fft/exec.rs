@@ -47,6 +47,7 @@ use rustfft::{Fft, FftNum};
 use super::real::{HalfPlans, ROWS, Twiddle};
 use super::{CPass, Check, Geometry};
 use crate::transpose;
+use crate::util::SharedMut;
 
 /// Lines gathered into one block for a strided pass.
 const TILE: usize = 16;
@@ -124,6 +125,8 @@ pub(crate) struct Scratch<T> {
     /// A second block and the staging block of a staged pruned pass (empty until one runs
     /// on this thread).
     stage: Vec<Complex<T>>,
+    /// The real slabs of [`inverse_consume`] (empty until one runs on this thread).
+    sink: Vec<T>,
 }
 
 impl<T: FftNum + Default> Scratch<T> {
@@ -180,23 +183,6 @@ macro_rules! fft_float {
 }
 fft_float!(f32, SCRATCH_F32);
 fft_float!(f64, SCRATCH_F64);
-
-/// A raw pointer that parallel tasks share; each task touches a disjoint set of elements.
-#[derive(Clone, Copy)]
-struct SharedMut<E>(*mut E);
-// SAFETY: the pointer is only dereferenced by tasks that access pairwise disjoint elements of
-// one live `&mut [E]` borrowed for the whole parallel section (see each use), so sending it to
-// other threads is the same as splitting that slice.
-unsafe impl<E: Send> Send for SharedMut<E> {}
-// SAFETY: as above; no two tasks access the same element.
-unsafe impl<E: Send> Sync for SharedMut<E> {}
-
-impl<E> SharedMut<E> {
-    /// The pointer (a method, so that closures capture the `Sync` wrapper, not the field).
-    fn get(self) -> *mut E {
-        self.0
-    }
-}
 
 /// realfft's result as ours: `InputValues` (non-zero imaginary DC/Nyquist bins, which c2r
 /// ignores as it should) is not an error; anything else is a bug in our buffer sizes.
@@ -367,6 +353,43 @@ fn staging<T>(p: &CPass, lim: usize) -> Option<usize> {
     Some((STAGE_BYTES / (p.len * size)).max(TILE))
 }
 
+/// Spectrum products written by a forward transform's last pass instead of the spectrum `X`:
+/// `outs[q][i] = factors[q][i] · conj(X[i])` (the matching loop's `F · conj(T)`), so `X` is
+/// never written out and read back. Each slice holds the whole complex array.
+pub(crate) struct Products<'a, T> {
+    pub factors: &'a [&'a [Complex<T>]],
+    pub outs: Vec<SharedMut<Complex<T>>>,
+}
+
+impl<T: FftFloat> Products<'_, T> {
+    /// `outs[q][at + c] = factors[q][at + c] · conj(x[c])` for every `c < x.len()`.
+    ///
+    /// # Safety
+    /// `at + x.len()` is at most the arrays' length and no one else accesses that range of
+    /// the outputs during the call.
+    #[inline]
+    unsafe fn put_row(&self, at: usize, x: &[Complex<T>]) {
+        for (f, o) in self.factors.iter().zip(&self.outs) {
+            // SAFETY: in bounds and unaliased by the caller's contract.
+            let o = unsafe { std::slice::from_raw_parts_mut(o.get().add(at), x.len()) };
+            for ((o, &a), &v) in o.iter_mut().zip(&f[at..at + x.len()]).zip(x) {
+                *o = a * v.conj();
+            }
+        }
+    }
+
+    /// The products of a whole spectrum `x` (when no staged pass could write them), in parallel.
+    fn apply(&self, x: &[Complex<T>]) {
+        const CH: usize = 1 << 14;
+        (0..x.len().div_ceil(CH)).into_par_iter().for_each(|c| {
+            let at = c * CH;
+            let end = (at + CH).min(x.len());
+            // SAFETY: chunks are disjoint and within the arrays (which hold x.len() elements).
+            unsafe { self.put_row(at, &x[at..end]) };
+        });
+    }
+}
+
 /// A pruned complex pass (see the module docs), parallel over (outer slab, chunk of about
 /// `cw` columns): per chunk, tiles of lines reading their first `lim` entries are transformed;
 /// their rows inside the box go straight back, the others into the staging block, which is
@@ -378,6 +401,7 @@ fn c_pass_staged<T: FftFloat>(
     cw: usize,
     fft: &dyn Fft<T>,
     k: &Kernels<T>,
+    products: Option<&Products<'_, T>>,
 ) {
     let (len, inner) = (p.len, p.inner);
     assert_eq!(data.len(), p.outer * len * inner, "array of a complex pass");
@@ -390,10 +414,22 @@ fn c_pass_staged<T: FftFloat>(
     (0..p.outer * chunks).into_par_iter().for_each(|task| {
         let (o, c) = (task / chunks, task % chunks);
         let c0 = c * cw;
-        if c0 >= inner || !Check::all_inside(&p.checks, o, nz) {
+        if c0 >= inner {
             return;
         }
         let cwid = cw.min(inner - c0);
+        if !Check::all_inside(&p.checks, o, nz) {
+            // The input is zero on this slab, hence its spectrum, hence the products.
+            if let Some(pr) = products {
+                let zero = vec![Complex::default(); cwid];
+                for j in 0..len {
+                    // SAFETY: columns c0..c0 + cwid of row j of slab o: in bounds, this
+                    // task's alone.
+                    unsafe { pr.put_row(o * len * inner + j * inner + c0, &zero) };
+                }
+            }
+            return;
+        }
         T::with_scratch(|s| {
             let (lines, spec, scratch, stage) = s.staged(k, len * cwid);
             let base = ptr.get().wrapping_add(o * len * inner);
@@ -419,22 +455,39 @@ fn c_pass_staged<T: FftFloat>(
                 // columns i0 - c0.. of rows j of stride cwid of `stage` (len * cwid elements).
                 // Neither destination overlaps `y`.
                 unsafe {
-                    transpose::transpose(y.as_ptr(), len, base.add(i0), inner, w, lim);
+                    if products.is_none() {
+                        transpose::transpose(y.as_ptr(), len, base.add(i0), inner, w, lim);
+                    }
+                    // With products every row goes through the staging block (row-wise
+                    // products there beat column-wise ones here).
+                    let from = if products.is_some() { 0 } else { lim };
                     transpose::transpose(
-                        y.as_ptr().add(lim),
+                        y.as_ptr().add(from),
                         len,
-                        stage.as_mut_ptr().add(lim * cwid + i0 - c0),
+                        stage.as_mut_ptr().add(from * cwid + i0 - c0),
                         cwid,
                         w,
-                        len - lim,
+                        len - from,
                     );
                 }
             }
-            for (j, row) in stage[..len * cwid].chunks_exact(cwid).enumerate().skip(lim) {
+            let from = if products.is_some() { 0 } else { lim };
+            for (j, row) in stage[..len * cwid]
+                .chunks_exact(cwid)
+                .enumerate()
+                .skip(from)
+            {
                 // SAFETY: columns c0..c0 + cwid of row j of slab o: in bounds and this task's
                 // alone (as above); no gather reads rows j >= lim.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(row.as_ptr(), base.add(j * inner + c0), cwid);
+                    match products {
+                        Some(pr) => pr.put_row(o * len * inner + j * inner + c0, row),
+                        None => std::ptr::copy_nonoverlapping(
+                            row.as_ptr(),
+                            base.add(j * inner + c0),
+                            cwid,
+                        ),
+                    }
                 }
             }
         });
@@ -641,12 +694,15 @@ fn fused<T>(g: &Geometry) -> Option<&CPass> {
 }
 
 /// Forward transform (pruned when `nonzero` is given). Shapes were checked by the caller.
+/// With `products`, the result is the products (a staged last pass writes them instead of the
+/// spectrum; otherwise they are formed after it) and `out` is left unspecified.
 pub(crate) fn forward<T: FftFloat>(
     g: &Geometry,
     k: &Kernels<T>,
     input: &[T],
     out: &mut [Complex<T>],
     nonzero: Option<&[usize]>,
+    products: Option<&Products<'_, T>>,
 ) -> Result<()> {
     let rest = if let Some(p0) = fused::<T>(g) {
         let units = p0.outer;
@@ -703,11 +759,19 @@ pub(crate) fn forward<T: FftFloat>(
             })?;
         0
     };
-    for (p, fft) in g.cpasses.iter().zip(&k.cfwd).skip(rest) {
+    let last = g.cpasses.len();
+    let mut pending = products;
+    for (i, (p, fft)) in g.cpasses.iter().zip(&k.cfwd).enumerate().skip(rest) {
         match nonzero.and_then(|nz| Some((nz, staging::<T>(p, nz[p.axis])?))) {
-            Some((nz, cw)) => c_pass_staged(out, p, nz, cw, fft.as_ref(), k),
+            Some((nz, cw)) => {
+                let pr = if i + 1 == last { pending.take() } else { None };
+                c_pass_staged(out, p, nz, cw, fft.as_ref(), k, pr)
+            }
             None => c_pass(out, p, nonzero, fft.as_ref(), k),
         }
+    }
+    if let Some(pr) = pending {
+        pr.apply(out);
     }
     Ok(())
 }
@@ -744,4 +808,94 @@ pub(crate) fn inverse<T: FftFloat>(
             .zip(out.par_chunks_mut(rpt * row_elems))
             .try_for_each(|(ic, oc)| T::with_scratch(|s| c2r_rows(g, k, ic, oc, s)))
     }
+}
+
+/// Real elements of output that one [`inverse_consume`] task keeps (all spectra together) when
+/// the slabs are rows: L2-resident with the FFT scratch.
+const SINK_BYTES: usize = 1 << 19;
+
+/// Inverse transforms of up to three spectra of one geometry, whose real outputs are handed to
+/// `consume` a piece at a time instead of being written out: `consume(row0, outs)` gets, for
+/// each input, the real rows `row0..row0 + r` (rows of `n` along the last axis, flat over the
+/// axes before it) of that input's result; it returns a partial sum. The pieces are the fused
+/// slabs (a z plane of a 3-D volume) or, without fusion, groups of rows, in a per-thread buffer
+/// that stays in cache while `consume` reads it. Requires `r_inner == 1` (the r2c axis is the
+/// array's last). The inputs are clobbered. Returns the partial sums added in piece order
+/// (deterministic for any thread count). (Transforming each fused slab from a copy, so that the
+/// input's cache lines stay clean, measured 5% slower: the copy costs more than the
+/// write-back it saves.)
+pub(crate) fn inverse_consume<T: FftFloat>(
+    g: &Geometry,
+    k: &Kernels<T>,
+    inputs: &mut [&mut [Complex<T>]],
+    consume: &(dyn Fn(usize, &[&[T]]) -> Result<f64> + Sync),
+) -> Result<f64> {
+    let ns = inputs.len();
+    assert!(
+        (1..=3).contains(&ns) && g.r_inner == 1,
+        "inverse_consume: 1 to 3 inputs, r2c axis last"
+    );
+    let fuse = fused::<T>(g);
+    let skip = usize::from(fuse.is_some());
+    for input in inputs.iter_mut() {
+        assert_eq!(input.len(), g.complex_len, "input of inverse_consume");
+        for (p, fft) in g.cpasses.iter().zip(&k.cinv).skip(skip).rev() {
+            c_pass(input, p, None, fft.as_ref(), k);
+        }
+    }
+    let n = g.n;
+    // (pieces, rows per piece)
+    let (pieces, rows) = match fuse {
+        Some(p0) => (p0.outer, g.r_outer / p0.outer),
+        None => {
+            let by_cache = (SINK_BYTES / (ns * n * std::mem::size_of::<T>())).max(1);
+            let rpt = rows_per_task(g.r_outer, n).min(by_cache);
+            (g.r_outer.div_ceil(rpt), rpt)
+        }
+    };
+    let ptrs: Vec<SharedMut<Complex<T>>> = inputs
+        .iter_mut()
+        .map(|x| SharedMut(x.as_mut_ptr()))
+        .collect();
+    let m = g.m;
+    let parts: Vec<f64> = (0..pieces)
+        .into_par_iter()
+        .map(|piece| {
+            let r0 = piece * rows;
+            let r = rows.min(g.r_outer - r0);
+            T::with_scratch(|s| -> Result<f64> {
+                let mut sink = std::mem::take(&mut s.sink);
+                grow(&mut sink, ns * r * n);
+                let mut res = Ok(());
+                for (j, ptr) in ptrs.iter().enumerate() {
+                    // SAFETY: input j is borrowed mutably for the whole call and holds
+                    // `complex_len = r_outer * m` elements (asserted above; r_inner == 1);
+                    // rows r0..r0 + r are this piece's alone (pieces are disjoint row ranges).
+                    let ic =
+                        unsafe { std::slice::from_raw_parts_mut(ptr.get().add(r0 * m), r * m) };
+                    let oc = &mut sink[j * r * n..(j + 1) * r * n];
+                    res = match fuse {
+                        Some(p0) => {
+                            c_slab(ic, p0, p0.len, k.cinv[0].as_ref(), k, s);
+                            c2r_rows(g, k, ic, oc, s)
+                        }
+                        None => c2r_rows(g, k, ic, oc, s),
+                    };
+                    if res.is_err() {
+                        break;
+                    }
+                }
+                let out = res.and_then(|()| {
+                    let mut outs: [&[T]; 3] = [&[]; 3];
+                    for (j, o) in outs.iter_mut().enumerate().take(ns) {
+                        *o = &sink[j * r * n..(j + 1) * r * n];
+                    }
+                    consume(r0, &outs[..ns])
+                });
+                s.sink = sink;
+                out
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(parts.iter().sum())
 }

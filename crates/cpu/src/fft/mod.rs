@@ -31,6 +31,7 @@ use num_complex::Complex;
 use realfft::RealFftPlanner;
 use rustfft::FftPlanner;
 
+use crate::util::SharedMut;
 pub(crate) use exec::Kernels;
 
 /// Most transformed axes a plan takes.
@@ -427,8 +428,16 @@ fn check_nonzero(g: &Geometry, nonzero: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// Spectrum products a forward transform writes instead of its spectrum (see
+/// [`forward`]): `outs[q] = factors[q] · conj(rfft(input))`.
+pub(crate) struct ProductArgs<'a, 'b, F> {
+    pub factors: &'a [&'a [Complex<F>]],
+    pub outs: &'a mut [&'b mut [Complex<F>]],
+}
+
 /// Forward transform `out = rfft(input)` (or the pruned one when `nonzero` is given), for the
-/// backend float type `F`; shapes are the arrays' shapes.
+/// backend float type `F`; shapes are the arrays' shapes. With `products` (each array of the
+/// complex shape), the results are the products, and `out` is scratch left unspecified.
 pub(crate) fn forward<F: bytemuck::Pod>(
     plan: &CpuFftPlan,
     in_shape: &[usize],
@@ -436,6 +445,7 @@ pub(crate) fn forward<F: bytemuck::Pod>(
     out_shape: &[usize],
     out: &mut [Complex<F>],
     nonzero: Option<&[usize]>,
+    products: Option<ProductArgs<'_, '_, F>>,
 ) -> Result<()> {
     let dir = if nonzero.is_some() {
         Dir::Pruned
@@ -447,16 +457,56 @@ pub(crate) fn forward<F: bytemuck::Pod>(
         check_nonzero(&plan.geom, nz)?;
     }
     let g = &plan.geom;
+    if let Some(pa) = &products {
+        let n = g.complex_len;
+        if pa.factors.len() != pa.outs.len()
+            || pa.factors.iter().any(|f| f.len() != n)
+            || pa.outs.iter().any(|o| o.len() != n)
+        {
+            return Err(Error::FftPlan {
+                plan: g.describe(),
+                got: format!(
+                    "{}: spectrum products need as many factors as outputs, each of the \
+                     complex shape",
+                    dir.name()
+                ),
+            });
+        }
+    }
+    fn run<T: exec::FftFloat, F: bytemuck::Pod>(
+        g: &Geometry,
+        k: &Kernels<T>,
+        input: &[F],
+        out: &mut [Complex<F>],
+        nonzero: Option<&[usize]>,
+        products: Option<ProductArgs<'_, '_, F>>,
+    ) -> Result<()> {
+        let (i, o): (&[T], &mut [Complex<T>]) =
+            (bytemuck::cast_slice(input), bytemuck::cast_slice_mut(out));
+        match products {
+            None => exec::forward(g, k, i, o, nonzero, None),
+            Some(pa) => {
+                let factors: Vec<&[Complex<T>]> =
+                    pa.factors.iter().map(|f| bytemuck::cast_slice(f)).collect();
+                let outs = pa
+                    .outs
+                    .iter_mut()
+                    .map(|o| SharedMut(bytemuck::cast_slice_mut::<_, Complex<T>>(o).as_mut_ptr()))
+                    .collect();
+                let pr = exec::Products {
+                    factors: &factors,
+                    outs,
+                };
+                exec::forward(g, k, i, o, nonzero, Some(&pr))
+            }
+        }
+    }
     match &plan.kernels {
         TypedKernels::F32(k) if TypeId::of::<F>() == TypeId::of::<f32>() => {
-            let (i, o): (&[f32], &mut [Complex<f32>]) =
-                (bytemuck::cast_slice(input), bytemuck::cast_slice_mut(out));
-            exec::forward(g, k, i, o, nonzero)
+            run(g, k, input, out, nonzero, products)
         }
         TypedKernels::F64(k) if TypeId::of::<F>() == TypeId::of::<f64>() => {
-            let (i, o): (&[f64], &mut [Complex<f64>]) =
-                (bytemuck::cast_slice(input), bytemuck::cast_slice_mut(out));
-            exec::forward(g, k, i, o, nonzero)
+            run(g, k, input, out, nonzero, products)
         }
         _ => Err(plan.wrong_float::<F>(dir)),
     }
@@ -486,6 +536,64 @@ pub(crate) fn inverse<F: bytemuck::Pod>(
                 bytemuck::cast_slice_mut(out),
             );
             exec::inverse(g, k, i, o)
+        }
+        _ => Err(plan.wrong_float::<F>(Dir::Inverse)),
+    }
+}
+
+/// `true` when [`inverse_consume`] can run this plan (its r2c axis is the array's last).
+pub(crate) fn consumable(plan: &CpuFftPlan) -> bool {
+    plan.geom.r_inner == 1
+}
+
+/// Inverse transforms of 1 to 3 spectra of `plan`, each handed to `consume` a group of real
+/// rows at a time while in cache instead of being written out (see `exec::inverse_consume`).
+/// Returns the partial sums of `consume` added in a fixed order. The inputs are clobbered.
+pub(crate) fn inverse_consume<F: bytemuck::Pod>(
+    plan: &CpuFftPlan,
+    in_shapes: &[&[usize]],
+    inputs: &mut [&mut [Complex<F>]],
+    consume: &(dyn Fn(usize, &[&[F]]) -> Result<f64> + Sync),
+) -> Result<f64> {
+    let g = &plan.geom;
+    for s in in_shapes {
+        plan.check(Dir::Inverse, &g.real_shape, s)?;
+    }
+    if !consumable(plan) || !(1..=3).contains(&inputs.len()) {
+        return Err(Error::invalid(
+            "fused inverse",
+            format!(
+                "1 to 3 spectra with the r2c axis last, got {} over {}",
+                inputs.len(),
+                g.describe()
+            ),
+        ));
+    }
+    fn run<T: exec::FftFloat, F: bytemuck::Pod>(
+        g: &Geometry,
+        k: &Kernels<T>,
+        inputs: &mut [&mut [Complex<F>]],
+        consume: &(dyn Fn(usize, &[&[F]]) -> Result<f64> + Sync),
+    ) -> Result<f64> {
+        let mut xs: Vec<&mut [Complex<T>]> = inputs
+            .iter_mut()
+            .map(|x| bytemuck::cast_slice_mut(x))
+            .collect();
+        let back = |r0: usize, outs: &[&[T]]| {
+            let mut o: [&[F]; 3] = [&[]; 3];
+            for (d, s) in o.iter_mut().zip(outs) {
+                *d = bytemuck::cast_slice(s);
+            }
+            consume(r0, &o[..outs.len()])
+        };
+        exec::inverse_consume(g, k, &mut xs, &back)
+    }
+    match &plan.kernels {
+        TypedKernels::F32(k) if TypeId::of::<F>() == TypeId::of::<f32>() => {
+            run(g, k, inputs, consume)
+        }
+        TypedKernels::F64(k) if TypeId::of::<F>() == TypeId::of::<f64>() => {
+            run(g, k, inputs, consume)
         }
         _ => Err(plan.wrong_float::<F>(Dir::Inverse)),
     }

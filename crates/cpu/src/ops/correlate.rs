@@ -1,15 +1,18 @@
 use monomorph_core::backend::host;
 use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    CorrWindow, Correlate, Element, Error, Float, Index, Precision, Result, ScoreNorm,
-    WindowExtension,
+    CorrWindow, Correlate, Element, Error, FftPlan, Float, Index, Precision, Real, Result,
+    ScoreNorm, SpectralNorm, WindowExtension,
 };
 use ndarray::ArrayD;
 use rayon::prelude::*;
 
 use super::{data, data_mut};
-use crate::Cpu;
-use crate::util::{PAR_MIN, same_shape};
+use crate::util::{PAR_MIN, SharedMut, same_shape};
+use crate::{Cpu, CpuFftPlan, fft};
+
+type F<P> = <P as Precision>::Float;
+type C<P> = num_complex::Complex<F<P>>;
 
 /// Axis-0 rows per parallel task for an output of `row_len` elements per row.
 fn rows_per_task(nrows: usize, row_len: usize) -> usize {
@@ -19,71 +22,102 @@ fn rows_per_task(nrows: usize, row_len: usize) -> usize {
     nrows.div_ceil(threads * 4).max(by_size).max(1)
 }
 
-/// [`host::score_max_update`], compiled for the widest vector unit the CPU has (AVX-512F, else
-/// AVX2+FMA, else AVX, else the baseline): the FLC normalisation (f64 variance, then square root
-/// and division in `T`) and the max/argmax update then run 16 / 8 lanes wide. The arithmetic,
-/// hence the result, is the same on every path (no contraction into FMA happens implicitly).
-#[allow(clippy::too_many_arguments)]
-fn score_rows<T: Float, I: Index>(
-    corr: &[T],
-    fast: &[usize],
-    norm: &host::Norm<'_, T>,
-    shift: &[isize],
-    out: &[usize],
-    rows: std::ops::Range<usize>,
-    best: &mut [T],
-    best_index: &mut [I],
-    index: I,
-) -> Result<f64> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe {
-                score_rows_avx512(corr, fast, norm, shift, out, rows, best, best_index, index)
-            };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-            return unsafe {
-                score_rows_avx2(corr, fast, norm, shift, out, rows, best, best_index, index)
-            };
-        }
-        if std::arch::is_x86_feature_detected!("avx") {
-            // SAFETY: the CPU supports AVX (checked just above).
-            return unsafe {
-                score_rows_avx(corr, fast, norm, shift, out, rows, best, best_index, index)
-            };
-        }
-    }
-    host::score_max_update(corr, fast, norm, shift, out, rows, best, best_index, index)
-}
-
-/// Instantiates [`host::score_max_update`] (always inlined) under `#[target_feature]`.
-macro_rules! score_rows_with {
-    ($name:ident, $features:literal) => {
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = $features)]
+/// Defines `fn $name` running the always-inlined kernel `$body` compiled for the widest vector
+/// unit the CPU has: AVX-512F, else AVX2+FMA, else AVX (runtime detection), else the baseline.
+/// The arithmetic, hence the result, is the same on every path (no contraction into FMA happens
+/// implicitly); only the vector width changes.
+macro_rules! widest_simd {
+    ($(#[$m:meta])* fn $name:ident<$($g:ident: $bound:ident),*>($($a:ident: $t:ty),* $(,)?)
+        -> $r:ty = $body:path;) => {
+        $(#[$m])*
         #[allow(clippy::too_many_arguments)]
-        fn $name<T: Float, I: Index>(
-            corr: &[T],
-            fast: &[usize],
-            norm: &host::Norm<'_, T>,
-            shift: &[isize],
-            out: &[usize],
-            rows: std::ops::Range<usize>,
-            best: &mut [T],
-            best_index: &mut [I],
-            index: I,
-        ) -> Result<f64> {
-            host::score_max_update(corr, fast, norm, shift, out, rows, best, best_index, index)
+        fn $name<$($g: $bound),*>($($a: $t),*) -> $r {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn avx512<$($g: $bound),*>($($a: $t),*) -> $r {
+                    $body($($a),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn avx2<$($g: $bound),*>($($a: $t),*) -> $r {
+                    $body($($a),*)
+                }
+                #[target_feature(enable = "avx")]
+                #[allow(clippy::too_many_arguments)]
+                fn avx<$($g: $bound),*>($($a: $t),*) -> $r {
+                    $body($($a),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports AVX-512F (checked just above).
+                    return unsafe { avx512($($a),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+                    return unsafe { avx2($($a),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx") {
+                    // SAFETY: the CPU supports AVX (checked just above).
+                    return unsafe { avx($($a),*) };
+                }
+            }
+            $body($($a),*)
         }
     };
 }
-score_rows_with!(score_rows_avx512, "avx512f,avx2,fma");
-score_rows_with!(score_rows_avx2, "avx2,fma");
-score_rows_with!(score_rows_avx, "avx");
+
+widest_simd! {
+    /// [`host::score_max_update`] at the widest vector width: the FLC normalisation (f64
+    /// variance, then square root and division in `T`) and the max/argmax update run 16 / 8
+    /// lanes wide.
+    fn score_rows<T: Float, I: Index>(
+        corr: &[T],
+        fast: &[usize],
+        norm: &host::Norm<'_, T>,
+        shift: &[isize],
+        out: &[usize],
+        rows: std::ops::Range<usize>,
+        best: &mut [T],
+        best_index: &mut [I],
+        index: I,
+    ) -> Result<f64> = host::score_max_update;
+}
+
+widest_simd! {
+    /// [`host::score_line`] at the widest vector width (the fused inverse's score pass).
+    fn score_line<T: Float, I: Index>(
+        c: &[T],
+        norm: &host::LineNorm<'_, T>,
+        segs: &[(usize, usize, usize)],
+        best: &mut [T],
+        best_index: &mut [I],
+        index: I,
+        acc: &mut [f64; 4],
+    ) -> () = host::score_line;
+}
+
+/// The output line (flat index over all axes but the last) that the FFT-grid row `row` (flat
+/// over the same axes) lands in, `x = (i − shift) mod fast` per axis, or `None` when it falls
+/// outside `out`.
+#[inline]
+fn output_line(row: usize, fast: &[usize], shift: &[isize], out: &[usize]) -> Option<usize> {
+    let d = fast.len();
+    let (mut rem, mut line, mut stride) = (row, 0usize, 1usize);
+    for k in (0..d - 1).rev() {
+        let i = rem % fast[k];
+        rem /= fast[k];
+        let x = (i as isize - shift[k]).rem_euclid(fast[k] as isize) as usize;
+        if x >= out[k] {
+            return None;
+        }
+        line += x * stride;
+        stride *= out[k];
+    }
+    Some(line)
+}
 
 impl<P: Precision> Correlate for Cpu<P> {
     fn running_max<T: Float, I: Index>(
@@ -266,6 +300,183 @@ impl<P: Precision> Correlate for Cpu<P> {
             .collect::<Result<_>>()?;
         let s = data_mut("ssum", ssum)?;
         s[0] += parts.iter().sum::<f64>();
+        Ok(())
+    }
+
+    fn rfft_pruned_mul_conj(
+        &self,
+        plan: &CpuFftPlan,
+        input: &ArrayD<F<P>>,
+        nonzero: &[usize],
+        spec: &mut ArrayD<C<P>>,
+        factors: &[&ArrayD<C<P>>],
+        outs: &mut [&mut ArrayD<C<P>>],
+    ) -> Result<()> {
+        if factors.len() != outs.len() {
+            return Err(Error::shape(
+                "rfft_pruned_mul_conj outs",
+                format!("{} arrays (one per factor)", factors.len()),
+                outs.len(),
+            ));
+        }
+        let cshape = spec.shape().to_vec();
+        for (q, a) in factors
+            .iter()
+            .map(|a| a.shape())
+            .chain(outs.iter().map(|o| o.shape()))
+            .enumerate()
+        {
+            same_shape(
+                &format!("rfft_pruned_mul_conj: array {q} vs spec"),
+                a,
+                &cshape,
+            )?;
+        }
+        let f: Vec<&[C<P>]> = factors
+            .iter()
+            .map(|a| data("factor of rfft_pruned_mul_conj", a))
+            .collect::<Result<_>>()?;
+        let mut o: Vec<&mut [C<P>]> = outs
+            .iter_mut()
+            .map(|a| data_mut("out of rfft_pruned_mul_conj", a))
+            .collect::<Result<_>>()?;
+        fft::forward(
+            plan,
+            input.shape(),
+            data("input of rfft_pruned_mul_conj", input)?,
+            &cshape,
+            data_mut("spec of rfft_pruned_mul_conj", spec)?,
+            Some(nonzero),
+            Some(fft::ProductArgs {
+                factors: &f,
+                outs: &mut o,
+            }),
+        )
+    }
+
+    fn irfft_score_max_update<I: Index>(
+        &self,
+        plan: &CpuFftPlan,
+        spec: &mut ArrayD<C<P>>,
+        norm: SpectralNorm<'_, Self>,
+        work: &mut [ArrayD<F<P>>],
+        window: CorrWindow<'_>,
+        best: &mut ArrayD<F<P>>,
+        best_index: &mut ArrayD<I>,
+        index: I,
+        ssum: &mut ArrayD<f64>,
+    ) -> Result<()> {
+        same_shape(
+            "irfft_score_max_update: best_index vs best",
+            best.shape(),
+            best_index.shape(),
+        )?;
+        if ssum.len() != 1 {
+            return Err(Error::shape("ssum", "(1,)", fmt_shape(ssum.shape())));
+        }
+        let oshape = best.shape().to_vec();
+        let fast = plan.real_shape().to_vec();
+        let d = fast.len();
+        if oshape.len() != d || window.shift.len() != d {
+            return Err(Error::shape(
+                "irfft_score_max_update: best",
+                format!("{d} axes like the FFT grid {}", fmt_shape(&fast)),
+                format!("{} (shift {:?})", fmt_shape(&oshape), window.shift),
+            ));
+        }
+        if let Some(k) = (0..d).find(|&k| oshape[k] > fast[k]) {
+            return Err(Error::shape(
+                "irfft_score_max_update: best",
+                format!("at most the FFT grid {} on every axis", fmt_shape(&fast)),
+                format!("{} (axis {k})", fmt_shape(&oshape)),
+            ));
+        }
+        if d < 2 || !fft::consumable(plan) {
+            // Nothing to fuse over (1-D) or batch axes after the r2c axis: the unfused sequence.
+            return monomorph_core::irfft_then_score(
+                self, plan, spec, norm, work, window, best, best_index, index, ssum,
+            );
+        }
+        enum Kind<'a, T> {
+            Scaled(T),
+            Denominator(T, &'a [T]),
+            Local { k: f64, kt: T, eps: T },
+        }
+        let mut specs: Vec<&mut ArrayD<C<P>>> = vec![spec];
+        let kind = match norm {
+            SpectralNorm::Scaled { scale } => Kind::Scaled(scale),
+            SpectralNorm::Denominator { scale, inv_den } => {
+                same_shape(
+                    "irfft_score_max_update: inv_den vs best",
+                    inv_den.shape(),
+                    &oshape,
+                )?;
+                Kind::Denominator(scale, data("inv_den", inv_den)?)
+            }
+            SpectralNorm::LocalNorm {
+                scale,
+                c1,
+                c2,
+                n,
+                eps,
+            } => {
+                specs.push(c1);
+                specs.push(c2);
+                let k = scale.as_f64() / n.as_f64();
+                Kind::Local {
+                    k,
+                    kt: F::<P>::from_f64(k),
+                    eps,
+                }
+            }
+        };
+        let shapes: Vec<Vec<usize>> = specs.iter().map(|x| x.shape().to_vec()).collect();
+        let shape_refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+        let mut inputs: Vec<&mut [C<P>]> = specs
+            .into_iter()
+            .map(|x| data_mut("spectrum of irfft_score_max_update", x))
+            .collect::<Result<_>>()?;
+        let maps = host::index_maps(&fast, window.shift, &oshape)?;
+        let segs = host::line_runs(&maps[d - 1]);
+        let (n, nl) = (fast[d - 1], oshape[d - 1]);
+        let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
+        let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
+        let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<f64> {
+            let mut acc = [0.0f64; 4];
+            for r in 0..outs[0].len() / n {
+                let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
+                    continue;
+                };
+                let o = line * nl;
+                let row = r * n..(r + 1) * n;
+                let ln = match kind {
+                    Kind::Scaled(s) => host::LineNorm::Scaled(s),
+                    Kind::Denominator(s, den) => host::LineNorm::Denominator(s, &den[o..o + nl]),
+                    Kind::Local { k, kt, eps } => host::LineNorm::Local {
+                        k,
+                        kt,
+                        eps,
+                        c1: &outs[1][row.clone()],
+                        c2: &outs[2][row.clone()],
+                    },
+                };
+                // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
+                // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
+                // Distinct FFT-grid rows map to distinct output lines (per axis,
+                // x = (i − shift) mod fast is injective in i), and each row is consumed once,
+                // so no two calls touch the same line.
+                let (b, bi) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(bp.get().add(o), nl),
+                        std::slice::from_raw_parts_mut(bip.get().add(o), nl),
+                    )
+                };
+                score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc);
+            }
+            Ok((acc[0] + acc[1]) + (acc[2] + acc[3]))
+        };
+        let total = fft::inverse_consume(plan, &shape_refs, &mut inputs, &consume)?;
+        data_mut("ssum", ssum)?[0] += total;
         Ok(())
     }
 

@@ -23,6 +23,7 @@ impl<P: Precision> Spectral for Cpu<P> {
             &out_shape,
             data_mut("out of rfft", out)?,
             None,
+            None,
         )
     }
 
@@ -57,6 +58,7 @@ impl<P: Precision> Spectral for Cpu<P> {
             &out_shape,
             data_mut("out of rfft_pruned", out)?,
             Some(nonzero),
+            None,
         )
     }
 }

@@ -1,4 +1,7 @@
-use crate::backend::{Arr, ArrayMeta, BackendTypes, Memory, PadMode, Resample};
+use crate::backend::{
+    Arr, ArrayMeta, BackendTypes, ComplexOf, Elementwise, FloatOf, Memory, PadMode, Resample,
+    Spectral,
+};
 use crate::dtype::{Element, Float, Index};
 use crate::error::{Error, Result, fmt_shape};
 
@@ -35,6 +38,47 @@ pub enum ScoreNorm<'a, B: BackendTypes, T: Element> {
     },
 }
 
+/// [`ScoreNorm`] for [`Correlate::irfft_score_max_update`]: the FLC mask correlations are
+/// given as spectra, transformed inside the call.
+pub enum SpectralNorm<'a, B: BackendTypes> {
+    /// As [`ScoreNorm::Scaled`].
+    Scaled {
+        /// Factor.
+        scale: FloatOf<B>,
+    },
+    /// As [`ScoreNorm::Denominator`].
+    Denominator {
+        /// Factor applied to `c`.
+        scale: FloatOf<B>,
+        /// Output-shaped `1 / (s · N)`.
+        inv_den: &'a Arr<B, FloatOf<B>>,
+    },
+    /// As [`ScoreNorm::LocalNorm`], with `c1`, `c2` given by their half spectra (clobbered).
+    LocalNorm {
+        /// Factor applied to `c`, `c1` and `c2`.
+        scale: FloatOf<B>,
+        /// Spectrum of `C(f, m_R)`.
+        c1: &'a mut Arr<B, ComplexOf<B>>,
+        /// Spectrum of `C(f², m_R)`.
+        c2: &'a mut Arr<B, ComplexOf<B>>,
+        /// `N = Σ m_R`.
+        n: FloatOf<B>,
+        /// Threshold under which `s` is replaced by 1.
+        eps: FloatOf<B>,
+    },
+}
+
+impl<B: BackendTypes> SpectralNorm<'_, B> {
+    /// Real FFT-grid buffers the default [`Correlate::irfft_score_max_update`] needs: one per
+    /// spectrum.
+    pub fn spectra(&self) -> usize {
+        match self {
+            SpectralNorm::LocalNorm { .. } => 3,
+            _ => 1,
+        }
+    }
+}
+
 /// How an output voxel `x` reads a correlation computed on a (larger) FFT grid `fast`:
 /// `c[(x + shift) mod fast]` per axis. pytme's circular alignment is `shift = −(n//2)`.
 #[derive(Debug, Clone, Copy)]
@@ -58,7 +102,7 @@ pub enum WindowExtension<'a> {
 /// The defaults marked *host* run through [`Memory::download`] / [`Memory::upload`] with the
 /// reference kernels of [`host`]: correct on every backend, slow on a device. Backends
 /// override them (the CPU backend calls the same [`host`] kernels in parallel in place).
-pub trait Correlate: BackendTypes + Memory + Resample {
+pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
     /// Running maximum over rotations: where `scores > best` (strict; NaN never wins),
     /// `best = scores` and `best_index = index`. All three arrays have the same shape.
     fn running_max<T: Float, I: Index>(
@@ -225,6 +269,62 @@ pub trait Correlate: BackendTypes + Memory + Resample {
         self.copy(&us, ssum)
     }
 
+    /// The matching loop's forward transform and spectrum products in one call:
+    /// `outs[q] = factors[q] · conj(rfft_pruned(input))` for an input zero outside `nonzero`
+    /// (see [`Spectral::rfft_pruned`]). `spec` is scratch of the complex shape (unspecified
+    /// afterwards): a backend may write the products from the transform's last pass instead
+    /// of the spectrum (the CPU backend does, when that pass is staged), saving a write and a
+    /// read of the spectrum per product. The result equals the unfused sequence exactly.
+    /// Default: [`Spectral::rfft_pruned`] into `spec`, then [`Elementwise::complex_mul_conj`].
+    fn rfft_pruned_mul_conj(
+        &self,
+        plan: &Self::Fft,
+        input: &Arr<Self, FloatOf<Self>>,
+        nonzero: &[usize],
+        spec: &mut Arr<Self, ComplexOf<Self>>,
+        factors: &[&Arr<Self, ComplexOf<Self>>],
+        outs: &mut [&mut Arr<Self, ComplexOf<Self>>],
+    ) -> Result<()> {
+        if factors.len() != outs.len() {
+            return Err(Error::shape(
+                "rfft_pruned_mul_conj outs",
+                format!("{} arrays (one per factor)", factors.len()),
+                outs.len(),
+            ));
+        }
+        self.rfft_pruned(plan, input, nonzero, spec)?;
+        for (f, o) in factors.iter().zip(outs.iter_mut()) {
+            self.complex_mul_conj(f, spec, o)?;
+        }
+        Ok(())
+    }
+
+    /// The matching loop's inverse transforms and score pass in one call: `corr =
+    /// irfft(spec)` (for [`SpectralNorm::LocalNorm`] also `c1`, `c2` from theirs), then
+    /// [`Correlate::score_max_update`] with the same normalisation. The spectra are clobbered,
+    /// as by [`Spectral::irfft`]. `work` holds [`SpectralNorm::spectra`] real arrays of the
+    /// plan's real shape for the correlations; a backend that fuses the last inverse pass with
+    /// the score update (the CPU backend: each slab is scored while it is in cache, so the
+    /// correlations are never written out) may leave them untouched. The result equals the
+    /// unfused sequence up to the summation order of `ssum`. Default: the unfused sequence.
+    #[allow(clippy::too_many_arguments)]
+    fn irfft_score_max_update<I: Index>(
+        &self,
+        plan: &Self::Fft,
+        spec: &mut Arr<Self, ComplexOf<Self>>,
+        norm: SpectralNorm<'_, Self>,
+        work: &mut [Arr<Self, FloatOf<Self>>],
+        window: CorrWindow<'_>,
+        best: &mut Arr<Self, FloatOf<Self>>,
+        best_index: &mut Arr<Self, I>,
+        index: I,
+        ssum: &mut Arr<Self, f64>,
+    ) -> Result<()> {
+        irfft_then_score(
+            self, plan, spec, norm, work, window, best, best_index, index, ssum,
+        )
+    }
+
     /// pytme's MCC (Padfield masked NCC) on the whole FFT grid, written into `c_ft`. Inputs are
     /// unnormalised correlations (multiplied by `scale` here): `c_ft = C(f·T, t̂)`,
     /// `c_fm = C(f·T, m_R)`, `c_tt = C(T, t̂)`, `c_f2m = C((f·T)², m_R)`, `c_tt2 = C(T, t̂²)`,
@@ -274,6 +374,58 @@ pub trait Correlate: BackendTypes + Memory + Resample {
         let up = self.upload(a.view())?;
         self.copy(&up, c_ft)
     }
+}
+
+/// The unfused [`Correlate::irfft_score_max_update`]: [`Spectral::irfft`] of each spectrum into
+/// `work`, then [`Correlate::score_max_update`] (its default, and the fallback of a backend
+/// that fuses only some geometries).
+#[allow(clippy::too_many_arguments)]
+pub fn irfft_then_score<B: Correlate, I: Index>(
+    b: &B,
+    plan: &B::Fft,
+    spec: &mut Arr<B, ComplexOf<B>>,
+    norm: SpectralNorm<'_, B>,
+    work: &mut [Arr<B, FloatOf<B>>],
+    window: CorrWindow<'_>,
+    best: &mut Arr<B, FloatOf<B>>,
+    best_index: &mut Arr<B, I>,
+    index: I,
+    ssum: &mut Arr<B, f64>,
+) -> Result<()> {
+    let need = norm.spectra();
+    if work.len() < need {
+        return Err(Error::shape(
+            "irfft_score_max_update work buffers",
+            format!("{need} arrays"),
+            work.len(),
+        ));
+    }
+    let (w0, rest) = work.split_at_mut(1);
+    let corr = &mut w0[0];
+    b.irfft(plan, spec, corr)?;
+    let norm = match norm {
+        SpectralNorm::Scaled { scale } => ScoreNorm::Scaled { scale },
+        SpectralNorm::Denominator { scale, inv_den } => ScoreNorm::Denominator { scale, inv_den },
+        SpectralNorm::LocalNorm {
+            scale,
+            c1,
+            c2,
+            n,
+            eps,
+        } => {
+            let (r1, r2) = rest.split_at_mut(1);
+            b.irfft(plan, c1, &mut r1[0])?;
+            b.irfft(plan, c2, &mut r2[0])?;
+            ScoreNorm::LocalNorm {
+                scale,
+                c1: &r1[0],
+                c2: &r2[0],
+                n,
+                eps,
+            }
+        }
+    };
+    b.score_max_update(corr, norm, window, best, best_index, index, ssum)
 }
 
 fn slice<T>(a: &ndarray::ArrayD<T>) -> Result<&[T]> {
@@ -427,60 +579,118 @@ pub mod host {
         let first = rows.start * row_len;
         let (offs, last) = line_offsets(fast, shift, out, rows)?;
         let nl = last.len();
-        let segs = runs(&last);
+        let segs = line_runs(&last);
+        // e = c·scale/n for all three FLC correlations; only the variance needs f64.
+        let line_norm = |base: usize, o: usize| match *norm {
+            Norm::Scaled(scale) => LineNorm::Scaled(scale),
+            Norm::Denominator(scale, den) => LineNorm::Denominator(scale, &den[o..o + nl]),
+            Norm::Local {
+                scale,
+                c1,
+                c2,
+                n,
+                eps,
+            } => {
+                let k = f64_of(scale) / f64_of(n);
+                LineNorm::Local {
+                    k,
+                    kt: T::from_f64(k),
+                    eps,
+                    c1: &c1[base..],
+                    c2: &c2[base..],
+                }
+            }
+        };
         let mut acc = [0.0f64; 4];
         for (li, &base) in offs.iter().enumerate() {
             let o0 = li * nl;
-            for &(j0, src0, len) in &segs {
-                let q = base + src0;
-                let c = &corr[q..q + len];
-                let b = &mut best[o0 + j0..o0 + j0 + len];
-                let bi = &mut best_index[o0 + j0..o0 + j0 + len];
-                match *norm {
-                    Norm::Scaled(scale) => {
-                        update_run(b, bi, index, &mut acc, |k, s| {
-                            for (o, &v) in s.iter_mut().zip(&c[k..]) {
-                                *o = v * scale;
-                            }
-                        });
-                    }
-                    Norm::Denominator(scale, den) => {
-                        let dd = &den[first + o0 + j0..first + o0 + j0 + len];
-                        update_run(b, bi, index, &mut acc, |k, s| {
-                            for ((o, &v), &d) in s.iter_mut().zip(&c[k..]).zip(&dd[k..]) {
-                                *o = v * scale * d;
-                            }
-                        });
-                    }
-                    Norm::Local {
-                        scale,
-                        c1,
-                        c2,
-                        n,
-                        eps,
-                    } => {
-                        // e = c·scale/n for all three; only the variance needs f64.
-                        let k = f64_of(scale) / f64_of(n);
-                        let kt = T::from_f64(k);
-                        let (a1, a2) = (&c1[q..q + len], &c2[q..q + len]);
-                        update_run(b, bi, index, &mut acc, |j, s| {
-                            for (((o, &v), &u1), &u2) in
-                                s.iter_mut().zip(&c[j..]).zip(&a1[j..]).zip(&a2[j..])
-                            {
-                                *o = local_score_mixed(v, u1, u2, k, kt, eps);
-                            }
-                        });
-                    }
+            score_line(
+                &corr[base..],
+                &line_norm(base, first + o0),
+                &segs,
+                &mut best[o0..o0 + nl],
+                &mut best_index[o0..o0 + nl],
+                index,
+                &mut acc,
+            );
+        }
+        Ok((acc[0] + acc[1]) + (acc[2] + acc[3]))
+    }
+
+    /// Normalisation of one line for [`score_line`]: [`Norm`] restricted to a line.
+    pub enum LineNorm<'a, T> {
+        /// `scale · c`.
+        Scaled(T),
+        /// `scale · c · den[j]`, `den` the output line (indexed like `best`).
+        Denominator(T, &'a [T]),
+        /// FLC with `k = scale / n` (and `kt`, the same in `T`); `c1`, `c2` are the FFT-grid
+        /// lines (indexed like `corr`).
+        Local {
+            /// `scale / n` in f64.
+            k: f64,
+            /// `k` in `T`.
+            kt: T,
+            /// Threshold for `s`.
+            eps: T,
+            /// `C(f, m)` line.
+            c1: &'a [T],
+            /// `C(f², m)` line.
+            c2: &'a [T],
+        },
+    }
+
+    /// Scores one output line from one FFT-grid line and folds them into `best`/`best_index`
+    /// (the output line) and the four partial sums `acc` of score². `segs` are the
+    /// [`line_runs`] of the last-axis map: output `j0..j0 + len` reads `c[src0..src0 + len]`.
+    ///
+    /// Always inlined, like [`score_max_update`], for `#[target_feature]` wrappers.
+    #[inline(always)]
+    pub fn score_line<T: Float, I: Index>(
+        c: &[T],
+        norm: &LineNorm<'_, T>,
+        segs: &[(usize, usize, usize)],
+        best: &mut [T],
+        best_index: &mut [I],
+        index: I,
+        acc: &mut [f64; 4],
+    ) {
+        for &(j0, src0, len) in segs {
+            let c = &c[src0..src0 + len];
+            let b = &mut best[j0..j0 + len];
+            let bi = &mut best_index[j0..j0 + len];
+            match *norm {
+                LineNorm::Scaled(scale) => {
+                    update_run(b, bi, index, acc, |k, s| {
+                        for (o, &v) in s.iter_mut().zip(&c[k..]) {
+                            *o = v * scale;
+                        }
+                    });
+                }
+                LineNorm::Denominator(scale, den) => {
+                    let dd = &den[j0..j0 + len];
+                    update_run(b, bi, index, acc, |k, s| {
+                        for ((o, &v), &d) in s.iter_mut().zip(&c[k..]).zip(&dd[k..]) {
+                            *o = v * scale * d;
+                        }
+                    });
+                }
+                LineNorm::Local { k, kt, eps, c1, c2 } => {
+                    let (a1, a2) = (&c1[src0..src0 + len], &c2[src0..src0 + len]);
+                    update_run(b, bi, index, acc, |j, s| {
+                        for (((o, &v), &u1), &u2) in
+                            s.iter_mut().zip(&c[j..]).zip(&a1[j..]).zip(&a2[j..])
+                        {
+                            *o = local_score_mixed(v, u1, u2, k, kt, eps);
+                        }
+                    });
                 }
             }
         }
-        let ssum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-        Ok(ssum)
     }
 
     /// Maximal runs `(j0, src0, len)` of consecutive source indices in a last-axis map, so the
     /// kernels read contiguous slices instead of gathering element by element.
-    fn runs(last: &[usize]) -> Vec<(usize, usize, usize)> {
+    pub fn line_runs(last: &[usize]) -> Vec<(usize, usize, usize)> {
         let mut v: Vec<(usize, usize, usize)> = Vec::new();
         for (j, &i) in last.iter().enumerate() {
             match v.last_mut() {
