@@ -1090,98 +1090,44 @@ fn spectrum<B: Backend>(b: &B, plan: &B::Fft, h: &ArrayD<FloatOf<B>>) -> Arr<B, 
     s
 }
 
-/// `rfft_pruned_mul_conj` equals `rfft_pruned` then `complex_mul_conj`, exactly, on shapes that
-/// take each CPU path (a last pass small enough to stay in L2, a staged one, a batch axis with a
-/// slab outside the box), and rejects mismatched factor/output counts.
-pub fn fused_products_equal_unfused<B: Backend>(b: &B) {
-    let cases: [(&[usize], &[usize], &[usize]); 4] = [
-        (&[24, 20, 18], &[0, 1, 2], &[7, 5, 6]),
-        (&[1024, 520], &[0, 1], &[40, 33]),
-        (&[2, 1024, 512], &[1, 2], &[1, 40, 50]),
-        (&[96, 96, 96], &[0, 1, 2], &[24, 24, 24]),
-    ];
-    let mut rng = Lcg::new(90);
-    for (shape, axes, nz) in cases {
-        let plan = b.fft_plan(shape, axes).expect("plan");
-        let cs = plan.complex_shape().to_vec();
-        let input = up(b, &boxed::<B>(&mut rng, shape, nz));
-        let f1 = spectrum(b, &plan, &host::<B>(&mut rng, shape));
-        let f2 = spectrum(b, &plan, &host::<B>(&mut rng, shape));
-        let mut x = b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
-        let mut want = [
-            b.zeros::<ComplexOf<B>>(&cs).expect("zeros"),
-            b.zeros::<ComplexOf<B>>(&cs).expect("zeros"),
-        ];
-        b.rfft_pruned(&plan, &input, nz, &mut x)
-            .expect("rfft_pruned");
-        for (f, w) in [&f1, &f2].into_iter().zip(want.iter_mut()) {
-            b.complex_mul_conj(f, &x, w).expect("complex_mul_conj");
-        }
-        for k in 1..=2 {
-            let mut got: Vec<Arr<B, ComplexOf<B>>> = (0..k)
-                .map(|_| {
-                    b.full(
-                        &cs,
-                        ComplexOf::<B>::new(
-                            FloatOf::<B>::from_f64(9.0),
-                            FloatOf::<B>::from_f64(9.0),
-                        ),
-                    )
-                    .expect("full")
-                })
-                .collect();
-            let mut outs: Vec<&mut Arr<B, ComplexOf<B>>> = got.iter_mut().collect();
-            b.rfft_pruned_mul_conj(&plan, &input, nz, &mut x, &[&f1, &f2][..k], &mut outs)
-                .expect("rfft_pruned_mul_conj");
-            for (g, w) in got.iter().zip(&want) {
-                assert!(
-                    down(b, g) == down(b, w),
-                    "rfft_pruned_mul_conj differs from the unfused sequence on {shape:?} box {nz:?}"
-                );
-            }
-        }
-        let mut one = b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
-        assert!(
-            b.rfft_pruned_mul_conj(&plan, &input, nz, &mut x, &[&f1, &f2], &mut [&mut one])
-                .is_err(),
-            "two factors, one output"
-        );
-    }
-}
-
-/// `irfft_score_max_update` equals `irfft` then `score_max_update` for every normalisation, on
-/// a fused 3-D geometry and a 2-D one, with the circular window and a smaller output window.
-pub fn fused_inverse_score_equals_unfused<B: Backend>(b: &B) {
-    let cases: [(&[usize], &[usize], &[isize]); 4] = [
-        (&[24, 20, 18], &[24, 20, 18], &[-3, -2, -4]),
-        (&[24, 20, 18], &[13, 15, 9], &[5, -7, 2]),
-        (&[40, 36], &[40, 36], &[-8, -8]),
-        (&[40, 36], &[21, 30], &[3, 33]),
+/// The fused matching pipeline (`rfft_pruned_mul_conj` → `irfft_score_max_update`) equals
+/// `rfft_pruned` → `complex_mul_conj` → `irfft` → `score_max_update` for every normalisation,
+/// on geometries that take each CPU path (fused slabs or rows; the products fused with the
+/// slowest axis' transforms or formed after a full forward), with the circular window and a
+/// smaller, shifted one; and rejects mismatched factor/output counts.
+pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
+    #[allow(clippy::type_complexity)]
+    let cases: [(&[usize], &[usize], &[usize], &[isize]); 6] = [
+        (&[24, 20, 18], &[7, 5, 6], &[24, 20, 18], &[-3, -2, -4]),
+        (&[24, 20, 18], &[7, 5, 6], &[13, 15, 9], &[5, -7, 2]),
+        (
+            &[96, 96, 96],
+            &[24, 24, 24],
+            &[96, 96, 96],
+            &[-12, -12, -12],
+        ),
+        (&[96, 96, 96], &[24, 24, 24], &[60, 70, 50], &[20, -5, 7]),
+        (&[1024, 520], &[40, 33], &[1024, 520], &[-20, -16]),
+        (&[40, 36], &[9, 8], &[21, 30], &[3, 33]),
     ];
     let mut rng = Lcg::new(91);
-    for (fast, out, shift) in cases {
+    for (fast, nz, out, shift) in cases {
         let axes: Vec<usize> = (0..fast.len()).collect();
         let plan = b.fft_plan(fast, &axes).expect("plan");
-        let specs: Vec<Arr<B, ComplexOf<B>>> = (0..3)
-            .map(|k| {
-                let mut h = host::<B>(&mut rng, fast);
-                if k == 2 {
-                    // C(f², m) must dominate C(f, m)² somewhere for a non-trivial variance.
-                    h.mapv_inplace(|v| v * v + FloatOf::<B>::from_f64(1.0));
-                }
-                spectrum(b, &plan, &h)
-            })
-            .collect();
+        let cs = plan.complex_shape().to_vec();
+        let f = host::<B>(&mut rng, fast);
+        let f2 = f.mapv(|v| v * v);
+        let (sf, sf2) = (spectrum(b, &plan, &f), spectrum(b, &plan, &f2));
+        let t = up(b, &boxed::<B>(&mut rng, fast, nz));
+        let m = up(b, &boxed::<B>(&mut rng, fast, nz).mapv(|v| v.abs()));
         let den = up(b, &host::<B>(&mut rng, out));
         let window = CorrWindow { shift };
-        let scale = FloatOf::<B>::from_f64(0.01);
-        let (n, e) = (FloatOf::<B>::from_f64(50.0), FloatOf::<B>::from_f64(1e-3));
+        let scale = FloatOf::<B>::from_f64(1.0 / f.len() as f64);
+        let (n, e) = (FloatOf::<B>::from_f64(30.0), FloatOf::<B>::from_f64(1e-3));
+        let zeros = || b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
         for kind in 0..3 {
             let run = |fused: bool| {
-                let mut s: Vec<Arr<B, ComplexOf<B>>> = specs
-                    .iter()
-                    .map(|a| b.duplicate(a).expect("duplicate"))
-                    .collect();
+                let (mut x, mut y, mut y1, mut y2) = (zeros(), zeros(), zeros(), zeros());
                 let mut work: Vec<Arr<B, FloatOf<B>>> =
                     (0..3).map(|_| b.zeros(fast).expect("zeros")).collect();
                 // Earlier rotations: a running max to beat, and an index to keep.
@@ -1191,9 +1137,20 @@ pub fn fused_inverse_score_equals_unfused<B: Backend>(b: &B) {
                     .expect("full");
                 let mut ssum = b.full::<f64>(&[1], 0.5).expect("full");
                 let index = IntOf::<B>::from_f64(3.0);
-                let (s0, rest) = s.split_at_mut(1);
-                let (s1, s2) = rest.split_at_mut(1);
                 if fused {
+                    b.rfft_pruned_mul_conj(&plan, &t, nz, &mut x, &[&sf], &mut [&mut y])
+                        .expect("rfft_pruned_mul_conj");
+                    if kind == 2 {
+                        b.rfft_pruned_mul_conj(
+                            &plan,
+                            &m,
+                            nz,
+                            &mut x,
+                            &[&sf, &sf2],
+                            &mut [&mut y1, &mut y2],
+                        )
+                        .expect("rfft_pruned_mul_conj");
+                    }
                     let norm = match kind {
                         0 => SpectralNorm::Scaled { scale },
                         1 => SpectralNorm::Denominator {
@@ -1202,22 +1159,32 @@ pub fn fused_inverse_score_equals_unfused<B: Backend>(b: &B) {
                         },
                         _ => SpectralNorm::LocalNorm {
                             scale,
-                            c1: &mut s1[0],
-                            c2: &mut s2[0],
+                            c1: &mut y1,
+                            c2: &mut y2,
                             n,
                             eps: e,
                         },
                     };
                     b.irfft_score_max_update(
-                        &plan, &mut s0[0], norm, &mut work, window, &mut best, &mut idx, index,
+                        &plan, &mut y, norm, &mut work, window, &mut best, &mut idx, index,
                         &mut ssum,
                     )
                     .expect("irfft_score_max_update");
                 } else {
                     let (w0, wr) = work.split_at_mut(1);
-                    b.irfft(&plan, &mut s0[0], &mut w0[0]).expect("irfft");
-                    b.irfft(&plan, &mut s1[0], &mut wr[0]).expect("irfft");
-                    b.irfft(&plan, &mut s2[0], &mut wr[1]).expect("irfft");
+                    b.rfft_pruned(&plan, &t, nz, &mut x).expect("rfft_pruned");
+                    b.complex_mul_conj(&sf, &x, &mut y)
+                        .expect("complex_mul_conj");
+                    b.irfft(&plan, &mut y, &mut w0[0]).expect("irfft");
+                    if kind == 2 {
+                        b.rfft_pruned(&plan, &m, nz, &mut x).expect("rfft_pruned");
+                        b.complex_mul_conj(&sf, &x, &mut y1)
+                            .expect("complex_mul_conj");
+                        b.complex_mul_conj(&sf2, &x, &mut y2)
+                            .expect("complex_mul_conj");
+                        b.irfft(&plan, &mut y1, &mut wr[0]).expect("irfft");
+                        b.irfft(&plan, &mut y2, &mut wr[1]).expect("irfft");
+                    }
                     let norm = match kind {
                         0 => ScoreNorm::Scaled { scale },
                         1 => ScoreNorm::Denominator {
@@ -1239,7 +1206,7 @@ pub fn fused_inverse_score_equals_unfused<B: Backend>(b: &B) {
             };
             let (fb, fi, fs) = run(true);
             let (ub, ui, us) = run(false);
-            let what = format!("fused inverse + score (norm {kind}) on {fast:?} → {out:?}");
+            let what = format!("fused pipeline (norm {kind}) on {fast:?} box {nz:?} → {out:?}");
             assert!(flat(&fi) == flat(&ui), "{what}: indices differ");
             assert!(
                 fi.iter().any(|&v| v == IntOf::<B>::from_f64(3.0)),
@@ -1248,5 +1215,11 @@ pub fn fused_inverse_score_equals_unfused<B: Backend>(b: &B) {
             assert_close(&format!("{what}: best"), &flat(&fb), &flat(&ub), 0.0, 0.0);
             assert_close(&format!("{what}: ssum"), &[fs], &[us], 1e-9, 0.0);
         }
+        let (mut x, mut one) = (zeros(), zeros());
+        assert!(
+            b.rfft_pruned_mul_conj(&plan, &t, nz, &mut x, &[&sf, &sf2], &mut [&mut one])
+                .is_err(),
+            "two factors, one output"
+        );
     }
 }

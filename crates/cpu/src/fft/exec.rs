@@ -353,9 +353,11 @@ fn staging<T>(p: &CPass, lim: usize) -> Option<usize> {
     Some((STAGE_BYTES / (p.len * size)).max(TILE))
 }
 
-/// Spectrum products written by a forward transform's last pass instead of the spectrum `X`:
-/// `outs[q][i] = factors[q][i] · conj(X[i])` (the matching loop's `F · conj(T)`), so `X` is
-/// never written out and read back. Each slice holds the whole complex array.
+/// Spectrum products of a forward transform `X`: `outs[q] = factors[q] · conj(X)` (the matching
+/// loop's `F · conj(T)`), in the *correlation layout*: where [`correlate_pass`] gives a pass,
+/// the products come already inverse-transformed along that pass's axis (see
+/// [`c_pass_correlate`]), which [`inverse_consume`] then skips; elsewhere they are the plain
+/// products. Each slice holds the whole complex array.
 pub(crate) struct Products<'a, T> {
     pub factors: &'a [&'a [Complex<T>]],
     pub outs: Vec<SharedMut<Complex<T>>>,
@@ -378,6 +380,16 @@ impl<T: FftFloat> Products<'_, T> {
         }
     }
 
+    /// `outs[q][at + c] = x[c]` for every `c < x.len()`.
+    ///
+    /// # Safety
+    /// As [`Self::put_row`].
+    #[inline]
+    unsafe fn copy_row(&self, q: usize, at: usize, x: &[Complex<T>]) {
+        // SAFETY: in bounds and unaliased by the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), self.outs[q].get().add(at), x.len()) };
+    }
+
     /// The products of a whole spectrum `x` (when no staged pass could write them), in parallel.
     fn apply(&self, x: &[Complex<T>]) {
         const CH: usize = 1 << 14;
@@ -388,6 +400,126 @@ impl<T: FftFloat> Products<'_, T> {
             unsafe { self.put_row(at, &x[at..end]) };
         });
     }
+}
+
+/// The last complex pass of a geometry when the matching loop's products are fused with it
+/// (see [`c_pass_correlate`]): it is not the fused slab pass, and its array is too large for L2
+/// with enough columns to stage. Both [`forward`] (with products) and [`inverse_consume`] ask
+/// this, so they agree on the layout of the products. The r2c axis must be the last (as
+/// `inverse_consume` requires).
+pub(crate) fn correlate_pass<T>(g: &Geometry) -> Option<&CPass> {
+    let rest = usize::from(fused::<T>(g).is_some());
+    let p = g.cpasses.last()?;
+    let size = std::mem::size_of::<Complex<T>>();
+    (g.r_inner == 1
+        && g.cpasses.len() > rest
+        && p.len * p.inner * size > FUSE_MAX_BYTES
+        && p.inner >= 4 * TILE)
+        .then_some(p)
+}
+
+/// The forward transform's last pass (along `p.axis`, reading the first `lim` entries of each
+/// line of `data`), fused with the spectrum products and the inverse transform's first pass
+/// along the same axis: per tile of lines, `X = fft(x)`, then for each product
+/// `Z = ifft(F_q · conj(X))` along the axis, staged and copied out row by row into `outs[q]`.
+/// The products are thus never written in the spectral domain of this axis and the inverse's
+/// strided pass over them disappears. Same transforms in the same order as the unfused
+/// sequence, so the result is bit-identical to it. `data` is only read.
+#[allow(clippy::too_many_arguments)]
+fn c_pass_correlate<T: FftFloat>(
+    data: &[Complex<T>],
+    p: &CPass,
+    lim: usize,
+    fwd: &dyn Fft<T>,
+    inv: &dyn Fft<T>,
+    k: &Kernels<T>,
+    pr: &Products<'_, T>,
+) {
+    let (len, inner) = (p.len, p.inner);
+    assert_eq!(data.len(), p.outer * len * inner, "array of a complex pass");
+    // The lowest transform axis: no earlier transform axis can put a slab outside the box.
+    debug_assert!(p.checks.is_empty(), "correlate pass with pruning checks");
+    let nq = pr.outs.len();
+    let size = std::mem::size_of::<Complex<T>>();
+    let cw = (STAGE_BYTES / (nq.max(1) * len * size)).max(TILE);
+    let threads = rayon::current_num_threads().max(1);
+    let chunks = inner.div_ceil(cw).next_multiple_of(threads);
+    let cw = inner.div_ceil(chunks);
+    (0..p.outer * chunks).into_par_iter().for_each(|task| {
+        let (o, c) = (task / chunks, task % chunks);
+        let c0 = c * cw;
+        if c0 >= inner {
+            return;
+        }
+        let cwid = cw.min(inner - c0);
+        let slab = o * len * inner;
+        T::with_scratch(|s| {
+            let (lines, spec, scratch, stage) = s.staged(k, (nq + 1) * len * cwid);
+            let (zb, stage) = stage.split_at_mut(len * cwid);
+            let (tiles, tw) = tiling(cwid);
+            for line in lines[..tw * len].chunks_exact_mut(len) {
+                line[lim..].fill(Complex::default());
+            }
+            for tile in 0..tiles {
+                let i0 = c0 + tile * tw;
+                let w = tw.min(c0 + cwid - i0);
+                let (x, y) = (&mut lines[..w * len], &mut spec[..w * len]);
+                let z = &mut zb[..w * len];
+                // SAFETY: `data` holds `outer * len * inner` elements (asserted above), so the
+                // `lim` rows of columns i0..i0 + w of slab o are in bounds; the destination,
+                // the first `lim` entries of w lines of len, lies in `x`.
+                unsafe {
+                    transpose::transpose(
+                        data.as_ptr().add(slab + i0),
+                        inner,
+                        x.as_mut_ptr(),
+                        len,
+                        lim,
+                        w,
+                    )
+                };
+                fwd.process_immutable_with_scratch(x, y, scratch);
+                for (q, f) in pr.factors.iter().enumerate() {
+                    // SAFETY: factor q holds the whole array (checked by the caller): the len
+                    // rows of columns i0..i0 + w of slab o are in bounds; `z` holds w lines.
+                    unsafe {
+                        transpose::transpose(
+                            f.as_ptr().add(slab + i0),
+                            inner,
+                            z.as_mut_ptr(),
+                            len,
+                            len,
+                            w,
+                        )
+                    };
+                    for (a, &v) in z.iter_mut().zip(y.iter()) {
+                        *a = *a * v.conj();
+                    }
+                    inv.process_with_scratch(z, scratch);
+                    // SAFETY: `z` holds w lines of len; the destination is columns
+                    // i0 - c0.. of the len rows (stride cwid) of stage block q, inside `stage`.
+                    unsafe {
+                        transpose::transpose(
+                            z.as_ptr(),
+                            len,
+                            stage.as_mut_ptr().add(q * len * cwid + i0 - c0),
+                            cwid,
+                            w,
+                            len,
+                        )
+                    };
+                }
+            }
+            for q in 0..nq {
+                let blk = &stage[q * len * cwid..(q + 1) * len * cwid];
+                for (j, row) in blk.chunks_exact(cwid).enumerate() {
+                    // SAFETY: columns c0..c0 + cwid of row j of slab o of output q: in
+                    // bounds, this task's alone.
+                    unsafe { pr.copy_row(q, slab + j * inner + c0, row) };
+                }
+            }
+        });
+    });
 }
 
 /// A pruned complex pass (see the module docs), parallel over (outer slab, chunk of about
@@ -401,7 +533,6 @@ fn c_pass_staged<T: FftFloat>(
     cw: usize,
     fft: &dyn Fft<T>,
     k: &Kernels<T>,
-    products: Option<&Products<'_, T>>,
 ) {
     let (len, inner) = (p.len, p.inner);
     assert_eq!(data.len(), p.outer * len * inner, "array of a complex pass");
@@ -414,22 +545,10 @@ fn c_pass_staged<T: FftFloat>(
     (0..p.outer * chunks).into_par_iter().for_each(|task| {
         let (o, c) = (task / chunks, task % chunks);
         let c0 = c * cw;
-        if c0 >= inner {
+        if c0 >= inner || !Check::all_inside(&p.checks, o, nz) {
             return;
         }
         let cwid = cw.min(inner - c0);
-        if !Check::all_inside(&p.checks, o, nz) {
-            // The input is zero on this slab, hence its spectrum, hence the products.
-            if let Some(pr) = products {
-                let zero = vec![Complex::default(); cwid];
-                for j in 0..len {
-                    // SAFETY: columns c0..c0 + cwid of row j of slab o: in bounds, this
-                    // task's alone.
-                    unsafe { pr.put_row(o * len * inner + j * inner + c0, &zero) };
-                }
-            }
-            return;
-        }
         T::with_scratch(|s| {
             let (lines, spec, scratch, stage) = s.staged(k, len * cwid);
             let base = ptr.get().wrapping_add(o * len * inner);
@@ -455,39 +574,22 @@ fn c_pass_staged<T: FftFloat>(
                 // columns i0 - c0.. of rows j of stride cwid of `stage` (len * cwid elements).
                 // Neither destination overlaps `y`.
                 unsafe {
-                    if products.is_none() {
-                        transpose::transpose(y.as_ptr(), len, base.add(i0), inner, w, lim);
-                    }
-                    // With products every row goes through the staging block (row-wise
-                    // products there beat column-wise ones here).
-                    let from = if products.is_some() { 0 } else { lim };
+                    transpose::transpose(y.as_ptr(), len, base.add(i0), inner, w, lim);
                     transpose::transpose(
-                        y.as_ptr().add(from),
+                        y.as_ptr().add(lim),
                         len,
-                        stage.as_mut_ptr().add(from * cwid + i0 - c0),
+                        stage.as_mut_ptr().add(lim * cwid + i0 - c0),
                         cwid,
                         w,
-                        len - from,
+                        len - lim,
                     );
                 }
             }
-            let from = if products.is_some() { 0 } else { lim };
-            for (j, row) in stage[..len * cwid]
-                .chunks_exact(cwid)
-                .enumerate()
-                .skip(from)
-            {
+            for (j, row) in stage[..len * cwid].chunks_exact(cwid).enumerate().skip(lim) {
                 // SAFETY: columns c0..c0 + cwid of row j of slab o: in bounds and this task's
                 // alone (as above); no gather reads rows j >= lim.
                 unsafe {
-                    match products {
-                        Some(pr) => pr.put_row(o * len * inner + j * inner + c0, row),
-                        None => std::ptr::copy_nonoverlapping(
-                            row.as_ptr(),
-                            base.add(j * inner + c0),
-                            cwid,
-                        ),
-                    }
+                    std::ptr::copy_nonoverlapping(row.as_ptr(), base.add(j * inner + c0), cwid);
                 }
             }
         });
@@ -694,8 +796,8 @@ fn fused<T>(g: &Geometry) -> Option<&CPass> {
 }
 
 /// Forward transform (pruned when `nonzero` is given). Shapes were checked by the caller.
-/// With `products`, the result is the products (a staged last pass writes them instead of the
-/// spectrum; otherwise they are formed after it) and `out` is left unspecified.
+/// With `products`, the result is the products in the correlation layout (see [`Products`]) and
+/// `out` is left unspecified.
 pub(crate) fn forward<T: FftFloat>(
     g: &Geometry,
     k: &Kernels<T>,
@@ -759,17 +861,23 @@ pub(crate) fn forward<T: FftFloat>(
             })?;
         0
     };
-    let last = g.cpasses.len();
-    let mut pending = products;
-    for (i, (p, fft)) in g.cpasses.iter().zip(&k.cfwd).enumerate().skip(rest) {
+    let corr = products.and_then(|pr| Some((pr, correlate_pass::<T>(g)?)));
+    let passes = g.cpasses.len() - usize::from(corr.is_some());
+    for (p, fft) in g.cpasses[..passes].iter().zip(&k.cfwd).skip(rest) {
         match nonzero.and_then(|nz| Some((nz, staging::<T>(p, nz[p.axis])?))) {
-            Some((nz, cw)) => {
-                let pr = if i + 1 == last { pending.take() } else { None };
-                c_pass_staged(out, p, nz, cw, fft.as_ref(), k, pr)
-            }
+            Some((nz, cw)) => c_pass_staged(out, p, nz, cw, fft.as_ref(), k),
             None => c_pass(out, p, nonzero, fft.as_ref(), k),
         }
     }
+    let pending = match corr {
+        Some((pr, p)) => {
+            let lim = nonzero.map_or(p.len, |nz| nz[p.axis]);
+            let q = passes;
+            c_pass_correlate(out, p, lim, k.cfwd[q].as_ref(), k.cinv[q].as_ref(), k, pr);
+            None
+        }
+        None => products,
+    };
     if let Some(pr) = pending {
         pr.apply(out);
     }
@@ -814,7 +922,9 @@ pub(crate) fn inverse<T: FftFloat>(
 /// the slabs are rows: L2-resident with the FFT scratch.
 const SINK_BYTES: usize = 1 << 19;
 
-/// Inverse transforms of up to three spectra of one geometry, whose real outputs are handed to
+/// Inverse transforms of up to three product spectra of one geometry in the correlation layout
+/// (see [`Products`]: the pass [`correlate_pass`] gives is already done), whose real outputs are
+/// handed to
 /// `consume` a piece at a time instead of being written out: `consume(row0, outs)` gets, for
 /// each input, the real rows `row0..row0 + r` (rows of `n` along the last axis, flat over the
 /// axes before it) of that input's result; it returns a partial sum. The pieces are the fused
@@ -837,9 +947,12 @@ pub(crate) fn inverse_consume<T: FftFloat>(
     );
     let fuse = fused::<T>(g);
     let skip = usize::from(fuse.is_some());
+    // The pass the products come already transformed along (see `Products`).
+    let done = usize::from(correlate_pass::<T>(g).is_some());
+    let upto = g.cpasses.len() - done;
     for input in inputs.iter_mut() {
         assert_eq!(input.len(), g.complex_len, "input of inverse_consume");
-        for (p, fft) in g.cpasses.iter().zip(&k.cinv).skip(skip).rev() {
+        for (p, fft) in g.cpasses[..upto].iter().zip(&k.cinv).skip(skip).rev() {
             c_pass(input, p, None, fft.as_ref(), k);
         }
     }

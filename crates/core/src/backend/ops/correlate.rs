@@ -271,11 +271,18 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
 
     /// The matching loop's forward transform and spectrum products in one call:
     /// `outs[q] = factors[q] · conj(rfft_pruned(input))` for an input zero outside `nonzero`
-    /// (see [`Spectral::rfft_pruned`]). `spec` is scratch of the complex shape (unspecified
-    /// afterwards): a backend may write the products from the transform's last pass instead
-    /// of the spectrum (the CPU backend does, when that pass is staged), saving a write and a
-    /// read of the spectrum per product. The result equals the unfused sequence exactly.
-    /// Default: [`Spectral::rfft_pruned`] into `spec`, then [`Elementwise::complex_mul_conj`].
+    /// (see [`Spectral::rfft_pruned`]), for [`Correlate::irfft_score_max_update`] with the same
+    /// plan to consume.
+    ///
+    /// The products are written in the backend's *correlation layout*, which only
+    /// [`Correlate::irfft_score_max_update`] reads: the default's is the plain half spectrum;
+    /// the CPU backend's, for volumes larger than its L2 cache, is the products already
+    /// inverse-transformed along the slowest axis (its forward transform's last pass runs the
+    /// product and that axis' inverse on each line while it is in cache, so the products are
+    /// never written and read back in between; bit-identical to the unfused sequence). Do not
+    /// pass them to [`Spectral::irfft`] or inspect them. `spec` is scratch of the complex
+    /// shape, unspecified afterwards. Default: [`Spectral::rfft_pruned`] into `spec`, then
+    /// [`Elementwise::complex_mul_conj`].
     fn rfft_pruned_mul_conj(
         &self,
         plan: &Self::Fft,
@@ -301,12 +308,15 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
 
     /// The matching loop's inverse transforms and score pass in one call: `corr =
     /// irfft(spec)` (for [`SpectralNorm::LocalNorm`] also `c1`, `c2` from theirs), then
-    /// [`Correlate::score_max_update`] with the same normalisation. The spectra are clobbered,
-    /// as by [`Spectral::irfft`]. `work` holds [`SpectralNorm::spectra`] real arrays of the
+    /// [`Correlate::score_max_update`] with the same normalisation. The spectra are products
+    /// in the correlation layout written by [`Correlate::rfft_pruned_mul_conj`] with the same
+    /// plan, and are clobbered. `work` holds [`SpectralNorm::spectra`] real arrays of the
     /// plan's real shape for the correlations; a backend that fuses the last inverse pass with
     /// the score update (the CPU backend: each slab is scored while it is in cache, so the
-    /// correlations are never written out) may leave them untouched. The result equals the
-    /// unfused sequence up to the summation order of `ssum`. Default: the unfused sequence.
+    /// correlations are never written out) may leave them untouched. The result equals
+    /// `rfft_pruned` → `complex_mul_conj` → `irfft` → `score_max_update` exactly, up to the
+    /// summation order of `ssum`. Default: [`Spectral::irfft`] of each spectrum into `work`,
+    /// then [`Correlate::score_max_update`].
     #[allow(clippy::too_many_arguments)]
     fn irfft_score_max_update<I: Index>(
         &self,
