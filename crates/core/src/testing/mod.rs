@@ -114,7 +114,7 @@ macro_rules! backend_test_suite {
             max_filter_matches_brute, max_filter_footprint_matches_brute, laplace_matches_reference,
             peak_candidates_compacts,
             dense_matvec, csr_matvec, laplacian_stencil, row_ops, cg_update_fused,
-            running_max_strict, fused_pipeline_equals_unfused,
+            running_max_strict, fused_pipeline_equals_unfused, gather_window_matches_host,
             prop_fft_roundtrip, prop_rotate_back, prop_max_filter_brute, prop_reductions_f64
         );
     };

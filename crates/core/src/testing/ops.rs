@@ -1223,3 +1223,45 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
         );
     }
 }
+
+/// `gather_window` equals the host kernel for both extensions, negative and past-the-end
+/// starts and a window shorter than the destination, on a volume large enough to be split.
+pub fn gather_window_matches_host<B: Backend>(b: &B) {
+    let mut rng = Lcg::new(92);
+    let sshape = [37, 40, 20];
+    let src = host::<B>(&mut rng, &sshape);
+    let dshape = [50, 41, 23];
+    let period = [64, 48, 27];
+    for ext in [
+        WindowExtension::Periodic(&period),
+        WindowExtension::Symmetric,
+    ] {
+        for (start, len) in [
+            ([-5isize, 3, -7], [45usize, 38, 23]),
+            ([30, -41, 50], [50, 41, 10]),
+        ] {
+            let mut want =
+                ArrayD::<FloatOf<B>>::from_elem(IxDyn(&dshape), FloatOf::<B>::from_f64(7.0));
+            host::gather_window(
+                src.as_slice().expect("contiguous"),
+                &sshape,
+                &start,
+                &len,
+                ext,
+                want.as_slice_mut().expect("contiguous"),
+                &dshape,
+            )
+            .expect("host gather_window");
+            let mut got = up(
+                b,
+                &ArrayD::from_elem(IxDyn(&dshape), FloatOf::<B>::from_f64(7.0)),
+            );
+            b.gather_window(&up(b, &src), &start, &len, ext, &mut got)
+                .expect("gather_window");
+            assert!(
+                down(b, &got) == want,
+                "gather_window {ext:?} start {start:?} len {len:?}"
+            );
+        }
+    }
+}

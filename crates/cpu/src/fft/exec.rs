@@ -411,10 +411,13 @@ pub(crate) fn correlate_pass<T>(g: &Geometry) -> Option<&CPass> {
     let rest = usize::from(fused::<T>(g).is_some());
     let p = g.cpasses.last()?;
     let size = std::mem::size_of::<Complex<T>>();
+    // Staged chunks narrower than 4 tiles (long lines: 2048² images) write rows of a few
+    // cache lines each; there the separate passes measured faster.
     (g.r_inner == 1
         && g.cpasses.len() > rest
         && p.len * p.inner * size > FUSE_MAX_BYTES
-        && p.inner >= 4 * TILE)
+        && p.inner >= 4 * TILE
+        && STAGE_BYTES / (2 * p.len * size) >= 4 * TILE)
         .then_some(p)
 }
 

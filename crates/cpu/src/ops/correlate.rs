@@ -95,7 +95,7 @@ widest_simd! {
         best: &mut [T],
         best_index: &mut [I],
         index: I,
-        acc: &mut [f64; 4],
+        acc: &mut [f64; host::LANES],
     ) -> () = host::score_line;
 }
 
@@ -185,15 +185,26 @@ impl<P: Precision> Correlate for Cpu<P> {
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
         let dshape = dst.shape().to_vec();
-        host::gather_window(
-            data("src", src)?,
-            src.shape(),
-            start,
-            len,
-            ext,
-            data_mut("dst", dst)?,
-            &dshape,
-        )
+        let (s, sshape) = (data("src", src)?, src.shape());
+        let d = data_mut("dst", dst)?;
+        if dshape.is_empty() || start.len() != dshape.len() || len.len() != dshape.len() {
+            // Let the host kernel report the mismatch.
+            return host::gather_window(s, sshape, start, len, ext, d, &dshape);
+        }
+        // Blocks of axis-0 rows in parallel: each is the same window, started r0 rows later.
+        let row_len: usize = dshape[1..].iter().product::<usize>().max(1);
+        let per = rows_per_task(dshape[0], row_len);
+        d.par_chunks_mut(per * row_len)
+            .enumerate()
+            .try_for_each(|(t, chunk)| {
+                let r0 = t * per;
+                let rows = chunk.len() / row_len;
+                let (mut st, mut ln, mut sh) = (start.to_vec(), len.to_vec(), dshape.clone());
+                st[0] += r0 as isize;
+                ln[0] = len[0].saturating_sub(r0).min(rows);
+                sh[0] = rows;
+                host::gather_window(s, sshape, &st, &ln, ext, chunk, &sh)
+            })
     }
 
     fn inverse_denominator<T: Float>(
@@ -442,7 +453,7 @@ impl<P: Precision> Correlate for Cpu<P> {
         let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
         let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
         let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<f64> {
-            let mut acc = [0.0f64; 4];
+            let mut acc = [0.0f64; host::LANES];
             for r in 0..outs[0].len() / n {
                 let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
                     continue;
@@ -473,7 +484,7 @@ impl<P: Precision> Correlate for Cpu<P> {
                 };
                 score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc);
             }
-            Ok((acc[0] + acc[1]) + (acc[2] + acc[3]))
+            Ok(host::fold_lanes(&acc))
         };
         let total = fft::inverse_consume(plan, &shape_refs, &mut inputs, &consume)?;
         data_mut("ssum", ssum)?[0] += total;

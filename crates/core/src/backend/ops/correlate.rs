@@ -611,7 +611,7 @@ pub mod host {
                 }
             }
         };
-        let mut acc = [0.0f64; 4];
+        let mut acc = [0.0f64; LANES];
         for (li, &base) in offs.iter().enumerate() {
             let o0 = li * nl;
             score_line(
@@ -624,7 +624,16 @@ pub mod host {
                 &mut acc,
             );
         }
-        Ok((acc[0] + acc[1]) + (acc[2] + acc[3]))
+        Ok(fold_lanes(&acc))
+    }
+
+    /// Partial sums of score² the score kernels keep (one 512-bit vector of `f64`): wide
+    /// enough that the accumulation vectorises instead of adding lane by lane.
+    pub const LANES: usize = 8;
+
+    /// The partial sums of score² added pairwise (a fixed order).
+    pub fn fold_lanes(acc: &[f64; LANES]) -> f64 {
+        ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
     }
 
     /// Normalisation of one line for [`score_line`]: [`Norm`] restricted to a line.
@@ -650,7 +659,7 @@ pub mod host {
     }
 
     /// Scores one output line from one FFT-grid line and folds them into `best`/`best_index`
-    /// (the output line) and the four partial sums `acc` of score². `segs` are the
+    /// (the output line) and the [`LANES`] partial sums `acc` of score². `segs` are the
     /// [`line_runs`] of the last-axis map: output `j0..j0 + len` reads `c[src0..src0 + len]`.
     ///
     /// Always inlined, like [`score_max_update`], for `#[target_feature]` wrappers.
@@ -662,7 +671,7 @@ pub mod host {
         best: &mut [T],
         best_index: &mut [I],
         index: I,
-        acc: &mut [f64; 4],
+        acc: &mut [f64; LANES],
     ) {
         for &(j0, src0, len) in segs {
             let c = &c[src0..src0 + len];
@@ -712,13 +721,13 @@ pub mod host {
     }
 
     /// Scores of one contiguous run, produced `CH` at a time by `fill(k, scores)` (offset `k`
-    /// into the run), folded into `best`/`best_index` and into the four partial sums of `s²`.
+    /// into the run), folded into `best`/`best_index` and into the [`LANES`] partial sums of `s²`.
     #[inline(always)]
     fn update_run<T: Float, I: Index>(
         best: &mut [T],
         best_index: &mut [I],
         index: I,
-        acc: &mut [f64; 4],
+        acc: &mut [f64; LANES],
         mut fill: impl FnMut(usize, &mut [T]),
     ) {
         const CH: usize = 64;
@@ -729,9 +738,9 @@ pub mod host {
             let m = CH.min(n - k);
             let s = &mut buf[..m];
             fill(k, s);
-            let mut ch = s.chunks_exact(4);
+            let mut ch = s.chunks_exact(LANES);
             for q in &mut ch {
-                for l in 0..4 {
+                for l in 0..LANES {
                     acc[l] += f64_of(q[l] * q[l]);
                 }
             }
