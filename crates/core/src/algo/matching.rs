@@ -20,10 +20,15 @@
 //!
 //! # Inner loop
 //! Target spectra and denominators are computed once per tile. Per rotation: rotate the template
-//! box on the device → place it in a zeroed FFT buffer (only the box is written) → pruned r2c →
-//! multiply by the target spectrum → c2r → one fused pass ([`Correlate::score_max_update`](crate::backend::Correlate::score_max_update)) that
-//! reads the correlation with the `n//2` alignment and the crop folded in, normalises, updates
-//! the running max/argmax and accumulates Σ score². Nothing is allocated per rotation. On the CPU
+//! box on the device → place it in a zeroed FFT buffer (only the box is written) → pruned r2c and
+//! the products with the target spectra ([`Correlate::rfft_pruned_mul_conj`](crate::backend::Correlate::rfft_pruned_mul_conj)) → c2r and the
+//! score pass ([`Correlate::irfft_score_max_update`](crate::backend::Correlate::irfft_score_max_update)), which reads the correlation with the
+//! `n//2` alignment and the crop folded in, normalises, updates the running max/argmax and
+//! accumulates Σ score². A backend fuses these where it can save passes over the volume (the CPU
+//! runs the products with the slowest axis' forward and inverse transforms tile by tile, and
+//! scores each z slab of FLC's three correlations while it is in cache, so neither the products
+//! nor the correlations are written out); MCC keeps the unfused sequence, as it normalises by
+//! maxima over the whole grid. Nothing is allocated per rotation. On the CPU
 //! the parallelism is inside each FFT and each fused pass (rayon), not across rotations: it keeps
 //! one set of FFT-sized buffers (memory) and measured no slower (see the project notes).
 //!
