@@ -315,9 +315,7 @@ fn c_slab<T: FftFloat>(
     if lim < len {
         // Pruned: out of place from a block whose zero tails are written once per slab.
         let (lines, spec, scratch, _) = s.staged(k, 0);
-        for line in lines[..tw * len].chunks_exact_mut(len) {
-            line[lim..].fill(Complex::default());
-        }
+        zero_tails(&mut lines[..tw * len], len, lim);
         for tile in 0..tiles {
             let i0 = tile * tw;
             let w = tw.min(inner - i0);
@@ -402,6 +400,22 @@ impl<T: FftFloat> Products<'_, T> {
     }
 }
 
+/// `(chunks, width)` of a staged pass over `inner` columns in chunks of about `cw`: a multiple
+/// of the thread count, so that the last round keeps every thread busy.
+fn chunking(inner: usize, cw: usize) -> (usize, usize) {
+    let threads = rayon::current_num_threads().max(1);
+    let chunks = inner.div_ceil(cw).next_multiple_of(threads);
+    (chunks, inner.div_ceil(chunks))
+}
+
+/// Zeroes entries `lim..` of every line of `len` in `lines` (the transforms read whole lines;
+/// the gathers write only their first `lim` entries).
+fn zero_tails<T: FftFloat>(lines: &mut [Complex<T>], len: usize, lim: usize) {
+    for line in lines.chunks_exact_mut(len) {
+        line[lim..].fill(Complex::default());
+    }
+}
+
 /// The last complex pass of a geometry when the matching loop's products are fused with it
 /// (see [`c_pass_correlate`]): it is not the fused slab pass, and its array is too large for L2
 /// with enough columns to stage. Both [`forward`] (with products) and [`inverse_consume`] ask
@@ -445,9 +459,7 @@ fn c_pass_correlate<T: FftFloat>(
     let nq = pr.outs.len();
     let size = std::mem::size_of::<Complex<T>>();
     let cw = (STAGE_BYTES / (nq.max(1) * len * size)).max(TILE);
-    let threads = rayon::current_num_threads().max(1);
-    let chunks = inner.div_ceil(cw).next_multiple_of(threads);
-    let cw = inner.div_ceil(chunks);
+    let (chunks, cw) = chunking(inner, cw);
     (0..p.outer * chunks).into_par_iter().for_each(|task| {
         let (o, c) = (task / chunks, task % chunks);
         let c0 = c * cw;
@@ -460,9 +472,7 @@ fn c_pass_correlate<T: FftFloat>(
             let (lines, spec, scratch, stage) = s.staged(k, (nq + 1) * len * cwid);
             let (zb, stage) = stage.split_at_mut(len * cwid);
             let (tiles, tw) = tiling(cwid);
-            for line in lines[..tw * len].chunks_exact_mut(len) {
-                line[lim..].fill(Complex::default());
-            }
+            zero_tails(&mut lines[..tw * len], len, lim);
             for tile in 0..tiles {
                 let i0 = c0 + tile * tw;
                 let w = tw.min(c0 + cwid - i0);
@@ -540,10 +550,7 @@ fn c_pass_staged<T: FftFloat>(
     let (len, inner) = (p.len, p.inner);
     assert_eq!(data.len(), p.outer * len * inner, "array of a complex pass");
     let lim = nz[p.axis];
-    // Chunks in a multiple of the thread count, so that the last round keeps every thread busy.
-    let threads = rayon::current_num_threads().max(1);
-    let chunks = inner.div_ceil(cw).next_multiple_of(threads);
-    let cw = inner.div_ceil(chunks);
+    let (chunks, cw) = chunking(inner, cw);
     let ptr = SharedMut(data.as_mut_ptr());
     (0..p.outer * chunks).into_par_iter().for_each(|task| {
         let (o, c) = (task / chunks, task % chunks);
@@ -557,9 +564,7 @@ fn c_pass_staged<T: FftFloat>(
             let base = ptr.get().wrapping_add(o * len * inner);
             let (tiles, tw) = tiling(cwid);
             // The lines' zero tails, once per chunk: the transforms only read `lines`.
-            for line in lines[..tw * len].chunks_exact_mut(len) {
-                line[lim..].fill(Complex::default());
-            }
+            zero_tails(&mut lines[..tw * len], len, lim);
             for tile in 0..tiles {
                 let i0 = c0 + tile * tw;
                 let w = tw.min(c0 + cwid - i0);

@@ -99,6 +99,25 @@ widest_simd! {
     ) -> () = host::score_line;
 }
 
+/// The checks of the running-max arrays every score pass shares: `best_index` shaped like
+/// `best`, `ssum` of one element. Returns the output shape.
+fn check_running_max<T, I>(
+    op: &str,
+    best: &ArrayD<T>,
+    best_index: &ArrayD<I>,
+    ssum: &ArrayD<f64>,
+) -> Result<Vec<usize>> {
+    same_shape(
+        &format!("{op}: best_index vs best"),
+        best.shape(),
+        best_index.shape(),
+    )?;
+    if ssum.len() != 1 {
+        return Err(Error::shape("ssum", "(1,)", fmt_shape(ssum.shape())));
+    }
+    Ok(best.shape().to_vec())
+}
+
 /// The output line (flat index over all axes but the last) that the FFT-grid row `row` (flat
 /// over the same axes) lands in, `x = (i − shift) mod fast` per axis, or `None` when it falls
 /// outside `out`.
@@ -260,15 +279,7 @@ impl<P: Precision> Correlate for Cpu<P> {
         index: I,
         ssum: &mut ArrayD<f64>,
     ) -> Result<()> {
-        same_shape(
-            "score_max_update: best_index vs best",
-            best.shape(),
-            best_index.shape(),
-        )?;
-        if ssum.len() != 1 {
-            return Err(Error::shape("ssum", "(1,)", fmt_shape(ssum.shape())));
-        }
-        let oshape = best.shape().to_vec();
+        let oshape = check_running_max("score_max_update", best, best_index, ssum)?;
         if oshape.is_empty() {
             return Err(Error::shape("best", "≥ 1 axis", fmt_shape(&oshape)));
         }
@@ -377,15 +388,7 @@ impl<P: Precision> Correlate for Cpu<P> {
         index: I,
         ssum: &mut ArrayD<f64>,
     ) -> Result<()> {
-        same_shape(
-            "irfft_score_max_update: best_index vs best",
-            best.shape(),
-            best_index.shape(),
-        )?;
-        if ssum.len() != 1 {
-            return Err(Error::shape("ssum", "(1,)", fmt_shape(ssum.shape())));
-        }
-        let oshape = best.shape().to_vec();
+        let oshape = check_running_max("irfft_score_max_update", best, best_index, ssum)?;
         let fast = plan.real_shape().to_vec();
         let d = fast.len();
         if oshape.len() != d || window.shift.len() != d {
