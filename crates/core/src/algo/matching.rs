@@ -253,7 +253,7 @@ fn buffer_counts(score: Score) -> (u64, u64) {
     match score {
         Score::CC | Score::LCC | Score::NCC => (3, 3),
         Score::CAM | Score::FLCSphericalMask => (5, 4),
-        Score::FLC => (6, 6),
+        Score::FLC => (5, 6),
         Score::MCC => (9, 6),
     }
 }
@@ -757,7 +757,9 @@ fn run_job<B: Backend>(
     let mut y = b.zeros::<ComplexOf<B>>(&cshape)?;
     let mut x = b.zeros::<ComplexOf<B>>(&cshape)?;
     let mut tpad = b.zeros::<F<B>>(fast)?;
-    let mut corr = b.zeros::<F<B>>(fast)?;
+    // Real FFT-grid arrays: `work[0]` is the correlation; FLC adds the two mask correlations
+    // (which a backend fusing `irfft_score_max_update` never touches).
+    let mut work = vec![b.zeros::<F<B>>(fast)?];
     let mut tbox = b.zeros::<F<B>>(tshape)?;
     let mut scratch = b.zeros::<F<B>>(tshape)?;
     let n_mask = prep.mask_sum;
@@ -770,7 +772,7 @@ fn run_job<B: Backend>(
             b.write_corner(&prep.mask, &mut tpad)?;
             b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
             b.complex_mul_conj(&spec_f, &x, &mut y)?;
-            b.irfft(&plan, &mut y, &mut corr)?;
+            b.irfft(&plan, &mut y, &mut work[0])?;
             b.unary_assign(UnaryOp::Square, &mut fpad)?;
             let mut sf2 = b.zeros::<ComplexOf<B>>(&cshape)?;
             b.rfft(&plan, &fpad, &mut sf2)?;
@@ -780,7 +782,7 @@ fn run_job<B: Backend>(
             b.irfft(&plan, &mut y, &mut c2)?;
             let mut den = b.zeros::<F<B>>(&job.out_shape)?;
             b.inverse_denominator(
-                &corr,
+                &work[0],
                 &c2,
                 window,
                 scale,
@@ -795,18 +797,13 @@ fn run_job<B: Backend>(
             let mut sf2 = b.zeros::<ComplexOf<B>>(&cshape)?;
             b.rfft(&plan, &fpad, &mut sf2)?;
             // The correlation spectra of C(f, m_R) and C(f², m_R), and the real arrays the
-            // unfused default of `irfft_score_max_update` writes them to (a fusing backend
-            // never touches those, so they never become resident).
-            let work = [
-                b.zeros::<F<B>>(fast)?,
-                b.zeros::<F<B>>(fast)?,
-                b.zeros::<F<B>>(fast)?,
-            ];
+            // unfused default of `irfft_score_max_update` writes them to.
+            work.push(b.zeros::<F<B>>(fast)?);
+            work.push(b.zeros::<F<B>>(fast)?);
             flc = Some((
                 sf2,
                 b.zeros::<ComplexOf<B>>(&cshape)?,
                 b.zeros::<ComplexOf<B>>(&cshape)?,
-                work,
             ));
         }
         Score::MCC => {
@@ -894,7 +891,7 @@ fn run_job<B: Backend>(
                         scale
                     },
                 },
-                std::slice::from_mut(&mut corr),
+                &mut work[..1],
                 window,
                 best,
                 best_index,
@@ -912,7 +909,7 @@ fn run_job<B: Backend>(
                         scale,
                         inv_den: den,
                     },
-                    std::slice::from_mut(&mut corr),
+                    &mut work[..1],
                     window,
                     best,
                     best_index,
@@ -921,7 +918,7 @@ fn run_job<B: Backend>(
                 )?
             }
             Score::FLC => {
-                let (sf2, y1, y2, work) = flc
+                let (sf2, y1, y2) = flc
                     .as_mut()
                     .ok_or_else(|| Error::invalid("spectra", "missing"))?;
                 let mb = mbox
@@ -946,7 +943,7 @@ fn run_job<B: Backend>(
                         n: F::<B>::from_f64(n_rot_mask),
                         eps,
                     },
-                    work,
+                    &mut work,
                     window,
                     best,
                     best_index,
@@ -965,7 +962,7 @@ fn run_job<B: Backend>(
                     return Err(Error::invalid("MCC buffers", "expected 5"));
                 };
                 // C(f·T, t̂): MCC combines whole grids (global maxima), so nothing to fuse.
-                b.irfft(&plan, &mut y, &mut corr)?;
+                b.irfft(&plan, &mut y, &mut work[0])?;
                 // C(T, t̂) from the template spectrum still in x.
                 b.complex_mul_conj(spec_t, &x, &mut y)?;
                 b.irfft(&plan, &mut y, c_tt)?;
@@ -985,7 +982,7 @@ fn run_job<B: Backend>(
                 b.complex_mul_conj(spec_t, &x, &mut y)?;
                 b.irfft(&plan, &mut y, c_tm)?;
                 b.mcc_combine(
-                    &mut corr,
+                    &mut work[0],
                     c_fm,
                     c_tt,
                     c_f2m,
@@ -996,7 +993,7 @@ fn run_job<B: Backend>(
                     F::<B>::from_f64(p.mcc_overlap_ratio),
                 )?;
                 b.score_max_update(
-                    &corr,
+                    &work[0],
                     ScoreNorm::Scaled {
                         scale: F::<B>::from_f64(1.0),
                     },
