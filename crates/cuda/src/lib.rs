@@ -6,8 +6,8 @@
 //!
 //! * One context and **one stream** per backend (shared by [`Cuda::sharing`]); every op is
 //!   queued on it, and only reductions, downloads and [`Memory::synchronize`] wait.
-//! * Kernels are CUDA C (`crates/cuda/kernels/*.cu`), compiled once per process by NVRTC for
-//!   the device's own architecture; see [`kernels`].
+//! * Kernels are CUDA C (`crates/cuda/kernels/*.cu`), compiled once per process by NVRTC to a
+//!   CUBIN for the device's own `sm_XY` (PTX only as a fallback); see [`kernels`].
 //! * Real FFTs run on cuFFT with plans cached by (shape, axes, precision).
 //! * Allocation uses the stream-ordered memory pool with its release threshold raised, so
 //!   loops that free and re-allocate do not return memory to the driver at every sync.
@@ -62,6 +62,64 @@ pub struct CudaDeviceInfo {
     pub free_memory: u64,
     /// Streaming multiprocessors.
     pub multiprocessors: usize,
+    /// The driver's CUDA version ("13.0").
+    pub driver_version: String,
+    /// NVRTC's version ("13.0").
+    pub nvrtc_version: String,
+    /// How the kernels were loaded: "CUBIN sm_90", or "PTX compute_90 (…why…)".
+    pub kernel_image: String,
+}
+
+/// Compiles the kernels for `cc` and loads them: the CUBIN, or PTX when no CUBIN could be
+/// made or the driver refused it. Errors name the NVRTC and driver versions.
+fn load_kernels(ctx: &Arc<CudaContext>, cc: (i32, i32)) -> Result<(Arc<CudaModule>, String)> {
+    let versions = || {
+        format!(
+            "NVRTC {}, driver CUDA {}",
+            nvrtc_version(),
+            driver_version()
+        )
+    };
+    let img = kernels::module_image(cc).map_err(|e| {
+        Error::from(CudaError::Compile(format!(
+            "{e} (sm_{}{}, {})",
+            cc.0,
+            cc.1,
+            versions()
+        )))
+    })?;
+    match ctx.load_module(img.image.clone()) {
+        Ok(m) => Ok((m, img.description)),
+        Err(cubin_err) if img.cubin => {
+            let arch = format!("compute_{}{}", cc.0, cc.1);
+            let fail = |what: String| Error::Backend {
+                backend: "cuda",
+                message: format!(
+                    "loading the kernel module failed: {} refused ({cubin_err}), then {what} \
+                     ({}; a driver older than NVRTC rejects its PTX)",
+                    img.description,
+                    versions()
+                ),
+            };
+            let ptx = kernels::module_ptx(&arch).map_err(|e| fail(format!("PTX: {e}")))?;
+            let m = ctx
+                .load_module(ptx)
+                .map_err(|e| fail(format!("PTX for {arch} refused: {e}")))?;
+            Ok((
+                m,
+                format!("PTX {arch} (the driver refused the CUBIN: {cubin_err})"),
+            ))
+        }
+        Err(e) => Err(Error::Backend {
+            backend: "cuda",
+            message: format!(
+                "loading the kernel module failed: {e} ({}; {}; a driver older than NVRTC \
+                 rejects its PTX)",
+                img.description,
+                versions()
+            ),
+        }),
+    }
 }
 
 pub(crate) struct Inner {
@@ -75,6 +133,7 @@ pub(crate) struct Inner {
     cc: (i32, i32),
     sms: usize,
     total: u64,
+    kernel_image: String,
 }
 
 impl Drop for Inner {
@@ -149,23 +208,7 @@ impl<P: Precision> Cuda<P> {
             }
         }
         let cc = ctx.compute_capability().ck()?;
-        let arch = format!("compute_{}{}", cc.0, cc.1);
-        let ptx = kernels::module_ptx(&arch).map_err(|e| {
-            Error::from(CudaError::Compile(format!(
-                "{e} (arch {arch}, NVRTC {}, driver {})",
-                nvrtc_version(),
-                driver_version()
-            )))
-        })?;
-        let module = ctx.load_module(ptx).map_err(|e| Error::Backend {
-            backend: "cuda",
-            message: format!(
-                "loading the kernel module failed: {e} (PTX from NVRTC {} for {arch}; driver \
-                 supports CUDA {}; a driver older than NVRTC rejects its PTX)",
-                nvrtc_version(),
-                driver_version()
-            ),
-        })?;
+        let (module, kernel_image) = load_kernels(&ctx, cc)?;
         let sms = ctx
             .attribute(
                 cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
@@ -182,6 +225,7 @@ impl<P: Precision> Cuda<P> {
             ordinal,
             cc,
             sms,
+            kernel_image,
         };
         Ok(Cuda {
             inner: Arc::new(inner),
@@ -207,6 +251,9 @@ impl<P: Precision> Cuda<P> {
             total_memory: self.inner.total,
             free_memory: self.available_memory(),
             multiprocessors: self.inner.sms,
+            driver_version: driver_version(),
+            nvrtc_version: nvrtc_version(),
+            kernel_image: self.inner.kernel_image.clone(),
         }
     }
 
@@ -300,13 +347,14 @@ impl<P: Precision> Backend for Cuda<P> {
             free_memory: i.free_memory,
             processors: i.multiprocessors,
             description: format!(
-                "{} precision, sm_{}{}, device {}, driver CUDA {}, NVRTC {}",
+                "{} precision, sm_{}{}, device {}, driver CUDA {}, NVRTC {}, kernels {}",
                 P::NAME,
                 i.compute_capability.0,
                 i.compute_capability.1,
                 i.ordinal,
-                driver_version(),
-                nvrtc_version()
+                i.driver_version,
+                i.nvrtc_version,
+                i.kernel_image
             ),
         }
     }

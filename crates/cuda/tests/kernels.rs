@@ -46,14 +46,8 @@ fn each_file_compiles_alone() {
     }
 }
 
-#[test]
-fn every_instantiation_is_in_the_ptx() {
-    if !nvrtc_available() {
-        return;
-    }
-    let ptx = kernels::compile(&kernels::source(), "compute_90")
-        .expect("compiles")
-        .to_src();
+/// Every kernel name the backend launches, in every precision and dtype it serves.
+fn expected_kernels() -> Vec<String> {
     let mut expected: Vec<String> = Vec::new();
     for t in ["f32", "f64"] {
         for k in [
@@ -97,12 +91,114 @@ fn every_instantiation_is_in_the_ptx() {
         expected.push(format!("insert_block_{b}"));
     }
     expected.push("spline_axis_f64".into());
-    for name in expected {
+    expected.extend(extra_kernels());
+    expected
+}
+
+/// Kernels added after the first list (gather, van Herk max filter, top-k).
+fn extra_kernels() -> Vec<String> {
+    let mut v = Vec::new();
+    for b in ["b1", "b4", "b8", "b16"] {
+        v.push(format!("gather_{b}"));
+    }
+    v
+}
+
+#[test]
+fn every_instantiation_is_in_the_ptx() {
+    if !nvrtc_available() {
+        return;
+    }
+    let ptx = kernels::compile(&kernels::source(), "compute_90")
+        .expect("compiles")
+        .to_src();
+    for name in expected_kernels() {
         assert!(
             ptx.contains(&format!(".entry {name}(")),
             "kernel {name} missing from the PTX"
         );
     }
+}
+
+/// Whether `bin` holds `name` as a NUL-terminated symbol string.
+fn has_symbol(bin: &[u8], name: &str) -> bool {
+    let mut pat = Vec::with_capacity(name.len() + 2);
+    pat.push(0u8);
+    pat.extend_from_slice(name.as_bytes());
+    pat.push(0u8);
+    bin.windows(pat.len()).any(|w| w == pat.as_slice())
+}
+
+/// The backend loads a CUBIN for the device's own sm_XY: every kernel, in every precision,
+/// must compile to machine code for Hopper (sm_90) and for the oldest architecture CUDA 13's
+/// NVRTC accepts (sm_75), and every instantiation must be a symbol of the image.
+#[test]
+fn whole_module_compiles_to_cubin_for_every_arch() {
+    if !nvrtc_available() {
+        return;
+    }
+    let src = kernels::source();
+    let names = expected_kernels();
+    for arch in ["sm_90", "sm_75"] {
+        let bin = if arch == "sm_90" {
+            // The image the backend itself builds for an H200 (cached for the next test).
+            let img = kernels::module_image((9, 0)).expect("sm_90 image");
+            assert_eq!(img.description, "CUBIN sm_90");
+            img.cubin_bytes.expect("a CUBIN")
+        } else {
+            kernels::compile_cubin(&src, arch)
+                .unwrap_or_else(|e| panic!("CUBIN for {arch} failed: {e}"))
+        };
+        assert_eq!(&bin[..4], b"\x7fELF", "{arch}: a CUBIN is an ELF image");
+        for name in &names {
+            assert!(
+                has_symbol(&bin, name),
+                "kernel {name} missing from the {arch} CUBIN"
+            );
+        }
+    }
+}
+
+/// The image the backend would load on an H200 is a CUBIN; a device this NVRTC does not
+/// know falls back to PTX for an architecture it does know, and says so.
+#[test]
+fn module_image_prefers_cubin_and_falls_back_to_ptx() {
+    if !nvrtc_available() {
+        return;
+    }
+    let archs = kernels::supported_archs();
+    assert!(
+        archs.contains(&75) && archs.contains(&90),
+        "NVRTC archs {archs:?}"
+    );
+    let img = kernels::module_image((9, 0)).expect("sm_90 image");
+    assert!(img.cubin, "{}", img.description);
+    assert_eq!(img.description, "CUBIN sm_90");
+    // A capability far beyond this NVRTC: no CUBIN, PTX for its newest architecture.
+    let img = kernels::module_image((99, 9)).expect("fallback image");
+    assert!(!img.cubin);
+    let newest = archs.iter().max().unwrap();
+    assert!(
+        img.description
+            .starts_with(&format!("PTX compute_{newest} (CUBIN for sm_999 failed")),
+        "{}",
+        img.description
+    );
+}
+
+#[test]
+fn cubin_needs_a_real_architecture() {
+    if !nvrtc_available() {
+        return;
+    }
+    let err = kernels::compile_cubin(kernels::COMMON, "compute_90").unwrap_err();
+    assert!(err.to_string().contains("sm_XY"), "{err}");
+    let src = format!(
+        "{}\nextern \"C\" __global__ void broken() {{ undefined_name(); }}\n",
+        kernels::COMMON
+    );
+    let err = kernels::compile_cubin(&src, "sm_90").expect_err("must not compile");
+    assert!(err.to_string().contains("undefined_name"), "{err}");
 }
 
 #[test]

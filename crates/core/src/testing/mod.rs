@@ -115,6 +115,9 @@ macro_rules! backend_test_suite {
             peak_candidates_compacts,
             dense_matvec, csr_matvec, laplacian_stencil, row_ops, cg_update_fused,
             running_max_strict, fused_pipeline_equals_unfused, gather_window_matches_host,
+            fft_inner_axes_odd_slabs,
+            gather_matches_host,
+            cpu_reference_argument_rules,
             prop_fft_roundtrip, prop_rotate_back, prop_max_filter_brute, prop_reductions_f64
         );
     };

@@ -1265,3 +1265,90 @@ pub fn gather_window_matches_host<B: Backend>(b: &B) {
         }
     }
 }
+
+/// Transforms over axes strictly inside the array, where a device plan repeats at offsets
+/// of an odd number of reals (`nin·inner` odd): cuFFT wants R2C inputs and C2R outputs
+/// aligned to the complex type, so a backend must not hand it those offsets as they are.
+/// Also a non-contiguous axis set whose first real step is strided, and odd batch sizes.
+pub fn fft_inner_axes_odd_slabs<B: Backend>(b: &B) {
+    check_fft(b, &[2, 3, 5], &[1], 120);
+    check_fft(b, &[3, 5, 3], &[1], 121);
+    check_fft(b, &[3, 3, 5, 3], &[1, 2], 122);
+    check_fft(b, &[2, 5, 3, 3], &[0, 2], 123);
+    check_fft(b, &[3, 7, 9], &[1], 124);
+    check_fft(b, &[5, 3], &[1], 125);
+}
+
+/// `gather` returns the values at flat indices in the order given (repeats and all), for a
+/// float map and an integer map, rejects an index past the end, and is empty for no indices.
+pub fn gather_matches_host<B: Backend>(b: &B) {
+    let mut rng = Lcg::new(130);
+    let h = host::<B>(&mut rng, &[5, 6, 7]);
+    let d = up(b, &h);
+    let flat_h = h.as_slice().expect("contiguous");
+    let idx = [209usize, 0, 17, 17, 100, 3];
+    let got = b.gather(&d, &idx).expect("gather");
+    let want: Vec<FloatOf<B>> = idx.iter().map(|&i| flat_h[i]).collect();
+    assert!(got == want, "gather {got:?} vs {want:?}");
+    let ints = ArrayD::from_shape_fn(IxDyn(&[4, 9]), |i| (i[0] * 100 + i[1]) as i64);
+    let di = up(b, &ints);
+    assert_eq!(
+        b.gather(&di, &[35, 9, 1]).expect("gather i64"),
+        vec![308, 100, 1]
+    );
+    assert!(b.gather(&d, &[210]).is_err(), "index past the end");
+    assert!(b.gather(&d, &[]).expect("empty").is_empty());
+}
+
+/// The argument rules on which the CPU is the reference and every backend must agree: an
+/// empty `affine_transform` source is an error (not zeros), `flip` rejects a repeated axis
+/// (not a double flip), `affine_transform` takes 1 to 3 axes, `laplacian_dot` needs one
+/// `active` flag per row (a short list is not "all active").
+pub fn cpu_reference_argument_rules<B: Backend>(b: &B) {
+    let d = b.zeros::<FloatOf<B>>(&[4, 4]).expect("zeros");
+    let mut same = b.zeros::<FloatOf<B>>(&[4, 4]).expect("zeros");
+    let e = b
+        .flip(&d, &[1, 1], &mut same)
+        .expect_err("repeated flip axis");
+    assert!(e.to_string().contains("repeated"), "{e}");
+    let empty = b.zeros::<FloatOf<B>>(&[0, 4]).expect("zeros");
+    let id2 = [1.0, 0.0, 0.0, 1.0];
+    let e = b
+        .affine_transform(&empty, &id2, &[0.0; 2], Interpolation::Linear, &mut same)
+        .expect_err("empty source");
+    assert!(matches!(e, crate::Error::Empty(_)), "{e}");
+    let mut nothing = b.zeros::<FloatOf<B>>(&[0, 4]).expect("zeros");
+    b.affine_transform(&d, &id2, &[0.0; 2], Interpolation::Linear, &mut nothing)
+        .expect("an empty destination has nothing to do");
+    let mut id4 = [0.0; 16];
+    for k in 0..4 {
+        id4[k * 5] = 1.0;
+    }
+    let v4 = b.zeros::<FloatOf<B>>(&[2, 2, 2, 2]).expect("zeros");
+    let mut w4 = b.zeros::<FloatOf<B>>(&[2, 2, 2, 2]).expect("zeros");
+    assert!(
+        b.affine_transform(&v4, &id4, &[0.0; 4], Interpolation::Linear, &mut w4)
+            .is_err(),
+        "4-D affine_transform"
+    );
+    let x = b.zeros::<FloatOf<B>>(&[3, 12]).expect("zeros");
+    let mut y = b.zeros::<FloatOf<B>>(&[3, 12]).expect("zeros");
+    for active in [&[true][..], &[], &[true, false, true, true]] {
+        assert!(
+            b.laplacian_dot(&[3, 4], Boundary::DirichletZero, &x, &mut y, active)
+                .is_err(),
+            "laplacian_dot with {} flags for 3 rows",
+            active.len()
+        );
+    }
+    let dots = b
+        .laplacian_dot(
+            &[3, 4],
+            Boundary::DirichletZero,
+            &x,
+            &mut y,
+            &[true, false, true],
+        )
+        .expect("laplacian_dot");
+    assert_eq!(dots.len(), 3);
+}

@@ -592,22 +592,7 @@ impl<P: Precision> Resample for Cpu<P> {
         if ss != ds {
             return Err(Error::shape("flip: dst", fmt_shape(&ss), fmt_shape(&ds)));
         }
-        let mut flipped = vec![false; ss.len()];
-        for &a in axes {
-            if a >= ss.len() {
-                return Err(Error::invalid(
-                    "flip: axes",
-                    format!("axis {a} is out of range for {} axes", ss.len()),
-                ));
-            }
-            if flipped[a] {
-                return Err(Error::invalid(
-                    "flip: axes",
-                    format!("axis {a} is repeated"),
-                ));
-            }
-            flipped[a] = true;
-        }
+        let flipped = monomorph_core::check_flip_axes(ss.len(), axes)?;
         let maps: Vec<AxisMap> = (0..ss.len())
             .map(|k| {
                 (0..ds[k])
@@ -661,46 +646,10 @@ impl<P: Precision> Resample for Cpu<P> {
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
         let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        check_ndim("affine_transform: dst", &ss, &ds)?;
-        let d = ss.len();
-        if !(1..=3).contains(&d) {
-            return Err(Error::shape(
-                "affine_transform: src",
-                "1, 2 or 3 axes",
-                format!("{d} axes {}", fmt_shape(&ss)),
-            ));
-        }
-        if matrix.len() != d * d {
-            return Err(Error::shape(
-                "affine_transform: matrix",
-                format!("{d}x{d} = {} entries (row-major)", d * d),
-                format!("{} entries", matrix.len()),
-            ));
-        }
-        check_rank("affine_transform: offset", d, offset.len())?;
-        let bad = matrix.iter().filter(|v| !v.is_finite()).count();
-        if bad > 0 {
-            return Err(Error::NonFinite {
-                what: "affine_transform: matrix".into(),
-                count: bad,
-            });
-        }
-        let bad = offset.iter().filter(|v| !v.is_finite()).count();
-        if bad > 0 {
-            return Err(Error::NonFinite {
-                what: "affine_transform: offset".into(),
-                count: bad,
-            });
-        }
-        if dst.is_empty() {
+        if !monomorph_core::check_affine_transform(&ss, &ds, matrix, offset)? {
             return Ok(());
         }
-        if src.is_empty() {
-            return Err(Error::Empty(format!(
-                "affine_transform: src {}",
-                fmt_shape(&ss)
-            )));
-        }
+        let d = ss.len();
         let s = data("affine_transform: src", src)?;
         let o = data_mut("affine_transform: dst", dst)?;
         match (d, interp) {

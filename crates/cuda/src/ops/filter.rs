@@ -202,6 +202,39 @@ impl<P: Precision> Filter for Cuda<P> {
         Ok(())
     }
 
+    fn gather<T: Element>(
+        &self,
+        src: &monomorph_core::Arr<Self, T>,
+        indices: &[usize],
+    ) -> Result<Vec<T>> {
+        let n = src.len();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(Error::invalid(
+                "indices",
+                format!("flat index {bad} is out of range for an array of {n} elements"),
+            ));
+        }
+        if indices.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Only the indices go up and the values come down; the map stays on the device.
+        let idx: Vec<i64> = indices.iter().map(|&i| i as i64).collect();
+        let dev_idx = self.upload_small(&idx)?;
+        let count = indices.len();
+        let mut out = self
+            .inner
+            .stream
+            .alloc_zeros::<u8>(count * std::mem::size_of::<T>())
+            .ck()?;
+        let f = self.func(&format!("gather_{}", super::bn::<T>()?))?;
+        let c64 = count as i64;
+        let mut l = self.inner.stream.launch_builder(&f);
+        l.arg(&src.buf).arg(&dev_idx).arg(&mut out).arg(&c64);
+        // SAFETY: every index is below src.len() (checked); `out` holds `count` elements.
+        unsafe { l.launch(self.grid(count)) }.ck()?;
+        self.download_small(&out, count)
+    }
+
     fn peak_candidates<T: Real>(
         &self,
         src: &CudaArray<T>,

@@ -330,14 +330,12 @@ impl<P: Precision> Linalg for Cuda<P> {
             ));
         }
         same_shape("y of laplacian_dot", x.shape(), y.shape())?;
+        // As on the CPU: one flag per row (a short list was silently read as "all active").
+        monomorph_core::shape::per_row("active of laplacian_dot", active, rows)?;
         if rows == 0 {
             return Ok(Vec::new());
         }
-        let flags: Vec<i32> = if active.len() == rows {
-            active.iter().map(|&a| a as i32).collect()
-        } else {
-            vec![1; rows]
-        };
+        let flags: Vec<i32> = active.iter().map(|&a| a as i32).collect();
         let dev_flags = self.upload_small(&flags)?;
         let mut g = [1usize; 3];
         g[3 - grid.len()..].copy_from_slice(grid);

@@ -136,15 +136,11 @@ impl<P: Precision> Resample for Cuda<P> {
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
         super::same_shape("flip: dst vs src", src.shape(), dst.shape())?;
+        // The CPU's checks (a repeated axis is an error, not a double flip).
+        let flipped = monomorph_core::check_flip_axes(src.ndim(), axes)?;
         let mut g = Geom::new("flip", src.shape(), dst.shape())?;
-        for &a in axes {
-            if a >= src.ndim() {
-                return Err(Error::invalid(
-                    "axes",
-                    format!("axis {a} out of range for {} axes", src.ndim()),
-                ));
-            }
-            g.p[a] = 1;
+        for (k, _) in flipped.iter().enumerate().filter(|(_, f)| **f) {
+            g.p[k] = 1;
         }
         self.rearrange(FLIP, src, g, dst)
     }
@@ -211,25 +207,11 @@ impl<P: Precision> Resample for Cuda<P> {
         interp: Interpolation,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        let nd = src.ndim();
-        if nd == 0 || nd > MAXD || dst.ndim() != nd {
-            return Err(Error::shape(
-                "dst of affine_transform",
-                format!("{nd} axes like src (1 to {MAXD})"),
-                fmt_shape(dst.shape()),
-            ));
-        }
-        ndim_check("matrix of affine_transform", matrix.len(), nd * nd)?;
-        ndim_check("offset of affine_transform", offset.len(), nd)?;
-        if matrix.iter().chain(offset).any(|v| !v.is_finite()) {
-            return Err(Error::invalid("matrix/offset", "must be finite"));
-        }
-        if dst.is_empty() {
+        // The CPU's checks: 1 to 3 axes, finite entries, an empty source is an error.
+        if !monomorph_core::check_affine_transform(src.shape(), dst.shape(), matrix, offset)? {
             return Ok(());
         }
-        if src.is_empty() {
-            return self.fill(dst, T::zero());
-        }
+        let nd = src.ndim();
         let mut g = Affine {
             nd: nd as i64,
             src: [0; MAXD],

@@ -81,7 +81,7 @@ impl<P: Precision> Spectral for Cuda<P> {
         for (k, st) in plan.exec.forward.iter().enumerate() {
             let src = if k == 0 { ip } else { op };
             // SAFETY: the shapes match the plan (checked), so every step stays in bounds.
-            unsafe { fft::run(st, double, src, op)? };
+            unsafe { fft::run(st, double, src, op, s)? };
         }
         Ok(())
     }
@@ -101,7 +101,7 @@ impl<P: Precision> Spectral for Cuda<P> {
         for (k, st) in plan.exec.inverse.iter().enumerate() {
             let dst = if k == last { op } else { ip };
             // SAFETY: the shapes match the plan (checked), so every step stays in bounds.
-            unsafe { fft::run(st, double, ip, dst)? };
+            unsafe { fft::run(st, double, ip, dst, s)? };
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 use crate::backend::{Arr, BackendTypes};
 use crate::dtype::{Element, Float};
-use crate::error::Result;
+use crate::error::{Error, Result, fmt_shape};
 
 /// Interpolation order for [`Resample::affine_transform`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,4 +101,120 @@ pub trait Resample: BackendTypes {
         interp: Interpolation,
         dst: &mut Arr<Self, T>,
     ) -> Result<()>;
+}
+
+/// The argument checks of [`Resample::flip`], shared by the backends so that they fail alike:
+/// each axis below `ndim` and listed at most once. Returns which axes are flipped.
+pub fn check_flip_axes(ndim: usize, axes: &[usize]) -> Result<Vec<bool>> {
+    let mut flipped = vec![false; ndim];
+    for &a in axes {
+        if a >= ndim {
+            return Err(Error::invalid(
+                "flip: axes",
+                format!("axis {a} is out of range for {ndim} axes"),
+            ));
+        }
+        if flipped[a] {
+            return Err(Error::invalid(
+                "flip: axes",
+                format!("axis {a} is repeated"),
+            ));
+        }
+        flipped[a] = true;
+    }
+    Ok(flipped)
+}
+
+/// The argument checks of [`Resample::affine_transform`], shared by the backends so that they
+/// fail alike (the errors listed there). Returns `false` when `dst` is empty (nothing to do).
+pub fn check_affine_transform(
+    src: &[usize],
+    dst: &[usize],
+    matrix: &[f64],
+    offset: &[f64],
+) -> Result<bool> {
+    if src.len() != dst.len() {
+        return Err(Error::shape(
+            "affine_transform: dst",
+            format!("{} axes like src {}", src.len(), fmt_shape(src)),
+            format!("{} axes {}", dst.len(), fmt_shape(dst)),
+        ));
+    }
+    let d = src.len();
+    if !(1..=3).contains(&d) {
+        return Err(Error::shape(
+            "affine_transform: src",
+            "1, 2 or 3 axes",
+            format!("{d} axes {}", fmt_shape(src)),
+        ));
+    }
+    if matrix.len() != d * d {
+        return Err(Error::shape(
+            "affine_transform: matrix",
+            format!("{d}x{d} = {} entries (row-major)", d * d),
+            format!("{} entries", matrix.len()),
+        ));
+    }
+    if offset.len() != d {
+        return Err(Error::shape(
+            "affine_transform: offset",
+            format!("{d} entries (one per axis)"),
+            format!("{} entries", offset.len()),
+        ));
+    }
+    for (what, v) in [
+        ("affine_transform: matrix", matrix),
+        ("affine_transform: offset", offset),
+    ] {
+        let bad = v.iter().filter(|x| !x.is_finite()).count();
+        if bad > 0 {
+            return Err(Error::NonFinite {
+                what: what.into(),
+                count: bad,
+            });
+        }
+    }
+    if dst.iter().product::<usize>() == 0 {
+        return Ok(false);
+    }
+    if src.iter().product::<usize>() == 0 {
+        return Err(Error::Empty(format!(
+            "affine_transform: src {}",
+            fmt_shape(src)
+        )));
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flip_axes_reject_repeats_and_out_of_range() {
+        assert_eq!(
+            check_flip_axes(3, &[2, 0]).unwrap(),
+            vec![true, false, true]
+        );
+        assert!(
+            check_flip_axes(3, &[1, 1])
+                .unwrap_err()
+                .to_string()
+                .contains("repeated")
+        );
+        assert!(check_flip_axes(2, &[2]).is_err());
+    }
+
+    #[test]
+    fn affine_checks() {
+        let id = [1.0, 0.0, 0.0, 1.0];
+        assert!(check_affine_transform(&[4, 4], &[3, 3], &id, &[0.0; 2]).unwrap());
+        assert!(!check_affine_transform(&[4, 4], &[0, 3], &id, &[0.0; 2]).unwrap());
+        let e = check_affine_transform(&[0, 4], &[3, 3], &id, &[0.0; 2]).unwrap_err();
+        assert!(matches!(e, Error::Empty(_)), "{e}");
+        assert!(check_affine_transform(&[4; 4], &[4; 4], &[0.0; 16], &[0.0; 4]).is_err());
+        assert!(check_affine_transform(&[4, 4], &[4], &id, &[0.0; 2]).is_err());
+        let e = check_affine_transform(&[4, 4], &[4, 4], &[f64::NAN, 0.0, 0.0, 1.0], &[0.0; 2]);
+        assert!(matches!(e, Err(Error::NonFinite { count: 1, .. })));
+    }
 }
