@@ -20,6 +20,45 @@ __device__ void mm_maxf1d(const T *s, T *d, i64 total, i64 len, i64 stride, i64 
     }
 }
 
+// maximum_filter1d in O(1) per element whatever the size (van Herk / Gil-Werman), one thread
+// per line: adjacent threads take adjacent lines, so reads along a strided axis coalesce.
+// Extended coordinate e in [0, E), E = len + size - 1, reads x(e) = s[border(e - size/2)];
+// blocks of `size` samples start at e = 0. Output c covers e in [c, c + size - 1]:
+// out(c) = max(h(c), g(c + size - 1)), g the running max from its block's start, h the
+// running max to its block's end. Pass 1 stores g(c + size - 1) in d[c]; pass 2 walks back,
+// folding h in. Reads src twice and dst twice: the same traffic at size 3 and at size 21.
+template <typename T>
+__device__ __forceinline__ T mm_maxf_read(const T *s, i64 base, i64 stride, i64 len, i64 j,
+                                          int mode, T cval) {
+    const i64 jj = mm_border(j, len, mode);
+    return jj < 0 ? cval : s[base + jj * stride];
+}
+
+template <typename T>
+__device__ void mm_maxf1d_vh(const T *s, T *d, i64 lines, i64 len, i64 stride, i64 size,
+                             int mode, T cval) {
+    const i64 lo = size / 2;
+    const i64 ext = len + size - 1;
+    GRID_LOOP(line, lines) {
+        const i64 base = (line / stride) * len * stride + line % stride;
+        T g = cval;
+        for (i64 e = 0; e < ext; ++e) {
+            const T v = mm_maxf_read(s, base, stride, len, e - lo, mode, cval);
+            g = (e % size == 0 || v > g) ? v : g;
+            if (e >= size - 1) d[base + (e - size + 1) * stride] = g;
+        }
+        T h = cval;
+        for (i64 e = ext - 1; e >= 0; --e) {
+            const T v = mm_maxf_read(s, base, stride, len, e - lo, mode, cval);
+            h = ((e + 1) % size == 0 || e == ext - 1 || v > h) ? v : h;
+            if (e < len) {
+                const T gv = d[base + e * stride];
+                d[base + e * stride] = h > gv ? h : gv;
+            }
+        }
+    }
+}
+
 // Footprint maximum: offs holds noffs rows of nd signed offsets (footprint index - centre).
 template <typename T>
 __device__ void mm_maxfp(const T *s, T *d, Geom g, const i64 *offs, i64 noffs, int mode, T cval,
@@ -105,6 +144,10 @@ __device__ void mm_peaks(const T *s, const T *f, T thr, Geom g, i64 total,
     extern "C" __global__ void maxf1d_##n(const T *s, T *d, i64 total, i64 len, i64 stride,  \
                                           i64 size, int mode, T cval) {                     \
         mm_maxf1d<T>(s, d, total, len, stride, size, mode, cval);                            \
+    }                                                                                       \
+    extern "C" __global__ void maxf1d_vh_##n(const T *s, T *d, i64 lines, i64 len,           \
+                                             i64 stride, i64 size, int mode, T cval) {      \
+        mm_maxf1d_vh<T>(s, d, lines, len, stride, size, mode, cval);                         \
     }                                                                                       \
     extern "C" __global__ void maxfp_##n(const T *s, T *d, Geom g, const i64 *offs,          \
                                          i64 noffs, int mode, T cval, i64 total) {          \

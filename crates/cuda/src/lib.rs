@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod array;
+pub mod bench;
 mod error;
 mod fft;
 pub mod kernels;

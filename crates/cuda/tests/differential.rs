@@ -167,3 +167,574 @@ fn device_info_is_consistent() {
     let g64 = Cuda::<Double>::sharing(&gpu);
     assert_eq!(g64.device().name, d.name);
 }
+
+// ------------------------------------------------------------------ fused kernels vs host
+
+use monomorph_core::{CorrWindow, Correlate, IntOf, Real, ScoreNorm, host};
+
+/// `score_max_update` on the device equals the host reference kernel for the three
+/// normalisations: scores within round-off, the same winners, the same Σ score².
+fn score_max_update_agrees<P: Precision>(tol: f64) {
+    let Some(gpu) = make::<P>() else { return };
+    type F<P> = <P as Precision>::Float;
+    let mut rng = Lcg::new(21);
+    let fast = [12usize, 10, 9];
+    let out = [8usize, 7, 9];
+    let shift = [-3isize, 2, -4];
+    let corr = rng.array::<F<P>>(&fast);
+    let c1 = rng.array::<F<P>>(&fast);
+    let c2 = rng
+        .array::<F<P>>(&fast)
+        .mapv(|v| v * v + F::<P>::from_f64(0.5));
+    let inv_den = rng.array::<F<P>>(&out);
+    let best0 = rng.array::<F<P>>(&out).mapv(|v| v * F::<P>::from_f64(0.3));
+    let scale = F::<P>::from_f64(0.7);
+    let (n, eps) = (F::<P>::from_f64(3.0), F::<P>::from_f64(1e-6));
+    for which in 0..3 {
+        // Host reference.
+        let mut hb = best0.clone();
+        let mut hi = ndarray::ArrayD::<IntOf<Cuda<P>>>::zeros(ndarray::IxDyn(&out));
+        let hnorm = match which {
+            0 => host::Norm::Scaled(scale),
+            1 => host::Norm::Denominator(scale, inv_den.as_slice().unwrap()),
+            _ => host::Norm::Local {
+                scale,
+                c1: c1.as_slice().unwrap(),
+                c2: c2.as_slice().unwrap(),
+                n,
+                eps,
+            },
+        };
+        let idx = <IntOf<Cuda<P>> as Real>::from_f64(4.0);
+        let hs = host::score_max_update(
+            corr.as_slice().unwrap(),
+            &fast,
+            &hnorm,
+            &shift,
+            &out,
+            0..out[0],
+            hb.as_slice_mut().unwrap(),
+            hi.as_slice_mut().unwrap(),
+            idx,
+        )
+        .unwrap();
+        // Device.
+        let dc = gpu.upload(corr.view()).unwrap();
+        let (d1, d2, dd) = (
+            gpu.upload(c1.view()).unwrap(),
+            gpu.upload(c2.view()).unwrap(),
+            gpu.upload(inv_den.view()).unwrap(),
+        );
+        let mut db = gpu.upload(best0.view()).unwrap();
+        let mut di = gpu.zeros::<IntOf<Cuda<P>>>(&out).unwrap();
+        let mut ss = gpu.zeros::<f64>(&[1]).unwrap();
+        let norm = match which {
+            0 => ScoreNorm::Scaled { scale },
+            1 => ScoreNorm::Denominator {
+                scale,
+                inv_den: &dd,
+            },
+            _ => ScoreNorm::LocalNorm {
+                scale,
+                c1: &d1,
+                c2: &d2,
+                n,
+                eps,
+            },
+        };
+        gpu.score_max_update(
+            &dc,
+            norm,
+            CorrWindow { shift: &shift },
+            &mut db,
+            &mut di,
+            idx,
+            &mut ss,
+        )
+        .unwrap();
+        let gb = to_f64(&gpu.download(&db).unwrap());
+        let d = max_abs_diff(&gb, &to_f64(&hb));
+        assert!(d <= tol, "norm {which}: best differs by {d:e}");
+        let gi = to_f64(&gpu.download(&di).unwrap());
+        let same = gi
+            .iter()
+            .zip(to_f64(&hi).iter())
+            .filter(|(a, b)| a == b)
+            .count();
+        assert!(
+            same as f64 >= 0.99 * gi.len() as f64,
+            "norm {which}: {same}/{} winners agree",
+            gi.len()
+        );
+        let gs = gpu.download(&ss).unwrap()[[0]];
+        assert!(
+            (gs - hs).abs() <= 1e3 * tol * hs.abs().max(1.0),
+            "norm {which}: ssum {gs} vs {hs}"
+        );
+    }
+}
+
+#[test]
+fn score_max_update_single() {
+    score_max_update_agrees::<Single>(1e-5);
+}
+
+#[test]
+fn score_max_update_double() {
+    score_max_update_agrees::<Double>(1e-12);
+}
+
+/// `inverse_denominator` on the device equals the host kernel.
+fn inverse_denominator_agrees<P: Precision>(tol: f64) {
+    let Some(gpu) = make::<P>() else { return };
+    type F<P> = <P as Precision>::Float;
+    let mut rng = Lcg::new(22);
+    let fast = [11usize, 10, 8];
+    let out = [9usize, 6, 8];
+    let shift = [-5isize, 3, 0];
+    let c1 = rng.array::<F<P>>(&fast);
+    // Some points with e2 − e1² below eps, to exercise the "1 where s < eps" branch.
+    let c2 = rng.array::<F<P>>(&fast).mapv(|v| v * v);
+    let (scale, n, eps) = (
+        F::<P>::from_f64(0.9),
+        F::<P>::from_f64(2.5),
+        F::<P>::from_f64(1e-3),
+    );
+    let mut want = ndarray::ArrayD::<F<P>>::zeros(ndarray::IxDyn(&out));
+    host::inverse_denominator(
+        c1.as_slice().unwrap(),
+        c2.as_slice().unwrap(),
+        &fast,
+        &shift,
+        scale,
+        n,
+        eps,
+        &out,
+        0..out[0],
+        want.as_slice_mut().unwrap(),
+    )
+    .unwrap();
+    let mut got = gpu.zeros::<F<P>>(&out).unwrap();
+    gpu.inverse_denominator(
+        &gpu.upload(c1.view()).unwrap(),
+        &gpu.upload(c2.view()).unwrap(),
+        CorrWindow { shift: &shift },
+        scale,
+        n,
+        eps,
+        &mut got,
+    )
+    .unwrap();
+    let g = to_f64(&gpu.download(&got).unwrap());
+    let w = to_f64(&want);
+    let scale_w = w.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    let d = max_abs_diff(&g, &w);
+    assert!(
+        d <= tol * scale_w,
+        "inverse_denominator differs by {d:e} (scale {scale_w})"
+    );
+}
+
+#[test]
+fn inverse_denominator_single() {
+    inverse_denominator_agrees::<Single>(1e-5);
+}
+
+#[test]
+fn inverse_denominator_double() {
+    inverse_denominator_agrees::<Double>(1e-12);
+}
+
+/// `mcc_combine` on the device equals the host kernel (scores, the overlap cut, the clip).
+fn mcc_combine_agrees<P: Precision>(tol: f64) {
+    let Some(gpu) = make::<P>() else { return };
+    type F<P> = <P as Precision>::Float;
+    let mut rng = Lcg::new(23);
+    let shape = [10usize, 9, 8];
+    let pos = |a: ndarray::ArrayD<F<P>>| a.mapv(|v| F::<P>::from_f64(v.as_f64().abs() + 0.05));
+    let ins: Vec<ndarray::ArrayD<F<P>>> = vec![
+        rng.array(&shape),
+        rng.array(&shape),
+        rng.array(&shape),
+        pos(rng.array(&shape)),
+        pos(rng.array(&shape)),
+        pos(rng.array(&shape)),
+    ];
+    let (scale, eps, ratio) = (
+        F::<P>::from_f64(1.3),
+        F::<P>::from_f64(1e-6),
+        F::<P>::from_f64(0.3),
+    );
+    let mut want = ins[0].clone();
+    host::mcc_combine(
+        want.as_slice_mut().unwrap(),
+        [
+            ins[1].as_slice().unwrap(),
+            ins[2].as_slice().unwrap(),
+            ins[3].as_slice().unwrap(),
+            ins[4].as_slice().unwrap(),
+            ins[5].as_slice().unwrap(),
+        ],
+        scale,
+        eps,
+        ratio,
+    );
+    let d: Vec<_> = ins.iter().map(|a| gpu.upload(a.view()).unwrap()).collect();
+    let mut c_ft = gpu.upload(ins[0].view()).unwrap();
+    gpu.mcc_combine(
+        &mut c_ft, &d[1], &d[2], &d[3], &d[4], &d[5], scale, eps, ratio,
+    )
+    .unwrap();
+    let g = to_f64(&gpu.download(&c_ft).unwrap());
+    let w = to_f64(&want);
+    let zeros_w = w.iter().filter(|v| **v == 0.0).count();
+    assert!(zeros_w > 0, "the test data must reach the overlap cut");
+    let diff = max_abs_diff(&g, &w);
+    assert!(diff <= tol, "mcc_combine differs by {diff:e}");
+}
+
+#[test]
+fn mcc_combine_single() {
+    mcc_combine_agrees::<Single>(1e-4);
+}
+
+#[test]
+fn mcc_combine_double() {
+    mcc_combine_agrees::<Double>(1e-10);
+}
+
+// ------------------------------------------------------------------ whole matching runs
+
+/// A run of `match_template` with every option the scores need, on any backend.
+#[allow(clippy::too_many_arguments)]
+fn match_run<B: Backend>(
+    b: &B,
+    score: Score,
+    target: &ndarray::ArrayD<monomorph_core::FloatOf<B>>,
+    template: &ndarray::ArrayD<monomorph_core::FloatOf<B>>,
+    mask: Option<&ndarray::ArrayD<monomorph_core::FloatOf<B>>>,
+    target_mask: Option<&ndarray::ArrayD<monomorph_core::FloatOf<B>>>,
+    rotations: &RotationSet,
+    pad_edges: bool,
+    tile: Option<Vec<usize>>,
+) -> (Vec<f64>, Vec<f64>, f64, usize) {
+    let t = b.upload(target.view()).unwrap();
+    let m = b.upload(template.view()).unwrap();
+    let mk = mask.map(|x| b.upload(x.view()).unwrap());
+    let tm = target_mask.map(|x| b.upload(x.view()).unwrap());
+    let mut p = MatchParams::new(score, rotations.clone());
+    p.template_mask = mk.as_ref();
+    p.target_mask = tm.as_ref();
+    p.pad_edges = pad_edges;
+    p.tile_shape = tile;
+    let r = match_template(b, &t, &m, &p).unwrap();
+    (
+        to_f64(&b.download(&r.scores).unwrap()),
+        to_f64(&b.download(&r.rotation_index).unwrap()),
+        r.ssum,
+        r.tiles,
+    )
+}
+
+fn ball<T: Real>(shape: &[usize]) -> ndarray::ArrayD<T> {
+    let r = shape.iter().copied().min().unwrap() as f64 / 2.0 - 0.5;
+    ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(shape), |i| {
+        let d2: f64 = (0..shape.len())
+            .map(|k| (i[k] as f64 - (shape[k] as f64 - 1.0) / 2.0).powi(2))
+            .sum();
+        T::from_f64(if d2 <= r * r { 1.0 } else { 0.0 })
+    })
+}
+
+/// CPU and CUDA agree on a score: values within `tol` of the score scale, ≥ 99 % of the
+/// winning rotations, Σ score² within 1e-3.
+#[allow(clippy::too_many_arguments)]
+fn scores_agree<P: Precision>(
+    score: Score,
+    target_shape: &[usize],
+    template_shape: &[usize],
+    rotations: &RotationSet,
+    pad_edges: bool,
+    tile: Option<Vec<usize>>,
+    tol: f64,
+) {
+    let Some(gpu) = make::<P>() else { return };
+    let cpu = Cpu::<P>::new();
+    let mut rng = Lcg::new(31);
+    let target = rng.array::<<P as Precision>::Float>(target_shape);
+    let template = rng.array::<<P as Precision>::Float>(template_shape);
+    let mask = ball::<<P as Precision>::Float>(template_shape);
+    let tmask = ball::<<P as Precision>::Float>(target_shape);
+    let needs_mask = matches!(
+        score,
+        Score::CAM | Score::FLC | Score::FLCSphericalMask | Score::MCC
+    );
+    let mk = needs_mask.then_some(&mask);
+    let tm = (score == Score::MCC).then_some(&tmask);
+    let c = match_run(
+        &cpu,
+        score,
+        &target,
+        &template,
+        mk,
+        tm,
+        rotations,
+        pad_edges,
+        tile.clone(),
+    );
+    let g = match_run(
+        &gpu, score, &target, &template, mk, tm, rotations, pad_edges, tile,
+    );
+    assert_eq!(c.3, g.3, "{score}: tile counts differ");
+    let scale = c.0.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+    let d = max_abs_diff(&c.0, &g.0);
+    assert!(
+        d <= tol * scale,
+        "{score}: max |cpu − cuda| = {d:e} (scale {scale:e})"
+    );
+    let same = c.1.iter().zip(&g.1).filter(|(a, b)| a == b).count();
+    assert!(
+        same as f64 >= 0.99 * c.1.len() as f64,
+        "{score}: only {same}/{} best rotations agree",
+        c.1.len()
+    );
+    assert!(
+        ((c.2 - g.2) / c.2.abs().max(1e-30)).abs() < 1e-3,
+        "{score}: ssum {} vs {}",
+        c.2,
+        g.2
+    );
+}
+
+fn rot3() -> RotationSet {
+    RotationSet::from_euler_zyz(&[[0.0, 0.0, 0.0], [30.0, 20.0, 10.0], [90.0, 45.0, 0.0]])
+        .expect("rotations")
+}
+
+fn rot2() -> RotationSet {
+    let m = |deg: f64| {
+        let (s, c) = deg.to_radians().sin_cos();
+        [[c, -s], [s, c]]
+    };
+    let mats: Vec<[[f64; 2]; 2]> = [0.0, 25.0, 70.0, 140.0].iter().map(|&d| m(d)).collect();
+    let flat: Vec<f64> = mats
+        .iter()
+        .flat_map(|r| r.iter().flatten().copied())
+        .collect();
+    let a = ndarray::Array3::from_shape_vec((mats.len(), 2, 2), flat).unwrap();
+    RotationSet::from_array(a.view()).expect("2-D rotations")
+}
+
+#[test]
+fn matching_mcc_single() {
+    scores_agree::<Single>(
+        Score::MCC,
+        &[24, 20, 22],
+        &[7, 6, 8],
+        &rot3(),
+        false,
+        None,
+        1e-3,
+    );
+}
+
+#[test]
+fn matching_cam_single() {
+    scores_agree::<Single>(
+        Score::CAM,
+        &[24, 20, 22],
+        &[7, 6, 8],
+        &rot3(),
+        false,
+        None,
+        1e-4,
+    );
+}
+
+#[test]
+fn matching_lcc_single() {
+    scores_agree::<Single>(
+        Score::LCC,
+        &[24, 20, 22],
+        &[7, 6, 8],
+        &rot3(),
+        false,
+        None,
+        1e-4,
+    );
+}
+
+#[test]
+fn matching_ncc_single() {
+    scores_agree::<Single>(
+        Score::NCC,
+        &[24, 20, 22],
+        &[7, 6, 8],
+        &rot3(),
+        false,
+        None,
+        1e-4,
+    );
+}
+
+#[test]
+fn matching_flc_single() {
+    scores_agree::<Single>(
+        Score::FLC,
+        &[24, 20, 22],
+        &[7, 6, 8],
+        &rot3(),
+        false,
+        None,
+        1e-4,
+    );
+}
+
+#[test]
+fn matching_mcc_cam_double() {
+    for score in [Score::MCC, Score::CAM, Score::NCC] {
+        scores_agree::<Double>(score, &[20, 18, 16], &[6, 7, 5], &rot3(), false, None, 1e-9);
+    }
+}
+
+#[test]
+fn matching_2d_every_score() {
+    for score in Score::ALL {
+        scores_agree::<Single>(score, &[64, 50], &[11, 9], &rot2(), false, None, 1e-3);
+    }
+    scores_agree::<Single>(Score::FLC, &[64, 50], &[11, 9], &rot2(), true, None, 1e-3);
+}
+
+#[test]
+fn matching_tiled() {
+    for (score, pad) in [(Score::FLC, false), (Score::CC, true), (Score::NCC, false)] {
+        scores_agree::<Single>(
+            score,
+            &[40, 36, 30],
+            &[8, 7, 6],
+            &rot3(),
+            pad,
+            Some(vec![20, 18, 30]),
+            1e-4,
+        );
+    }
+}
+
+// ------------------------------------------------------------------ pytme fixtures on the GPU
+
+/// `tests/fixtures` of the repository: `MONOMORPH_FIXTURES`, else beside the sources, else
+/// under the working directory (the device machine runs the bundle from a copy of the tree).
+fn fixtures() -> Option<std::path::PathBuf> {
+    let mut c: Vec<std::path::PathBuf> = Vec::new();
+    if let Ok(p) = std::env::var("MONOMORPH_FIXTURES") {
+        c.push(p.into());
+    }
+    c.push(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures"));
+    c.push("tests/fixtures".into());
+    c.into_iter().find(|p| p.join("matching").is_dir())
+}
+
+fn npy(dir: &std::path::Path, name: &str) -> Option<ndarray::ArrayD<f32>> {
+    let p = dir.join(name);
+    p.exists()
+        .then(|| ndarray_npy::read_npy(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+}
+
+/// Every pytme fixture case (pytme's own rotated templates, so only the score maths differ)
+/// on the GPU: the CUDA map agrees with pytme's within the case's tolerance, and with the CPU.
+#[test]
+fn pytme_fixtures_on_the_gpu() {
+    let Some(gpu) = make::<Single>() else { return };
+    let Some(root) = fixtures() else {
+        assert!(
+            std::env::var("MONOMORPH_REQUIRE_CUDA").as_deref() != Ok("1"),
+            "MONOMORPH_REQUIRE_CUDA=1 but tests/fixtures/matching was not found (MONOMORPH_FIXTURES)"
+        );
+        println!("skipped: tests/fixtures/matching not found");
+        return;
+    };
+    let cpu = Cpu::<Single>::new();
+    let mut cases = 0;
+    for entry in std::fs::read_dir(root.join("matching")).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.join("case.json").exists() {
+            continue;
+        }
+        let meta: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("case.json"))
+                .unwrap()
+                .replace("-Infinity", "null")
+                .replace("Infinity", "null")
+                .replace("NaN", "null"),
+        )
+        .unwrap();
+        let name = meta["name"].as_str().unwrap_or("?").to_string();
+        let score: Score = meta["score"].as_str().unwrap().parse().unwrap();
+        let pad = meta["pad_target_edges"].as_bool().unwrap();
+        let target = npy(&dir, "target.npy").unwrap();
+        let template = npy(&dir, "template.npy").unwrap();
+        let rot = npy(&dir, "rotations.npy").unwrap();
+        let rot = rot.into_dimensionality::<ndarray::Ix3>().unwrap();
+        let rotations = RotationSet::from_array(rot.view()).unwrap();
+        let want = npy(&dir, "scores.npy").unwrap();
+        let split = |a: ndarray::ArrayD<f32>| -> Vec<ndarray::ArrayD<f32>> {
+            a.axis_iter(ndarray::Axis(0))
+                .map(|v| v.to_owned())
+                .collect()
+        };
+        let rt = split(npy(&dir, "rotated_templates.npy").unwrap());
+        let rm = npy(&dir, "rotated_masks.npy").map(split);
+        let mask = npy(&dir, "template_mask.npy");
+        let tmask = npy(&dir, "target_mask.npy");
+        macro_rules! go {
+            ($b:expr) => {{
+                let b = $b;
+                let t = b.upload(target.view()).unwrap();
+                let m = b.upload(template.view()).unwrap();
+                let mk = mask.as_ref().map(|x| b.upload(x.view()).unwrap());
+                let tm = tmask.as_ref().map(|x| b.upload(x.view()).unwrap());
+                let drt: Vec<_> = rt.iter().map(|x| b.upload(x.view()).unwrap()).collect();
+                let drm: Option<Vec<_>> = rm
+                    .as_ref()
+                    .map(|v| v.iter().map(|x| b.upload(x.view()).unwrap()).collect());
+                let mut p = MatchParams::new(score, rotations.clone());
+                p.template_mask = mk.as_ref();
+                p.target_mask = tm.as_ref();
+                p.pad_edges = pad;
+                p.prerotated = Some(monomorph_core::algo::matching::Prerotated {
+                    templates: &drt,
+                    masks: drm.as_deref(),
+                });
+                let r = match_template(b, &t, &m, &p).unwrap();
+                to_f64(&b.download(&r.scores).unwrap())
+            }};
+        }
+        let g = go!(&gpu);
+        let c = go!(&cpu);
+        let scale = c.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+        let d = max_abs_diff(&g, &c);
+        assert!(
+            d <= 1e-4 * scale,
+            "{name}: max |cuda − cpu| = {d:e} (scale {scale:e})"
+        );
+        // Against pytme itself: the case's own absolute tolerance, outside the padded
+        // cases' even-template first row (compared on the CPU side in tests/suite).
+        let t = &meta["tolerances"];
+        let w: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+        let wmax = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let tol = t["score_abs"]
+            .as_f64()
+            .unwrap()
+            .max(t["score_rel_to_max_abs"].as_f64().unwrap() * wmax);
+        if !pad {
+            let dp = max_abs_diff(&g, &w);
+            assert!(dp <= tol, "{name}: max |cuda − pytme| = {dp:e} > {tol:e}");
+        }
+        cases += 1;
+    }
+    assert!(
+        cases >= 9,
+        "only {cases} fixture cases found under {}",
+        root.display()
+    );
+}

@@ -101,6 +101,9 @@ fn extra_kernels() -> Vec<String> {
     for b in ["b1", "b4", "b8", "b16"] {
         v.push(format!("gather_{b}"));
     }
+    for t in ["f32", "f64", "i32", "i64"] {
+        v.push(format!("maxf1d_vh_{t}"));
+    }
     v
 }
 

@@ -131,16 +131,72 @@ impl<P: Precision> Memory for Cuda<P> {
         Ok(())
     }
 
+    /// The driver's free memory plus what the stream-ordered pool holds without using: freed
+    /// arrays stay reserved (the release threshold is raised), and the next allocation takes
+    /// them first, so they are as available as free memory.
     fn available_memory(&self) -> u64 {
-        self.inner
-            .ctx
-            .mem_get_info()
-            .map(|(free, _)| free as u64)
-            .unwrap_or(0)
+        let Ok((free, total)) = self.inner.ctx.mem_get_info() else {
+            return 0;
+        };
+        let (reserved, used) = self.pool_usage().unwrap_or((0, 0));
+        available(free as u64, reserved, used, total as u64)
     }
 
     fn synchronize(&self) -> Result<()> {
         self.inner.stream.synchronize().ck()?;
         self.inner.ctx.check_err().ck()
+    }
+}
+
+/// Free memory plus the pool's reserved-but-unused bytes, never above the device's total.
+pub(crate) fn available(free: u64, reserved: u64, used: u64, total: u64) -> u64 {
+    free.saturating_add(reserved.saturating_sub(used))
+        .min(total)
+}
+
+impl<P: Precision> Cuda<P> {
+    /// (reserved, used) bytes of the device's default memory pool, or `None` without one.
+    pub(crate) fn pool_usage(&self) -> Option<(u64, u64)> {
+        use cudarc::driver::result::{device, mem_pool};
+        use cudarc::driver::sys::CUmemPool_attribute as A;
+        if !self.inner.ctx.has_async_alloc() {
+            return None;
+        }
+        let (mut reserved, mut used) = (0u64, 0u64);
+        // SAFETY: the device handle comes from a live context; both attributes are u64.
+        unsafe {
+            let pool = device::get_default_mem_pool(self.inner.ctx.cu_device()).ok()?;
+            mem_pool::get_attribute(
+                pool,
+                A::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                &mut reserved as *mut u64 as *mut std::ffi::c_void,
+            )
+            .ok()?;
+            mem_pool::get_attribute(
+                pool,
+                A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+                &mut used as *mut u64 as *mut std::ffi::c_void,
+            )
+            .ok()?;
+        }
+        Some((reserved, used))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::available;
+
+    #[test]
+    fn pool_bytes_kept_after_frees_count_as_available() {
+        const G: u64 = 1 << 30;
+        // 10 GiB free, the pool holds 8 GiB of which 3 are in use: 15 GiB available.
+        assert_eq!(available(10 * G, 8 * G, 3 * G, 141 * G), 15 * G);
+        // Nothing reserved, or everything in use: the driver's figure.
+        assert_eq!(available(10 * G, 0, 0, 141 * G), 10 * G);
+        assert_eq!(available(10 * G, 4 * G, 4 * G, 141 * G), 10 * G);
+        // Never above the device's total, never underflowing.
+        assert_eq!(available(140 * G, 8 * G, 0, 141 * G), 141 * G);
+        assert_eq!(available(0, 1, 5, 141 * G), 0);
     }
 }
