@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use monomorph::algo::cg::{
-    Boundary, CsrOperator, DenseOperator, LaplacianOperator, Method, SolveParams,
+    Boundary, CsrOperator, DenseOperator, LaplacianOperator, Method, Preconditioner, SolveParams,
     conjugate_gradient,
 };
 use monomorph::io::{HostArray, write_npy};
@@ -18,9 +18,21 @@ use super::output::{
 };
 use super::{CliError, CliResult, Global};
 
+/// Exit status of `monomorph solve` when it ran and wrote its outputs but at least one system
+/// did not converge or diverged (0: all converged; 1: a failure while running; 2: bad input).
+pub const EXIT_NOT_CONVERGED: u8 = 3;
+
 /// Options of `monomorph solve`.
 #[derive(Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("operator").required(true).args(["matrix", "csr", "laplacian"])))]
+#[command(
+    after_help = "A system has converged when its true residual ‖y − A·x‖ (computed once \
+at the end, written to residual.npy and as residual_norm in result.json) meets max(rtol·‖y‖, atol). \
+A right-hand side of zeros has the answer x = 0.\n\n\
+Exit status: 0 every system converged; 3 the solve ran and wrote its outputs, but at least one \
+system did not converge or diverged (they are listed on stderr, and result.json says why for \
+each); 2 bad input (nothing is written); 1 a failure while running."
+)]
 pub struct SolveArgs {
     /// Dense matrix `(n, n)` shared by all systems, or `(batch, n, n)` one per system.
     #[arg(long, value_name = "A.npy")]
@@ -44,13 +56,27 @@ pub struct SolveArgs {
     /// CG variant.
     #[arg(long, value_enum, default_value_t = MethodArg::Cg)]
     pub method: MethodArg,
-    /// Relative tolerance on ‖r‖ (to ‖y‖).
-    #[arg(long, value_name = "R", default_value_t = 1e-5)]
+    /// Preconditioner (--method cg only): Jacobi divides by the operator's diagonal, which
+    /// must have no zero.
+    #[arg(long, value_enum, default_value_t = PreconditionerArg::None)]
+    pub preconditioner: PreconditionerArg,
+    /// Relative tolerance on ‖y − A·x‖ (to ‖y‖), finite and ≥ 0.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 1e-5,
+        allow_negative_numbers = true
+    )]
     pub rtol: f64,
-    /// Absolute tolerance on ‖r‖.
-    #[arg(long, value_name = "A", default_value_t = 0.0)]
+    /// Absolute tolerance on ‖y − A·x‖, finite and ≥ 0.
+    #[arg(
+        long,
+        value_name = "A",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
     pub atol: f64,
-    /// Iteration limit per system.
+    /// Iteration limit per system (at least 1).
     #[arg(long, value_name = "K", default_value_t = 1000)]
     pub max_iter: usize,
     /// Output folder: x.npy, residual.npy, result.json.
@@ -65,6 +91,15 @@ pub enum MethodArg {
     Cg,
     /// PhiFlow's CG-adaptive.
     CgAdaptive,
+}
+
+/// `--preconditioner`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreconditionerArg {
+    /// Plain CG.
+    None,
+    /// Jacobi: M = diag(A).
+    Jacobi,
 }
 
 enum Op {
@@ -94,6 +129,7 @@ struct Solved {
     diverged: Vec<bool>,
     message: Vec<String>,
     residual_norm: Vec<f64>,
+    recurrence_residual_norm: Vec<f64>,
     backend: String,
     device: String,
 }
@@ -138,6 +174,7 @@ impl BackendTask for SolveTask {
             diverged: r.diverged,
             message: r.message,
             residual_norm: r.residual_norm,
+            recurrence_residual_norm: r.recurrence_residual_norm,
             backend: b.name().to_string(),
             device: b.device().name,
         })
@@ -156,6 +193,14 @@ fn parse_grid(s: &str) -> CliResult<Vec<usize>> {
         .collect::<CliResult<_>>()?;
     if g.is_empty() || g.len() > 3 || g.contains(&0) {
         return Err(bad());
+    }
+    if g.iter()
+        .try_fold(1usize, |a, &v| a.checked_mul(v))
+        .is_none()
+    {
+        return Err(CliError::input(format!(
+            "--laplacian '{s}': the grid has more points than this machine can address"
+        )));
     }
     Ok(g)
 }
@@ -215,8 +260,108 @@ fn finite(flag: &str, path: &Path, a: &HostArray) -> CliResult<()> {
     Ok(())
 }
 
-/// Runs `monomorph solve`.
-pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
+/// Reads the CSR folder of `--csr` and validates it against `n` unknowns and `batch` systems,
+/// naming the file at fault.
+fn read_csr(dir: &Path, n: usize, batch: usize, rhs: &str) -> CliResult<Op> {
+    let ip = csr_file(dir, "indptr");
+    let ix = csr_file(dir, "indices");
+    let dp = csr_file(dir, "data");
+    let flag = |p: &Path| format!("--csr {}", p.display());
+    let ints = |p: &Path| -> CliResult<Vec<i64>> {
+        let a = read_npy_input(&flag(p), p)?;
+        if a.shape().len() != 1 {
+            return Err(CliError::input(format!(
+                "{}: shape {:?}, expected a 1-D array",
+                flag(p),
+                a.shape()
+            )));
+        }
+        let v = a
+            .to_i64()
+            .map_err(|m| CliError::input(format!("{}: {m}", flag(p))))?;
+        Ok(v.iter().copied().collect())
+    };
+    let indptr = ints(&ip)?;
+    let indices = ints(&ix)?;
+    let data = read_npy_input(&flag(&dp), &dp)?;
+    if indptr.len() != n + 1 {
+        return Err(CliError::input(format!(
+            "{}: {} row pointers, expected n + 1 = {} for --rhs {rhs}",
+            flag(&ip),
+            indptr.len(),
+            n + 1
+        )));
+    }
+    if let Err(e) = monomorph::check_csr_structure(n, n, &indptr, &indices) {
+        let at = match &e {
+            monomorph::Error::InvalidArgument { name, .. } if name == "indices" => &ix,
+            _ => &ip,
+        };
+        return Err(CliError::from(e).about(flag(at)));
+    }
+    let nnz = indices.len();
+    let ok = match data.shape() {
+        [k] => *k == nnz,
+        [k, m] => *k == batch && *m == nnz,
+        _ => false,
+    };
+    if !ok {
+        return Err(CliError::input(format!(
+            "{}: shape {:?}, expected ({nnz},) (one matrix) or ({batch}, {nnz}) (one per system \
+             of --rhs {rhs}), with nnz = {nnz} entries of {}",
+            flag(&dp),
+            data.shape(),
+            ix.display()
+        )));
+    }
+    finite(&flag(&dp), &dp, &data)?;
+    Ok(Op::Csr {
+        indptr,
+        indices,
+        data,
+    })
+}
+
+/// Reads and validates the operator flag against `n` unknowns and `batch` systems.
+fn read_operator(a: &SolveArgs, n: usize, batch: usize, rhs: &str) -> CliResult<Op> {
+    if let Some(p) = &a.matrix {
+        let m = read_npy_input("--matrix", p)?;
+        let s = m.shape().to_vec();
+        let ok =
+            (s.len() == 2 && s == [n, n]) || (s.len() == 3 && s[1..] == [n, n] && s[0] == batch);
+        if !ok {
+            return Err(CliError::input(format!(
+                "--matrix {}: shape {s:?}, expected ({n}, {n}) or ({batch}, {n}, {n}) to match --rhs {rhs}",
+                p.display(),
+            )));
+        }
+        finite("--matrix", p, &m)?;
+        Ok(Op::Dense(m))
+    } else if let Some(dir) = &a.csr {
+        read_csr(dir, n, batch, rhs)
+    } else if let Some(spec) = &a.laplacian {
+        let grid = parse_grid(spec)?;
+        let cells: usize = grid.iter().product();
+        if cells != n {
+            return Err(CliError::input(format!(
+                "--laplacian {spec}: {cells} unknowns, but --rhs has n = {n} (shape {rhs})"
+            )));
+        }
+        let bc = if a.periodic {
+            Boundary::Periodic
+        } else {
+            Boundary::DirichletZero
+        };
+        Ok(Op::Laplacian(grid, bc))
+    } else {
+        Err(CliError::input(
+            "no operator: expected one of --matrix, --csr, --laplacian",
+        ))
+    }
+}
+
+/// Checks the scalar flags before any file is read.
+fn check_flags(a: &SolveArgs) -> CliResult<()> {
     for (flag, v) in [("--rtol", a.rtol), ("--atol", a.atol)] {
         if !(v.is_finite() && v >= 0.0) {
             return Err(CliError::input(format!(
@@ -224,19 +369,42 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
             )));
         }
     }
-    let out = prepare_out_dir(&a.out)?;
+    if a.max_iter == 0 {
+        return Err(CliError::input(
+            "--max-iter 0: expected at least 1 iteration",
+        ));
+    }
+    if a.preconditioner == PreconditionerArg::Jacobi && a.method == MethodArg::CgAdaptive {
+        return Err(CliError::input(
+            "--preconditioner jacobi: only with --method cg (--method cg-adaptive has no preconditioned form)",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `monomorph solve`.
+pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
+    check_flags(&a)?;
     let mut timings = Timings::default();
     let y = as_2d("--rhs", &a.rhs, read_npy_input("--rhs", &a.rhs)?)?;
     let (batch, n) = (y.shape()[0], y.shape()[1]);
+    let rhs = format!("{:?}", y.shape());
+    if batch == 0 || n == 0 {
+        return Err(CliError::input(format!(
+            "--rhs {}: empty array of shape {rhs}, expected (batch, n) or (n,) with at least \
+             one system of at least one unknown",
+            a.rhs.display()
+        )));
+    }
+    finite("--rhs", &a.rhs, &y)?;
     let x0 = match &a.x0 {
         Some(p) => {
             let x = as_2d("--x0", p, read_npy_input("--x0", p)?)?;
             if x.shape() != y.shape() {
                 return Err(CliError::input(format!(
-                    "--x0 {}: shape {:?}, expected the shape of --rhs {:?}",
+                    "--x0 {}: shape {:?}, expected the shape of --rhs {rhs}",
                     p.display(),
                     x.shape(),
-                    y.shape()
                 )));
             }
             finite("--x0", p, &x)?;
@@ -244,76 +412,21 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         }
         None => None,
     };
-    let op = if let Some(p) = &a.matrix {
-        let m = read_npy_input("--matrix", p)?;
-        let s = m.shape().to_vec();
-        let ok =
-            (s.len() == 2 && s == [n, n]) || (s.len() == 3 && s[1..] == [n, n] && s[0] == batch);
-        if !ok {
-            return Err(CliError::input(format!(
-                "--matrix {}: shape {s:?}, expected ({n}, {n}) or ({batch}, {n}, {n}) to match --rhs {:?}",
-                p.display(),
-                y.shape()
-            )));
-        }
-        finite("--matrix", p, &m)?;
-        Op::Dense(m)
-    } else if let Some(dir) = &a.csr {
-        let ip = csr_file(dir, "indptr");
-        let ix = csr_file(dir, "indices");
-        let dp = csr_file(dir, "data");
-        let indptr = read_npy_input("--csr indptr", &ip)?
-            .to_i64()
-            .map_err(|m| CliError::input(format!("--csr {}: {m}", ip.display())))?;
-        let indices = read_npy_input("--csr indices", &ix)?
-            .to_i64()
-            .map_err(|m| CliError::input(format!("--csr {}: {m}", ix.display())))?;
-        let data = read_npy_input("--csr data", &dp)?;
-        finite("--csr data", &dp, &data)?;
-        if indptr.len() != n + 1 {
-            return Err(CliError::input(format!(
-                "--csr {}: {} row pointers, expected n + 1 = {} for --rhs {:?}",
-                ip.display(),
-                indptr.len(),
-                n + 1,
-                y.shape()
-            )));
-        }
-        Op::Csr {
-            indptr: indptr.iter().copied().collect(),
-            indices: indices.iter().copied().collect(),
-            data,
-        }
-    } else if let Some(spec) = &a.laplacian {
-        let grid = parse_grid(spec)?;
-        let cells: usize = grid.iter().product();
-        if cells != n {
-            return Err(CliError::input(format!(
-                "--laplacian {spec}: {cells} unknowns, but --rhs has n = {n} (shape {:?})",
-                y.shape()
-            )));
-        }
-        Op::Laplacian(
-            grid,
-            if a.periodic {
-                Boundary::Periodic
-            } else {
-                Boundary::DirichletZero
-            },
-        )
-    } else {
-        return Err(CliError::input(
-            "no operator: expected one of --matrix, --csr, --laplacian",
-        ));
-    };
-    finite("--rhs", &a.rhs, &y)?;
+    let op = read_operator(&a, n, batch, &rhs)?;
     let method = match a.method {
         MethodArg::Cg => Method::Cg,
         MethodArg::CgAdaptive => Method::CgAdaptive,
     };
-    let params = SolveParams::new(method).with_tolerances(a.rtol, a.atol, a.max_iter);
+    let mut params = SolveParams::new(method).with_tolerances(a.rtol, a.atol, a.max_iter);
+    params.preconditioner = match a.preconditioner {
+        PreconditionerArg::None => Preconditioner::None,
+        PreconditionerArg::Jacobi => Preconditioner::Jacobi,
+    };
     let task = SolveTask { op, y, x0, params };
-    let s = timings.time("solve", || monomorph::dispatch(g.dispatch(None), task))?;
+    let s = timings
+        .time("solve", || monomorph::dispatch(g.dispatch(None), task))
+        .map_err(|e| input_sized(e, &a, &rhs))?;
+    let out = prepare_out_dir(&a.out)?;
     write_npy(out.join("x.npy"), &s.x)?;
     write_npy(out.join("residual.npy"), &s.residual)?;
     let mut info = run_info(g, &s.backend, &s.device);
@@ -324,7 +437,9 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         "diverged": s.diverged,
         "message": s.message,
         "residual_norm": s.residual_norm,
+        "recurrence_residual_norm": s.recurrence_residual_norm,
         "method": format!("{:?}", a.method).to_lowercase(),
+        "preconditioner": format!("{:?}", a.preconditioner).to_lowercase(),
         "rtol": a.rtol,
         "atol": a.atol,
         "max_iter": a.max_iter,
@@ -339,22 +454,74 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         }
     }
     write_json(&out.join("result.json"), &info)?;
+    report(g, &s, &out)
+}
+
+/// A memory shortfall of the solve is a consequence of the input's size: exit 2, naming it.
+fn input_sized(e: monomorph::Error, a: &SolveArgs, rhs: &str) -> CliError {
+    if matches!(e, monomorph::Error::OutOfMemory { .. }) {
+        let op = match (&a.matrix, &a.csr, &a.laplacian) {
+            (Some(p), _, _) => format!(" with --matrix {}", p.display()),
+            (_, Some(p), _) => format!(" with --csr {}", p.display()),
+            (_, _, Some(s)) => format!(" with --laplacian {s}"),
+            _ => String::new(),
+        };
+        CliError::input(format!(
+            "--rhs {} (shape {rhs}){op}: too large for this machine: {e}",
+            a.rhs.display(),
+        ))
+    } else {
+        e.into()
+    }
+}
+
+/// Prints one line per system and fails with [`EXIT_NOT_CONVERGED`] when any did not converge.
+fn report(g: &Global, s: &Solved, out: &Path) -> CliResult<()> {
+    let status = |i: usize| {
+        if s.converged[i] {
+            "converged"
+        } else if s.diverged[i] {
+            "diverged"
+        } else {
+            "not converged"
+        }
+    };
+    let batch = s.converged.len();
     if !g.quiet {
         for i in 0..batch {
             println!(
-                "system {i}: {} after {} iterations ({} operator applications), |r| = {:.3e}",
-                if s.converged[i] {
-                    "converged"
-                } else if s.diverged[i] {
-                    "diverged"
-                } else {
-                    "not converged"
-                },
+                "system {i}: {} after {} iterations ({} operator applications), |y - A x| = {:.3e}",
+                status(i),
                 s.iterations[i],
                 s.function_evaluations[i],
                 s.residual_norm[i]
             );
+            if !s.converged[i] {
+                println!("  {}", s.message[i]);
+            }
         }
     }
-    Ok(())
+    let failed: Vec<usize> = (0..batch).filter(|&i| !s.converged[i]).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    const SHOWN: usize = 10;
+    let mut list: Vec<String> = failed
+        .iter()
+        .take(SHOWN)
+        .map(|&i| format!("system {i} ({})", status(i)))
+        .collect();
+    if failed.len() > SHOWN {
+        list.push(format!("and {} more", failed.len() - SHOWN));
+    }
+    Err(CliError {
+        code: EXIT_NOT_CONVERGED,
+        message: format!(
+            "{} of {batch} system(s) did not converge: {}; outputs written to {} (result.json \
+             says why for each: \"message\")",
+            failed.len(),
+            list.join(", "),
+            out.display()
+        ),
+    })
 }

@@ -384,11 +384,29 @@ fn every_fixture_case_f32_reaches_the_same_flags() {
             .iter()
             .copied()
             .collect();
-        assert_eq!(
-            res.converged, want_conv,
-            "{name}: converged (f32) {:?}",
-            res.message
-        );
+        // f32 meets only the tolerances its rounding allows: `y − A·x` computed in f32 is off by
+        // about eps₃₂·‖A‖·‖x‖. An entry asking for less than 1e-5·‖y‖ (rtol 1e-8 to 1e-10 here)
+        // reached it on the recurrence alone, which the seed reported as converged; it is now
+        // not converged (not diverged), with a message that names the precision, unless its
+        // true residual meets the tolerance too (as an entry converged at x0 does).
+        for e in 0..want_conv.len() {
+            let k = |v: &[f64]| v[e.min(v.len() - 1)];
+            let ynorm = norm(case.y.index_axis(Axis(0), e));
+            let tight = (k(&case.rtol) * ynorm).max(k(&case.atol)) < 1e-5 * ynorm;
+            if want_conv[e] && !res.converged[e] {
+                assert!(
+                    tight && !res.diverged[e] && res.message[e].contains("precision"),
+                    "{name}[{e}]: not converged in f32: {}",
+                    res.message[e]
+                );
+            } else {
+                assert_eq!(
+                    res.converged[e], want_conv[e],
+                    "{name}[{e}]: converged (f32) {}",
+                    res.message[e]
+                );
+            }
+        }
         assert_eq!(
             res.diverged, want_div,
             "{name}: diverged (f32) {:?}",
@@ -476,7 +494,7 @@ fn messages_say_what_happened() {
 // ---------- operators ----------
 
 /// The Laplacian written out point by point (independently of the backend's line kernel).
-fn naive_laplacian(grid: &[usize], periodic: bool, x: &[f64]) -> Vec<f64> {
+pub(crate) fn naive_laplacian(grid: &[usize], periodic: bool, x: &[f64]) -> Vec<f64> {
     let nd = grid.len();
     let mut strides = vec![1usize; nd];
     for k in (0..nd.saturating_sub(1)).rev() {
@@ -880,6 +898,8 @@ fn bad_input_gives_clear_errors() {
     let e = csr(&[0, 2, 1, 3], &[0, 1, 2]).expect("decreasing indptr");
     assert!(e.contains("decrease"), "{e}");
     let e = csr(&[0, 1, 2, 4], &[0, 1, 2]).expect("indptr past the end");
+    assert!(e.contains("indptr") && e.contains("past the end"), "{e}");
+    let e = csr(&[0, 1, 2, 2], &[0, 1, 2]).expect("indptr ends early");
     assert!(e.contains("last entry"), "{e}");
     let e = csr(&[0, 1, 3], &[0, 1, 2]).expect("indptr length");
     assert!(e.contains("square") || e.contains("indptr"), "{e}");

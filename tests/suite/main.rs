@@ -4,7 +4,9 @@
 //! project tests itself without `../shared`.
 
 mod cg;
+mod cg_trust;
 mod cli;
+mod cli_solve;
 mod common;
 mod conformance;
 mod filter_fixtures;

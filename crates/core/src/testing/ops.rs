@@ -911,13 +911,16 @@ pub fn csr_matvec<B: Backend>(b: &B) {
         vals.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect(),
     )
     .expect("shape");
-    let a = CsrMatrix::<B, FloatOf<B>> {
-        nrows: 4,
-        ncols: 5,
-        indptr: up(b, &indptr),
-        indices: up(b, &indices),
-        data: up(b, &data),
-    };
+    let flat_i64 = |a: &ArrayD<i64>| a.iter().copied().collect::<Vec<i64>>();
+    let a = CsrMatrix::<B, FloatOf<B>>::from_parts(
+        b,
+        4,
+        5,
+        &flat_i64(&indptr),
+        &flat_i64(&indices),
+        data.view(),
+    )
+    .expect("valid CSR");
     let mut dense = ArrayD::<f64>::zeros(IxDyn(&[4, 5]));
     for r in 0..4 {
         for p in indptr[r] as usize..indptr[r + 1] as usize {

@@ -520,8 +520,7 @@ impl<P: Precision> Cpu<P> {
         dot: bool,
     ) -> Result<Vec<f64>> {
         let nnz = a.nnz();
-        let (_batch, per_entry) =
-            check_matvec_csr(a.nrows, a.ncols, nnz, a.data.shape(), x.shape(), y.shape())?;
+        let (_batch, per_entry) = check_matvec_csr(a, x.shape(), y.shape())?;
         let n = a.ncols;
         let (ip, ix, dv, dx) = (
             data("indptr", &a.indptr)?,
@@ -529,13 +528,6 @@ impl<P: Precision> Cpu<P> {
             data("data", &a.data)?,
             data("x", x)?,
         );
-        if ip.len() != a.nrows + 1 {
-            return Err(Error::shape(
-                "indptr of CSR matrix",
-                format!("{} entries", a.nrows + 1),
-                format!("{} entries", ip.len()),
-            ));
-        }
         let m = a.nrows;
         let out = row_chunks_sum(data_mut("y", y)?, m, CHUNK / 8, active, |b, off, out| {
             let xv = &dx[b * n..(b + 1) * n];

@@ -90,10 +90,8 @@ impl<P: Precision> Linalg for Cuda<P> {
         y: &mut CudaArray<T>,
     ) -> Result<()> {
         let nnz = a.nnz();
-        let (batch, per_entry) =
-            check_matvec_csr(a.nrows, a.ncols, nnz, a.data.shape(), x.shape(), y.shape())?;
+        let (batch, per_entry) = check_matvec_csr(a, x.shape(), y.shape())?;
         let n = a.ncols;
-        same_shape("indptr of CSR matrix", &[a.nrows + 1], a.indptr.shape())?;
         if batch * a.nrows == 0 {
             return Ok(());
         }

@@ -4,19 +4,35 @@
 //! once, with the seed's (PhiFlow 2.x) iteration and stopping rules and three deliberate fixes
 //! (see `tests/fixtures/cg/reference.py`, the executable statement of the rules):
 //!
-//! * **tolerance** per entry: `tol² = max(rtol²·Σy², atol²)`; an entry has **converged** when
-//!   `Σr² ≤ tol²` (squared 2-norms, `≤`), tested before the first iteration and after each.
-//! * **diverged** when `Σr²/Σr0² > 100` after at least 8 iterations, or as soon as `Σr²` is
-//!   not finite (or `x0` holds NaN/infinity).
-//! * per-entry `max_iter`; the recursive residual `r` is returned (no residual replacement).
+//! * **tolerance** per entry: `tol² = max(rtol²·Σy², atol²)`; the loop stops an entry when
+//!   the recursively updated residual meets it, `Σr² ≤ tol²` (squared 2-norms, `≤`), tested
+//!   before the first iteration and after each.
+//! * **converged only on the true residual**: at exit the solver applies the operator once more
+//!   and reports `converged` only when `‖y − A·x‖ ≤ tol`. The recurrence drifts from the true
+//!   residual in floating point, and on a singular system without a solution (a periodic
+//!   Laplacian with a right-hand side of non-zero mean) it can reach the tolerance while
+//!   `y − A·x` stays large; such an entry is *not converged*, and its message says so.
+//!   [`SolveResult::residual`] and [`SolveResult::residual_norm`] are the true residual.
+//! * **`y = 0`**: a row whose right-hand side is exactly zero has the answer `x = 0`, returned
+//!   at once whatever `x0` is (as scipy's `cg`), converged with 0 iterations.
+//! * **diverged** when `Σr²` is not finite (or `x0` holds NaN/infinity); when the curvature
+//!   `d·Ad` of a step is exactly 0 (CG cannot step: the operator is singular or indefinite
+//!   along the search direction); or when `Σr²/Σr0² > 1e5` after at least 8 iterations *and*
+//!   the curvature has changed sign (proof that the operator is not definite). CG's residual is
+//!   not monotone: on a definite operator it may grow up to `cond(A)` times before it falls,
+//!   while the curvature keeps its sign and the energy falls at every step, so no definite
+//!   system is ever stopped early for growth (the old PhiFlow's `Σr²/Σr0² > 100` gave up on an
+//!   SPD system of condition 1e8 after 8 iterations).
+//! * per-entry `max_iter`; no residual replacement inside the loop.
 //! * **batch entries are independent** (PhiFlow 3.4 judges every entry against the batch's
 //!   smallest tolerance; monomorph does not).
-//! * `function_evaluations` counts every operator application for that entry: CG applies the
-//!   operator once before iterating and once per iteration (`1 + iterations`); CG-adaptive
-//!   applies it twice before iterating (`2 + iterations`).
+//! * `function_evaluations` counts the operator applications of the iteration for that entry:
+//!   CG applies the operator once before iterating and once per iteration (`1 + iterations`);
+//!   CG-adaptive applies it twice before iterating (`2 + iterations`). The one application for
+//!   the true residual at exit (for the whole batch, skipped when no entry iterated) is not
+//!   counted.
 //! * dot products accumulate in `f64` whatever the working precision; step sizes `α`, `β` are
-//!   computed in `f64` and rounded to the working precision; a zero curvature `d·Ad = 0` gives a
-//!   zero step (the entry stagnates until `max_iter`), never NaN.
+//!   computed in `f64` and rounded to the working precision.
 //!
 //! Methods: [`Method::Cg`] (Hestenes–Stiefel CG in Shewchuk's form, optionally with a Jacobi
 //! preconditioner) and [`Method::CgAdaptive`] (the seed's variant with `β = (r·Ad)/(d·Ad)`).
@@ -42,6 +58,7 @@
 //! }
 //! ```
 
+mod book;
 mod operator;
 mod solve;
 
@@ -153,17 +170,22 @@ pub struct IterationState<'a, T> {
 pub struct SolveResult<B: Backend> {
     /// The solutions, `(batch, n)`, on the device.
     pub x: Arr<B, FloatOf<B>>,
-    /// The recursively updated residual `r ≈ y − A·x`, `(batch, n)`, on the device.
+    /// The true residual `y − A·x`, `(batch, n)`, on the device (computed once at exit).
     pub residual: Arr<B, FloatOf<B>>,
-    /// `‖r‖` per entry (the value the stopping test used).
+    /// `‖y − A·x‖` per entry: the value `converged` is judged on.
     pub residual_norm: Vec<f64>,
+    /// `‖r‖` of the recursively updated residual per entry (the value the loop's stopping test
+    /// used). It differs from [`SolveResult::residual_norm`] by rounding, or widely on a
+    /// system without a solution.
+    pub recurrence_residual_norm: Vec<f64>,
     /// Iterations done per entry.
     pub iterations: Vec<usize>,
     /// Operator applications per entry (see the module docs).
     pub function_evaluations: Vec<usize>,
-    /// `Σr² ≤ tol²` reached.
+    /// `‖y − A·x‖ ≤ tol` at exit.
     pub converged: Vec<bool>,
-    /// Stopped because the residual grew or became non-finite.
+    /// Stopped because the residual became non-finite, a step had zero curvature, or the
+    /// residual grew on an operator proven indefinite (see the module docs).
     pub diverged: Vec<bool>,
     /// A sentence per entry saying how it ended and what to do about it.
     pub message: Vec<String>,
@@ -177,6 +199,7 @@ impl<B: Backend> std::fmt::Debug for SolveResult<B> {
             .field("converged", &self.converged)
             .field("diverged", &self.diverged)
             .field("residual_norm", &self.residual_norm)
+            .field("recurrence_residual_norm", &self.recurrence_residual_norm)
             .field("message", &self.message)
             .finish_non_exhaustive()
     }

@@ -2,16 +2,11 @@
 
 use ndarray::ArrayD;
 
+use super::book::{Book, Setup};
 use super::{IterationState, LinearOperator, Method, Preconditioner, SolveParams, SolveResult};
 use crate::backend::{Arr, ArrayMeta, Backend, BinaryOp, FloatOf};
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
-
-/// Growth of `Σr²` over its initial value that marks an entry diverged (after
-/// [`DIVERGE_MIN_ITER`] iterations).
-const DIVERGE_RATIO: f64 = 100.0;
-/// Iterations before the growth test applies.
-const DIVERGE_MIN_ITER: usize = 8;
 
 /// Solves `A_b·x_b = y_b` for every row `b` of `y` (`(batch, n)`), starting from `x0`
 /// (`(batch, n)`, or zeros when `None`). See the [module docs](super) for the rules.
@@ -102,75 +97,28 @@ fn check_tolerance(name: &str, v: &[f64]) -> Result<()> {
     Ok(())
 }
 
-/// Per-entry iteration bookkeeping.
-struct Book {
-    it: Vec<usize>,
-    fe: Vec<usize>,
-    rsq: Vec<f64>,
-    rsq0: Vec<f64>,
-    tol_sq: Vec<f64>,
+/// Most residual replacements per entry (see [`Cg::restart`]).
+const MAX_RESTARTS: usize = 8;
+/// A true residual at most this many times the tolerance (when the recurrence met it) is
+/// rounding drift worth a restart (see [`Cg::restart`]).
+const RESTART_WITHIN: f64 = 100.0;
+
+/// Validated sizes and per-entry parameters of a solve.
+struct Checked {
+    batch: usize,
+    n: usize,
+    rtol: Vec<f64>,
+    atol: Vec<f64>,
     max_iter: Vec<usize>,
-    converged: Vec<bool>,
-    diverged: Vec<bool>,
-    active: Vec<bool>,
 }
 
-impl Book {
-    /// Updates the flags of entry `e` from its current `rsq` (after `it[e]` iterations).
-    fn judge(&mut self, e: usize) {
-        let rsq = self.rsq[e];
-        let grew = self.rsq0[e] > 0.0
-            && rsq / self.rsq0[e] > DIVERGE_RATIO
-            && self.it[e] >= DIVERGE_MIN_ITER;
-        self.diverged[e] = self.diverged[e] || !rsq.is_finite() || grew;
-        self.converged[e] = rsq <= self.tol_sq[e];
-        self.active[e] = !self.converged[e] && !self.diverged[e] && self.it[e] < self.max_iter[e];
-    }
-
-    fn any_active(&self) -> bool {
-        self.active.iter().any(|&a| a)
-    }
-
-    fn message(&self, e: usize) -> String {
-        let (r, tol, it) = (self.rsq[e].sqrt(), self.tol_sq[e].sqrt(), self.it[e]);
-        if self.converged[e] {
-            format!("converged: ‖r‖ = {r:.3e} ≤ tolerance {tol:.3e} after {it} iteration(s)")
-        } else if self.diverged[e] {
-            if !self.rsq[e].is_finite() {
-                format!(
-                    "diverged: the residual became non-finite (NaN or infinity) after {it} \
-                     iteration(s) — check y, x0 and the operator for NaN/infinite values, and \
-                     that the operator is definite (a zero or tiny d·Ad makes huge steps)"
-                )
-            } else {
-                let ratio = self.rsq[e] / self.rsq0[e];
-                format!(
-                    "diverged: ‖r‖² grew {ratio:.3e}× its initial value (limit {DIVERGE_RATIO}) \
-                     after {it} iterations — is the operator symmetric and definite (positive or \
-                     negative)? CG does not converge on indefinite systems"
-                )
-            }
-        } else {
-            format!(
-                "not converged: reached max_iter = {} with ‖r‖ = {r:.3e} > tolerance {tol:.3e} — \
-                 raise max_iter, loosen rtol/atol, or precondition (Jacobi)",
-                self.max_iter[e]
-            )
-        }
-    }
-}
-
-fn solve_impl<B: Backend>(
-    b: &B,
+fn validate<B: Backend>(
     op: &dyn LinearOperator<B>,
-    y: &Arr<B, FloatOf<B>>,
+    shape: &[usize],
     x0: Option<&Arr<B, FloatOf<B>>>,
     params: &SolveParams,
-    observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>),
-) -> Result<SolveResult<B>> {
-    type T<B> = FloatOf<B>;
-    let shape = y.shape().to_vec();
-    let (batch, n) = match shape.as_slice() {
+) -> Result<Checked> {
+    let (batch, n) = match shape {
         [k, n] => (*k, *n),
         s => {
             return Err(Error::shape(
@@ -188,7 +136,7 @@ fn solve_impl<B: Backend>(
             "operator of conjugate_gradient (its size vs the length of each row of `y`)",
             format!(
                 "an operator of size {n} for y of shape {}",
-                fmt_shape(&shape)
+                fmt_shape(shape)
             ),
             format!("size {}", op.size()),
         ));
@@ -198,16 +146,16 @@ fn solve_impl<B: Backend>(
     {
         return Err(Error::shape(
             "operator of conjugate_gradient (one matrix per batch entry)",
-            format!("{batch} matrices for y of shape {}", fmt_shape(&shape)),
+            format!("{batch} matrices for y of shape {}", fmt_shape(shape)),
             format!("{k} matrices"),
         ));
     }
     if let Some(x0) = x0
-        && x0.shape() != shape.as_slice()
+        && x0.shape() != shape
     {
         return Err(Error::shape(
             "`x0` of conjugate_gradient (must match y)",
-            fmt_shape(&shape),
+            fmt_shape(shape),
             fmt_shape(x0.shape()),
         ));
     }
@@ -216,95 +164,86 @@ fn solve_impl<B: Backend>(
     let max_iter = per_entry("max_iter", &params.max_iter, batch)?;
     check_tolerance("rtol", &rtol)?;
     check_tolerance("atol", &atol)?;
-    let jacobi = params.preconditioner == Preconditioner::Jacobi;
-    if jacobi && params.method == Method::CgAdaptive {
+    if params.preconditioner == Preconditioner::Jacobi && params.method == Method::CgAdaptive {
         return Err(Error::invalid(
             "preconditioner",
             "CG-adaptive has no preconditioned form; use Method::Cg with Jacobi",
         ));
     }
-    // Inverse diagonal, (batch, n), for Jacobi.
-    let inv_diag = if jacobi {
-        Some(inverse_diagonal(b, op, batch, n)?)
-    } else {
-        None
-    };
-
-    let all = vec![true; batch];
-    // x, r = y − A·x.
-    let mut x = match x0 {
-        Some(x0) => b.duplicate(x0)?,
-        None => b.zeros::<T<B>>(&shape)?,
-    };
-    let mut q = b.zeros::<T<B>>(&shape)?;
-    let mut r = b.zeros::<T<B>>(&shape)?;
-    op.apply(b, &x, &mut q)?;
-    b.binary(BinaryOp::Sub, y, &q, &mut r)?;
-    let ysq = b.sum_sq_rows(y)?;
-    let rsq = b.sum_sq_rows(&r)?;
-    let x_bad: Vec<bool> = match x0 {
-        Some(_) => b.sum_rows(&x)?.iter().map(|s| !s.is_finite()).collect(),
-        None => vec![false; batch],
-    };
-    let tol_sq: Vec<f64> = (0..batch)
-        .map(|e| (rtol[e] * rtol[e] * ysq[e]).max(atol[e] * atol[e]))
-        .collect();
-    let mut book = Book {
-        it: vec![0; batch],
-        fe: vec![1; batch],
-        rsq0: rsq.clone(),
-        rsq,
-        tol_sq,
+    Ok(Checked {
+        batch,
+        n,
+        rtol,
+        atol,
         max_iter,
-        converged: vec![false; batch],
-        diverged: x_bad,
-        active: vec![false; batch],
-    };
-    for e in 0..batch {
-        book.judge(e);
+    })
+}
+
+/// The state of a running solve.
+struct Cg<'a, B: Backend> {
+    b: &'a B,
+    op: &'a dyn LinearOperator<B>,
+    y: &'a Arr<B, FloatOf<B>>,
+    params: &'a SolveParams,
+    batch: usize,
+    x: Arr<B, FloatOf<B>>,
+    r: Arr<B, FloatOf<B>>,
+    d: Arr<B, FloatOf<B>>,
+    q: Arr<B, FloatOf<B>>,
+    /// `M⁻¹ r` and `M⁻¹` (Jacobi only).
+    z: Option<Arr<B, FloatOf<B>>>,
+    inv_diag: Option<Arr<B, FloatOf<B>>>,
+    /// `r·z` (CG), `d·Ad` and `d·r` (CG-adaptive) per entry.
+    rz: Vec<f64>,
+    dq: Vec<f64>,
+    dr: Vec<f64>,
+    book: Book,
+    step: usize,
+}
+
+impl<B: Backend> Cg<'_, B> {
+    fn step_size(num: f64, den: f64) -> FloatOf<B> {
+        if den != 0.0 {
+            FloatOf::<B>::from_f64(num / den)
+        } else {
+            FloatOf::<B>::from_f64(0.0)
+        }
     }
 
-    // Search direction d (= M⁻¹ r) and, for Jacobi, z = M⁻¹ r.
-    let mut d = b.zeros::<T<B>>(&shape)?;
-    let mut z = if jacobi {
-        Some(b.zeros::<T<B>>(&shape)?)
-    } else {
-        None
-    };
-    let mut rz = match (&inv_diag, &mut z) {
-        (Some(w), Some(z)) => {
-            b.binary(BinaryOp::Mul, w, &r, z)?;
-            b.copy(z, &mut d)?;
-            b.dot_rows(&r, z)?
+    /// Starts the search directions from the current `r` for the entries in `rows`:
+    /// `d = M⁻¹r`, and for CG-adaptive `q = A·d` with its dots.
+    fn start_directions(&mut self, rows: &[bool]) -> Result<()> {
+        let b = self.b;
+        self.rz = match (&self.inv_diag, &mut self.z) {
+            (Some(w), Some(z)) => {
+                b.binary(BinaryOp::Mul, w, &self.r, z)?;
+                b.copy(z, &mut self.d)?;
+                b.dot_rows(&self.r, z)?
+            }
+            _ => {
+                b.copy(&self.r, &mut self.d)?;
+                self.book.rsq.clone()
+            }
+        };
+        if self.params.method == Method::CgAdaptive {
+            self.dq = self.op.apply_dot(b, &self.d, &mut self.q, rows)?;
+            self.dr = self.book.rsq.clone();
         }
-        _ => {
-            b.copy(&r, &mut d)?;
-            book.rsq.clone()
-        }
-    };
-    // CG-adaptive: q = A·d and d·q before the first iteration (counted).
-    let mut dq = vec![0.0; batch];
-    if params.method == Method::CgAdaptive {
-        dq = op.apply_dot(b, &d, &mut q, &all)?;
-        for fe in &mut book.fe {
-            *fe += 1;
-        }
+        Ok(())
     }
-    let mut dr = book.rsq.clone();
 
-    let observe = |book: &Book,
-                   step: usize,
-                   x: &Arr<B, T<B>>,
-                   r: &Arr<B, T<B>>,
-                   observer: &mut dyn FnMut(&IterationState<'_, T<B>>)|
-     -> Result<()> {
-        let (xh, rh) = if params.observe_vectors {
-            (Some(b.download(x)?), Some(b.download(r)?))
+    fn observe(&self, observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>)) -> Result<()> {
+        let (xh, rh) = if self.params.observe_vectors {
+            (
+                Some(self.b.download(&self.x)?),
+                Some(self.b.download(&self.r)?),
+            )
         } else {
             (None, None)
         };
+        let book = &self.book;
         observer(&IterationState {
-            step,
+            step: self.step,
             iterations: &book.it,
             function_evaluations: &book.fe,
             residual_sq: &book.rsq,
@@ -315,113 +254,296 @@ fn solve_impl<B: Backend>(
             residual: rh.as_ref(),
         });
         Ok(())
-    };
-    observe(&book, 0, &x, &r, observer)?;
+    }
 
-    let step_size = |num: f64, den: f64| -> T<B> {
-        if den != 0.0 {
-            T::<B>::from_f64(num / den)
-        } else {
-            T::<B>::from_f64(0.0)
-        }
-    };
-    let zero = T::<B>::from_f64(0.0);
-    let mut step = 0usize;
-    while book.any_active() {
-        step += 1;
-        let running = book.active.clone();
-        for e in 0..batch {
-            if running[e] {
-                book.it[e] += 1;
+    /// Iterates while any entry is active.
+    fn iterate(&mut self, observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>)) -> Result<()> {
+        let (b, batch) = (self.b, self.batch);
+        let zero = FloatOf::<B>::from_f64(0.0);
+        while self.book.any_active() {
+            self.step += 1;
+            let running = self.book.active.clone();
+            for e in 0..batch {
+                if running[e] {
+                    self.book.it[e] += 1;
+                }
             }
-        }
-        match params.method {
-            Method::Cg => {
-                dq = op.apply_dot(b, &d, &mut q, &running)?;
-                for e in 0..batch {
-                    if running[e] {
-                        book.fe[e] += 1;
-                    }
-                }
-                let alpha: Vec<T<B>> = (0..batch)
-                    .map(|e| {
+            match self.params.method {
+                Method::Cg => {
+                    self.dq = self.op.apply_dot(b, &self.d, &mut self.q, &running)?;
+                    for e in 0..batch {
                         if running[e] {
-                            step_size(rz[e], dq[e])
-                        } else {
-                            zero
+                            self.book.fe[e] += 1;
+                            self.book.curvature(e, self.dq[e]);
                         }
-                    })
-                    .collect();
-                let rr = b.cg_update_xr(&alpha, &d, &q, &mut x, &mut r)?;
-                for e in 0..batch {
-                    if running[e] {
-                        book.rsq[e] = rr[e];
-                        book.judge(e);
                     }
-                }
-                if book.any_active() {
-                    let rz_new = match (&inv_diag, &mut z) {
-                        (Some(w), Some(z)) => {
-                            b.binary(BinaryOp::Mul, w, &r, z)?;
-                            b.dot_rows(&r, z)?
-                        }
-                        _ => rr,
-                    };
-                    let beta: Vec<T<B>> = (0..batch)
+                    let alpha: Vec<FloatOf<B>> = (0..batch)
                         .map(|e| {
-                            if book.active[e] {
-                                step_size(rz_new[e], rz[e])
+                            if running[e] {
+                                Self::step_size(self.rz[e], self.dq[e])
                             } else {
                                 zero
                             }
                         })
                         .collect();
-                    let src = z.as_ref().unwrap_or(&r);
-                    b.xpay_rows_where(src, &beta, &mut d, &book.active)?;
-                    rz = rz_new;
+                    let rr = b.cg_update_xr(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
+                    for e in 0..batch {
+                        if running[e] {
+                            self.book.rsq[e] = rr[e];
+                            self.book.judge(e);
+                        }
+                    }
+                    if self.book.any_active() {
+                        let rz_new = match (&self.inv_diag, &mut self.z) {
+                            (Some(w), Some(z)) => {
+                                b.binary(BinaryOp::Mul, w, &self.r, z)?;
+                                b.dot_rows(&self.r, z)?
+                            }
+                            _ => rr,
+                        };
+                        let beta: Vec<FloatOf<B>> = (0..batch)
+                            .map(|e| {
+                                if self.book.active[e] {
+                                    Self::step_size(rz_new[e], self.rz[e])
+                                } else {
+                                    zero
+                                }
+                            })
+                            .collect();
+                        let src = self.z.as_ref().unwrap_or(&self.r);
+                        b.xpay_rows_where(src, &beta, &mut self.d, &self.book.active)?;
+                        self.rz = rz_new;
+                    }
                 }
-            }
-            Method::CgAdaptive => {
-                let alpha: Vec<T<B>> = (0..batch)
-                    .map(|e| {
+                Method::CgAdaptive => {
+                    for e in 0..batch {
                         if running[e] {
-                            step_size(dr[e], dq[e])
-                        } else {
-                            zero
+                            self.book.curvature(e, self.dq[e]);
                         }
-                    })
-                    .collect();
-                let (rr, rq) = b.cg_update_xr_dots(&alpha, &d, &q, &mut x, &mut r)?;
-                let neg_gamma: Vec<T<B>> = (0..batch)
-                    .map(|e| {
+                    }
+                    let alpha: Vec<FloatOf<B>> = (0..batch)
+                        .map(|e| {
+                            if running[e] {
+                                Self::step_size(self.dr[e], self.dq[e])
+                            } else {
+                                zero
+                            }
+                        })
+                        .collect();
+                    let (rr, rq) =
+                        b.cg_update_xr_dots(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
+                    let neg_gamma: Vec<FloatOf<B>> = (0..batch)
+                        .map(|e| {
+                            if running[e] {
+                                -Self::step_size(rq[e], self.dq[e])
+                            } else {
+                                zero
+                            }
+                        })
+                        .collect();
+                    // d = r − γ·d, d·r, q = A·d, d·q: the seed applies the operator for the
+                    // next step before testing, and that application is counted.
+                    self.dr = b.xpay_rows_dot(&self.r, &neg_gamma, &mut self.d, &running)?;
+                    self.dq = self.op.apply_dot(b, &self.d, &mut self.q, &running)?;
+                    for e in 0..batch {
                         if running[e] {
-                            -step_size(rq[e], dq[e])
-                        } else {
-                            zero
+                            self.book.fe[e] += 1;
+                            self.book.rsq[e] = rr[e];
+                            self.book.judge(e);
                         }
-                    })
-                    .collect();
-                // d = r − γ·d, d·r, q = A·d, d·q: the seed applies the operator for the next
-                // step before testing, and that application is counted.
-                dr = b.xpay_rows_dot(&r, &neg_gamma, &mut d, &running)?;
-                dq = op.apply_dot(b, &d, &mut q, &running)?;
-                for e in 0..batch {
-                    if running[e] {
-                        book.fe[e] += 1;
-                        book.rsq[e] = rr[e];
-                        book.judge(e);
                     }
                 }
             }
+            self.observe(observer)?;
         }
-        observe(&book, step, &x, &r, observer)?;
+        Ok(())
     }
 
-    let message = (0..batch).map(|e| book.message(e)).collect();
-    Ok(SolveResult {
+    /// `r = y − A·x` for every entry (one operator application) and its `Σr²`.
+    fn true_residual(&mut self) -> Result<Vec<f64>> {
+        self.op.apply(self.b, &self.x, &mut self.q)?;
+        self.b.binary(BinaryOp::Sub, self.y, &self.q, &mut self.r)?;
+        self.b.sum_sq_rows(&self.r)
+    }
+
+    /// Residual replacement: the entries whose recurrence met the tolerance but whose true
+    /// residual (now in `r`, `Σr²` in `true_sq`) is above it, by rounding drift (at most
+    /// [`RESTART_WITHIN`] × the tolerance), restart from `r`, while they have iterations left
+    /// and each restart at least halves the true residual. A true residual far above the
+    /// tolerance is no drift but a system without a solution (or one too ill-conditioned for
+    /// the precision): restarting would only push `x` further. Returns whether any entry
+    /// restarted.
+    fn restart(
+        &mut self,
+        true_sq: &[f64],
+        last: &mut [f64],
+        restarts: &mut [usize],
+    ) -> Result<bool> {
+        let book = &mut self.book;
+        let rows: Vec<bool> = (0..self.batch)
+            .map(|e| {
+                let t = true_sq[e];
+                book.converged[e]
+                    && t.is_finite()
+                    && t > book.tol_sq[e]
+                    && t <= RESTART_WITHIN * RESTART_WITHIN * book.tol_sq[e]
+                    && book.it[e] < book.max_iter[e]
+                    && restarts[e] < MAX_RESTARTS
+                    && (restarts[e] == 0 || t < 0.25 * last[e])
+            })
+            .collect();
+        if !rows.iter().any(|&r| r) {
+            return Ok(false);
+        }
+        for e in 0..self.batch {
+            if rows[e] {
+                restarts[e] += 1;
+                last[e] = true_sq[e];
+                book.rsq[e] = true_sq[e];
+                book.judge(e);
+            }
+        }
+        self.start_directions(&rows)?;
+        Ok(true)
+    }
+}
+
+fn solve_impl<B: Backend>(
+    b: &B,
+    op: &dyn LinearOperator<B>,
+    y: &Arr<B, FloatOf<B>>,
+    x0: Option<&Arr<B, FloatOf<B>>>,
+    params: &SolveParams,
+    observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>),
+) -> Result<SolveResult<B>> {
+    type T<B> = FloatOf<B>;
+    let shape = y.shape().to_vec();
+    let c = validate(op, &shape, x0, params)?;
+    let batch = c.batch;
+    let jacobi = params.preconditioner == Preconditioner::Jacobi;
+    // Everything the solve allocates, checked at once before anything is: x, r, d, A·d, and
+    // for Jacobi z and 1/diag(A).
+    let vectors = if jacobi { 6 } else { 4 };
+    let bytes = crate::backend::array_bytes::<T<B>>(&shape)?.saturating_mul(vectors);
+    b.check_allocation("conjugate_gradient's working vectors", bytes)?;
+    // Inverse diagonal, (batch, n), for Jacobi.
+    let inv_diag = if jacobi {
+        Some(inverse_diagonal(b, op, batch, c.n)?)
+    } else {
+        None
+    };
+
+    // x, r = y − A·x. A row with y = 0 has the answer x = 0 whatever x0 is (as scipy's cg):
+    // it starts from 0 and converges at once, even with atol = 0.
+    let ysq = b.sum_sq_rows(y)?;
+    let zero_rhs: Vec<bool> = ysq.iter().map(|&s| s == 0.0).collect();
+    let x = match x0 {
+        Some(x0) if zero_rhs.iter().any(|&z| z) => {
+            let keep: Vec<T<B>> = zero_rhs
+                .iter()
+                .map(|&z| T::<B>::from_f64(if z { 0.0 } else { 1.0 }))
+                .collect();
+            let mut x = b.zeros::<T<B>>(&shape)?;
+            b.axpy_rows(&keep, x0, &mut x)?; // rows with a zero factor stay exactly 0
+            x
+        }
+        Some(x0) => b.duplicate(x0)?,
+        None => b.zeros::<T<B>>(&shape)?,
+    };
+    let x_bad: Vec<bool> = match x0 {
+        Some(_) => b.sum_rows(&x)?.iter().map(|s| !s.is_finite()).collect(),
+        None => vec![false; batch],
+    };
+    let tol_sq: Vec<f64> = (0..batch)
+        .map(|e| (c.rtol[e] * c.rtol[e] * ysq[e]).max(c.atol[e] * c.atol[e]))
+        .collect();
+    let mut cg = Cg {
+        b,
+        op,
+        y,
+        params,
+        batch,
         x,
-        residual: r,
-        residual_norm: book.rsq.iter().map(|v| v.sqrt()).collect(),
+        r: b.zeros::<T<B>>(&shape)?,
+        d: b.zeros::<T<B>>(&shape)?,
+        q: b.zeros::<T<B>>(&shape)?,
+        z: if jacobi {
+            Some(b.zeros::<T<B>>(&shape)?)
+        } else {
+            None
+        },
+        inv_diag,
+        rz: Vec::new(),
+        dq: vec![0.0; batch],
+        dr: Vec::new(),
+        book: Book {
+            it: vec![0; batch],
+            fe: vec![1; batch],
+            rsq0: Vec::new(),
+            rsq: Vec::new(),
+            ysq,
+            tol_sq,
+            max_iter: c.max_iter,
+            converged: vec![false; batch],
+            diverged: x_bad,
+            active: vec![false; batch],
+            curv_sign: vec![0.0; batch],
+            sign_change: vec![None; batch],
+            zero_curv: vec![None; batch],
+            zero_rhs,
+            true_sq: Vec::new(),
+            loop_converged: Vec::new(),
+        },
+        step: 0,
+    };
+    let rsq = cg.true_residual()?;
+    cg.book.rsq0 = rsq.clone();
+    cg.book.rsq = rsq;
+    for e in 0..batch {
+        cg.book.judge(e);
+    }
+    // CG-adaptive applies the operator to d before the first iteration (counted).
+    cg.start_directions(&vec![true; batch])?;
+    if params.method == Method::CgAdaptive {
+        for fe in &mut cg.book.fe {
+            *fe += 1;
+        }
+    }
+    cg.observe(observer)?;
+    cg.iterate(observer)?;
+
+    // The true residual y − A·x: the recurrence drifts from it in floating point, and on a
+    // singular system without a solution it can fall below the tolerance while y − A·x stays
+    // large. An entry whose recurrence converged but whose true residual did not restarts from
+    // the true residual (residual replacement) while that keeps paying off. When no entry
+    // iterated, r is already exact.
+    let mut true_sq = cg.book.rsq.clone();
+    let (mut last, mut restarts) = (vec![0.0; batch], vec![0usize; batch]);
+    while cg.book.it.iter().any(|&k| k > 0) {
+        true_sq = cg.true_residual()?;
+        if !cg.restart(&true_sq, &mut last, &mut restarts)? {
+            break;
+        }
+        cg.iterate(observer)?;
+    }
+    let mut book = cg.book;
+    book.finish(true_sq);
+    let setup = Setup {
+        method: params.method,
+        preconditioner: params.preconditioner,
+        eps: <T<B> as crate::dtype::Float>::EPS.as_f64(),
+        precision: if std::mem::size_of::<T<B>>() == 4 {
+            "single"
+        } else {
+            "double"
+        },
+    };
+    let message = (0..batch).map(|e| book.message(e, &setup)).collect();
+    Ok(SolveResult {
+        x: cg.x,
+        residual: cg.r,
+        residual_norm: book.true_sq.iter().map(|v| v.sqrt()).collect(),
+        recurrence_residual_norm: book.rsq.iter().map(|v| v.sqrt()).collect(),
         iterations: book.it,
         function_evaluations: book.fe,
         converged: book.converged,

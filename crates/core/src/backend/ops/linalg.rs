@@ -18,6 +18,9 @@ pub struct CsrMatrix<B: BackendTypes, T: Element> {
     pub indices: Arr<B, i64>,
     /// Values: `(nnz,)` shared or `(batch, nnz)` per entry.
     pub data: Arr<B, T>,
+    /// Only [`CsrMatrix::from_parts`] builds a matrix, so every one was validated: the kernels
+    /// index with its `indptr` and `indices` unchecked on the device.
+    _validated: (),
 }
 
 impl<B: BackendTypes, T: Element> CsrMatrix<B, T> {
@@ -45,65 +48,8 @@ impl<B: crate::backend::Memory, T: Element> CsrMatrix<B, T> {
         data: ndarray::ArrayViewD<'_, T>,
     ) -> Result<Self> {
         use crate::error::{Error, fmt_shape};
-        if indptr.len() != nrows + 1 {
-            return Err(Error::shape(
-                "indptr of CSR matrix",
-                format!("{} entries (nrows + 1)", nrows + 1),
-                format!("{} entries", indptr.len()),
-            ));
-        }
+        check_csr_structure(nrows, ncols, indptr, indices)?;
         let nnz = indices.len();
-        if indptr[0] != 0 {
-            return Err(Error::invalid(
-                "indptr",
-                format!("must start at 0, starts at {}", indptr[0]),
-            ));
-        }
-        if indptr[nrows] != nnz as i64 {
-            return Err(Error::invalid(
-                "indptr",
-                format!(
-                    "last entry must equal the number of indices ({nnz}), got {}",
-                    indptr[nrows]
-                ),
-            ));
-        }
-        for i in 0..nrows {
-            let (s, e) = (indptr[i], indptr[i + 1]);
-            if e < s {
-                return Err(Error::invalid(
-                    "indptr",
-                    format!(
-                        "must not decrease: indptr[{i}] = {s} > indptr[{}] = {e}",
-                        i + 1
-                    ),
-                ));
-            }
-            let row = &indices[s as usize..e as usize];
-            for (k, &c) in row.iter().enumerate() {
-                if c < 0 || c as u64 >= ncols as u64 {
-                    return Err(Error::invalid(
-                        "indices",
-                        format!(
-                            "column index {c} in row {i} (entry {}) is outside 0..{ncols}",
-                            s as usize + k
-                        ),
-                    ));
-                }
-                if k > 0 && row[k - 1] >= c {
-                    return Err(Error::invalid(
-                        "indices",
-                        format!(
-                            "row {i} is not sorted or has a duplicate: column {} then {c} \
-                             (entries {} and {}); sort the columns of each row (scipy: A.sort_indices())",
-                            row[k - 1],
-                            s as usize + k - 1,
-                            s as usize + k
-                        ),
-                    ));
-                }
-            }
-        }
         match data.shape() {
             [k] if *k == nnz => {}
             [_, k] if *k == nnz => {}
@@ -125,8 +71,97 @@ impl<B: crate::backend::Memory, T: Element> CsrMatrix<B, T> {
             indptr: up(indptr)?,
             indices: up(indices)?,
             data: b.upload(data)?,
+            _validated: (),
         })
     }
+}
+
+/// Validates a host CSR structure of `nrows × ncols`, blaming the array at fault: `indptr`
+/// must have `nrows + 1` entries, start at 0, never decrease, stay within `0..=nnz` and end at
+/// `nnz = indices.len()`; `indices` must be in `0..ncols` and strictly increasing within each
+/// row. Every backend's CSR matrix goes through it ([`CsrMatrix::from_parts`]), before any
+/// entry is used as an index.
+pub fn check_csr_structure(
+    nrows: usize,
+    ncols: usize,
+    indptr: &[i64],
+    indices: &[i64],
+) -> Result<()> {
+    use crate::error::Error;
+    if indptr.len() != nrows.saturating_add(1) || indptr.is_empty() {
+        return Err(Error::shape(
+            "indptr of CSR matrix",
+            format!("{} entries (nrows + 1)", nrows.saturating_add(1)),
+            format!("{} entries", indptr.len()),
+        ));
+    }
+    let nnz = indices.len();
+    if indptr[0] != 0 {
+        return Err(Error::invalid(
+            "indptr",
+            format!("must start at 0, starts at {}", indptr[0]),
+        ));
+    }
+    for (i, w) in indptr.windows(2).enumerate() {
+        let (s, e) = (w[0], w[1]);
+        if e < s {
+            return Err(Error::invalid(
+                "indptr",
+                format!(
+                    "must not decrease: indptr[{i}] = {s} > indptr[{}] = {e}",
+                    i + 1
+                ),
+            ));
+        }
+        if e as u64 > nnz as u64 {
+            return Err(Error::invalid(
+                "indptr",
+                format!(
+                    "indptr[{}] = {e} points past the end of indices (nnz = {nnz}); every \
+                     entry must be in 0..={nnz}",
+                    i + 1
+                ),
+            ));
+        }
+    }
+    if indptr[nrows] != nnz as i64 {
+        return Err(Error::invalid(
+            "indptr",
+            format!(
+                "last entry must equal the number of indices ({nnz}), got {}",
+                indptr[nrows]
+            ),
+        ));
+    }
+    for i in 0..nrows {
+        // In range and ordered: checked above.
+        let s = indptr[i] as usize;
+        let row = &indices[s..indptr[i + 1] as usize];
+        for (k, &c) in row.iter().enumerate() {
+            if c < 0 || c as u64 >= ncols as u64 {
+                return Err(Error::invalid(
+                    "indices",
+                    format!(
+                        "column index {c} in row {i} (entry {}) is outside 0..{ncols}",
+                        s + k
+                    ),
+                ));
+            }
+            if k > 0 && row[k - 1] >= c {
+                return Err(Error::invalid(
+                    "indices",
+                    format!(
+                        "row {i} is not sorted or has a duplicate: column {} then {c} \
+                         (entries {} and {}); sort the columns of each row (scipy: A.sort_indices())",
+                        row[k - 1],
+                        s + k - 1,
+                        s + k
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Which boundary a Laplacian stencil uses.
@@ -184,17 +219,20 @@ pub fn check_matvec_dense(a: &[usize], x: &[usize], y: &[usize]) -> Result<Dense
     })
 }
 
-/// Validates the shapes of [`Linalg::matvec_csr`] (`x`: `(batch, ncols)`, `y`: `(batch, nrows)`,
-/// `data`: `(nnz,)` shared or `(batch, nnz)` per entry); returns (batch, per_entry).
-pub fn check_matvec_csr(
-    nrows: usize,
-    ncols: usize,
-    nnz: usize,
-    data: &[usize],
+/// Validates the shapes of [`Linalg::matvec_csr`] for every backend alike (`indptr`:
+/// `(nrows + 1,)`, `indices`: `(nnz,)`, `x`: `(batch, ncols)`, `y`: `(batch, nrows)`, `data`:
+/// `(nnz,)` shared or `(batch, nnz)` per entry); returns (batch, per_entry). The structure itself
+/// was validated by [`check_csr_structure`] when the matrix was built.
+pub fn check_matvec_csr<B: BackendTypes, T: Element>(
+    a: &CsrMatrix<B, T>,
     x: &[usize],
     y: &[usize],
 ) -> Result<(usize, bool)> {
+    use crate::backend::ArrayMeta;
     use crate::error::{Error, fmt_shape};
+    let (nrows, ncols, nnz) = (a.nrows, a.ncols, a.nnz());
+    crate::shape::same_shape("indptr of CSR matrix", &[nrows + 1], a.indptr.shape())?;
+    crate::shape::same_shape("indices of CSR matrix", &[nnz], a.indices.shape())?;
     let (batch, n) = crate::shape::rows_of("x of matvec_csr", x)?;
     if n != ncols {
         return Err(Error::shape(
@@ -204,7 +242,7 @@ pub fn check_matvec_csr(
         ));
     }
     crate::shape::same_shape("y of matvec_csr", &[batch, nrows], y)?;
-    let per_entry = match data {
+    let per_entry = match a.data.shape() {
         [k] if *k == nnz => false,
         [b, k] if *b == batch && *k == nnz => true,
         s => {
