@@ -5,9 +5,11 @@
 
 mod cg;
 mod cli;
+mod cli_peaks;
 mod common;
 mod conformance;
 mod filter_fixtures;
 mod matching;
+mod orientation;
 mod peaks;
 mod resample_fixtures;
