@@ -226,7 +226,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         num_peaks: Some(4 * a.particles),
         false_positives: Some(1.0),
         caller: Caller::Skimage,
-        noise_sigma: None,
+        run_stats: None,
     };
     let job = MatchJob {
         target: HostArray::F64(tomo.clone()),
@@ -422,13 +422,13 @@ struct DemoTask(MatchJob);
 impl BackendTask for DemoTask {
     type Output = DemoResult;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<DemoResult> {
-        let nrot = self.0.rotations.len();
         let mut matched = self.0.run(b)?;
-        let n: usize = matched.scores.len();
-        // The threshold the peak query used (1 expected false positive, σ² = ssum).
-        let sigma = matched.ssum.sqrt();
-        let threshold =
-            monomorph::algo::peaks::false_alarm_threshold(1.0, n, nrot, sigma).unwrap_or(f64::NAN);
+        // The threshold the peak query used (1 expected false positive, pytme's rule).
+        let threshold = matched
+            .false_alarm
+            .as_ref()
+            .and_then(|f| f.threshold)
+            .unwrap_or(f64::NAN);
         let peaks = std::mem::take(&mut matched.peaks);
         Ok(DemoResult {
             matched,

@@ -15,7 +15,7 @@ use tracing::info_span;
 use super::output::{
     Timings, parse_bytes, peak_memory_bytes, prepare_out_dir, read_input, run_info, write_json,
 };
-use super::peaks::{Caller, PeakQuery, read_rotations};
+use super::peaks::{Caller, FalseAlarm, PeakQuery, RunStats, read_rotation_set};
 use super::trace::progress;
 use super::{CliError, CliResult, Global};
 
@@ -38,13 +38,19 @@ pub struct MatchArgs {
     /// Score (pytme's CC, LCC, NCC, CAM, FLCSphericalMask, FLC, MCC).
     #[arg(long, short = 's', value_enum, default_value_t = ScoreArg::FlcSphere)]
     pub score: ScoreArg,
-    /// Rotation matrices `(n, d, d)` (e.g. pytme's rotations.npy).
+    /// Rotation matrices `(n, d, d)` acting on the array's index order (z, y, x) (2-D: (y, x)),
+    /// as pull-backs about the template centre: t_R[o] = t[R·(o − c) + c]. This is the frame
+    /// of the rotations.npy that match writes; a matrix R_xyz from a tool whose arrays are
+    /// (x, y, z), such as pytme reading MRC files, is P·R_xyz·P here (P reverses the axes).
     #[arg(long, value_name = "R.npy")]
     pub rotations: Option<PathBuf>,
     /// Even rotation sampling with this angular step in degrees (default 30).
     #[arg(long, short = 'a', value_name = "DEG")]
     pub angular_step: Option<f64>,
-    /// ZYZ intrinsic Euler angles in degrees, one `phi,theta,psi` per line (3-D only).
+    /// Euler angles, one `rot,tilt,psi` per line (3-D only), in RELION's convention as in STAR
+    /// files: degrees, Rz(rot)·Ry(tilt)·Rz(psi) the rotation acting on (x, y, z) (intrinsic
+    /// ZYZ; the transpose of RELION's Euler_angles2matrix; scipy's from_euler("ZYZ")), the
+    /// same angles `peaks` writes. A first line without numbers is a header.
     #[arg(long, value_name = "E.csv")]
     pub euler: Option<PathBuf>,
     /// Interpolation of the rotated template.
@@ -134,6 +140,8 @@ pub struct Matched {
     pub match_s: f64,
     pub peaks_s: f64,
     pub peaks: Vec<monomorph::algo::peaks::Peak>,
+    /// How the peaks' false-alarm threshold was made, when one was asked for.
+    pub false_alarm: Option<FalseAlarm>,
 }
 
 impl BackendTask for MatchJob {
@@ -170,7 +178,7 @@ impl BackendTask for MatchJob {
         let match_s = t0.elapsed().as_secs_f64();
         pb.finish_and_clear();
         let t1 = std::time::Instant::now();
-        let peaks = match &self.peaks {
+        let called = match &self.peaks {
             Some(q) => {
                 let ri: ArrayD<i64> = b
                     .download(&r.rotation_index)?
@@ -178,11 +186,15 @@ impl BackendTask for MatchJob {
                 let ri = b.upload(ri.view())?;
                 let rots = r.rotations.to_array();
                 let mut q = q.clone();
-                q.noise_sigma = Some(r.ssum.sqrt());
-                super::peaks::call(b, &r.scores, &q, Some((&ri, &rots)))?
+                q.run_stats = Some(RunStats {
+                    ssum: r.ssum,
+                    n_rotations: r.n_rotations,
+                });
+                Some(super::peaks::call(b, &r.scores, &q, Some((&ri, &rots)))?)
             }
-            None => Vec::new(),
+            None => None,
         };
+        let (peaks, false_alarm) = called.map_or((Vec::new(), None), |c| (c.peaks, c.false_alarm));
         let peaks_s = t1.elapsed().as_secs_f64();
         let _s = info_span!("download").entered();
         Ok(Matched {
@@ -200,6 +212,7 @@ impl BackendTask for MatchJob {
             match_s,
             peaks_s,
             peaks,
+            false_alarm,
         })
     }
 }
@@ -273,17 +286,7 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
         ));
     }
     let rotations = if let Some(p) = &a.rotations {
-        let r = read_rotations("--rotations", p)?;
-        if r.shape()[1] != d {
-            return Err(CliError::input(format!(
-                "--rotations {}: {}×{} matrices, expected {d}×{d} for a {d}-D target",
-                p.display(),
-                r.shape()[1],
-                r.shape()[2]
-            )));
-        }
-        RotationSet::from_array(r.view())
-            .map_err(|e| CliError::from(e).about(format!("--rotations {}", p.display())))?
+        read_rotation_set("--rotations", p, d, "target")?
     } else if let Some(p) = &a.euler {
         if d != 3 {
             return Err(CliError::input(format!(
@@ -291,7 +294,8 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
                 p.display()
             )));
         }
-        RotationSet::from_euler_zyz(&read_euler_csv(p)?)?
+        RotationSet::from_relion_euler(&read_euler_csv(p)?)
+            .map_err(|e| CliError::from(e).about(format!("--euler {}", p.display())))?
     } else {
         let step = a.angular_step.unwrap_or(30.0);
         RotationSet::uniform(d, step).map_err(|e| CliError::from(e).about("--angular-step"))?
@@ -312,7 +316,7 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
         num_peaks: Some(100),
         false_positives: Some(1.0),
         caller: Caller::Skimage,
-        noise_sigma: None,
+        run_stats: None,
     });
     let job = MatchJob {
         target: target.data,
@@ -364,6 +368,18 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
             }),
         );
         o.insert("ssum".into(), json!(m.ssum));
+        // What `peaks --false-positives` needs for pytme's rule (read back by `peaks`).
+        o.insert(
+            "score_statistics".into(),
+            json!({
+                "ssum": m.ssum,
+                "ssum_definition": "sum of score^2 over the target's voxels and all rotations / (voxels * rotations)",
+                "n_rotations": n_rot,
+                "shape": tshape,
+                "n_voxels": tshape.iter().product::<usize>(),
+                "scores_file": "scores.npy",
+            }),
+        );
         o.insert("tiles".into(), json!(m.tiles));
         let mut t = timings.to_json();
         if let Some(tm) = t.as_object_mut() {

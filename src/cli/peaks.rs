@@ -1,14 +1,15 @@
 //! `monomorph peaks`: peak calling on a score map.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use monomorph::algo::peaks::{
     ExcludeBorder, Peak, PeakParams, PytmeParams, attach_rotations, call_peaks_maximum_filter,
-    call_peaks_recursive, false_alarm_threshold, find_peaks,
+    call_peaks_recursive, false_alarm_threshold, find_peaks, pytme_false_alarm_threshold,
+    voxels_inside_border,
 };
-use monomorph::algo::rotations::matrix_to_euler_zyz;
-use monomorph::io::{HostArray, PeakRow, write_peaks, write_png};
+use monomorph::algo::rotations::{RotationSet, relion_euler_of};
+use monomorph::io::{HostArray, PeakRow, TableMeta, write_peaks_with, write_png};
 use monomorph::{Arr, Backend, BackendTask, FloatOf};
 use ndarray::{Array3, ArrayD, Ix3};
 use tracing::info_span;
@@ -25,7 +26,9 @@ pub struct PeaksArgs {
     /// Best-rotation index per voxel (int32/int64 `.npy`, same shape as the scores).
     #[arg(long, value_name = "RI.npy", requires = "rotations")]
     pub rotation_index: Option<PathBuf>,
-    /// The rotation list `(n, d, d)` the index refers to (adds rotation and Euler columns).
+    /// The rotation list `(n, d, d)` the index refers to (adds rotation and angle columns):
+    /// matrices acting on the array's index order (z, y, x), as `match` writes them
+    /// (rotations.npy); checked like `match --rotations` (finite, orthonormal, det +1).
     #[arg(long, value_name = "R.npy", requires = "rotation_index")]
     pub rotations: Option<PathBuf>,
     /// Minimum distance between peaks in voxels (Chebyshev, strict) and max-filter radius.
@@ -43,15 +46,26 @@ pub struct PeaksArgs {
     /// At most K peaks, the best first.
     #[arg(long, value_name = "K")]
     pub num_peaks: Option<usize>,
-    /// Raise the threshold so that at most K false positives are expected (Gaussian noise of
-    /// the map's standard deviation over voxels × rotations, pytme's --n-false-positives).
+    /// Raise the threshold so that at most K false positives are expected, by pytme's
+    /// postprocess --n-false-positives rule: erfcinv(2K / (voxels × rotations)) · √2 · σ over
+    /// the voxels inside the border. σ² and the rotation count come from the matching run
+    /// (run.json: its mean squared score over all voxels and rotations); without a run.json, σ
+    /// falls back to the map's standard deviation inside the border (with a warning).
     #[arg(long, value_name = "K")]
     pub false_positives: Option<f64>,
+    /// The `match` output folder whose run.json holds the run's score statistics (default: a
+    /// run.json beside --scores, when there is one).
+    #[arg(long, value_name = "DIR")]
+    pub match_run: Option<PathBuf>,
     /// Peak caller: scikit-image's peak_local_max, pytme's maximum-filter caller, or pytme's
     /// recursive masking.
     #[arg(long, value_enum, default_value_t = Caller::Skimage)]
     pub caller: Caller,
-    /// Output peak list: `.csv` (`z,y,x,score[,rotation,phi,theta,psi]`) or `.star` (RELION).
+    /// Output peak list: `.csv` (`z,y,x,score[,rotation,rot,tilt,psi]`; 2-D
+    /// `y,x,score[,rotation,psi]`) or `.star` (RELION 4: _rlnCoordinateX/Y/Z = array axes
+    /// 2, 1, 0). Angles are RELION's, in degrees: Rz(rot)·Ry(tilt)·Rz(psi) is the rotation
+    /// acting on (x, y, z) (the transpose of RELION's Euler_angles2matrix); 2-D: psi alone, on
+    /// (x, y).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// Also draw the central slice of the map with the peaks marked, as a 16-bit PNG.
@@ -80,9 +94,57 @@ pub struct PeakQuery {
     pub num_peaks: Option<usize>,
     pub false_positives: Option<f64>,
     pub caller: Caller,
-    /// Noise standard deviation for `false_positives` (matching's `sqrt(ssum)`); default: the
-    /// map's standard deviation.
-    pub noise_sigma: Option<f64>,
+    /// The matching run's statistics for `false_positives` (pytme's rule); `None`: the map-σ
+    /// fallback.
+    pub run_stats: Option<RunStats>,
+}
+
+/// What pytme's false-alarm rule needs from a matching run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunStats {
+    /// Σ score² over voxels and rotations / (voxels · rotations) (pytme's `ssum`).
+    pub ssum: f64,
+    /// Number of rotations searched.
+    pub n_rotations: usize,
+}
+
+/// How a `--false-positives` threshold was made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FalseAlarm {
+    /// Expected false positives asked for.
+    pub k: f64,
+    /// `true`: pytme's rule from the run's statistics; `false`: the map-σ fallback.
+    pub from_run: bool,
+    /// The noise standard deviation used.
+    pub sigma: f64,
+    /// Voxels inside the border.
+    pub n_voxels: usize,
+    /// Rotations counted.
+    pub n_rotations: usize,
+    /// The score threshold (`None` when the border leaves no voxel).
+    pub threshold: Option<f64>,
+}
+
+impl FalseAlarm {
+    /// One line saying which rule made the threshold.
+    pub fn describe(&self) -> String {
+        let t = self
+            .threshold
+            .map_or("none (no voxel inside the border)".to_string(), |t| {
+                format!("{t}")
+            });
+        let rule = if self.from_run {
+            "pytme's postprocess rule from the matching run's statistics (sigma = sqrt(ssum))"
+        } else {
+            "map-sigma fallback (no matching run statistics: sigma = the score map's standard \
+             deviation inside the border)"
+        };
+        format!(
+            "false-alarm threshold {t} for {} expected false positive(s): {rule}, sigma {}, \
+             {} voxels x {} rotations",
+            self.k, self.sigma, self.n_voxels, self.n_rotations
+        )
+    }
 }
 
 impl PeakQuery {
@@ -116,20 +178,24 @@ impl PeakQuery {
             num_peaks: a.num_peaks,
             false_positives: a.false_positives,
             caller: a.caller,
-            noise_sigma: None,
+            run_stats: None,
         })
+    }
+
+    /// The border width per axis within which this query's caller reports no peak.
+    pub fn border(&self, ndim: usize) -> Vec<usize> {
+        let w = match self.caller {
+            Caller::Skimage => self.exclude_border.unwrap_or(self.min_distance),
+            Caller::Maxfilter | Caller::Recursive => self.exclude_border.unwrap_or(0),
+        };
+        vec![w; ndim]
     }
 }
 
-/// Euler angles (ZYZ intrinsic, degrees) of a row-major d×d rotation; 2-D rotations give
-/// `[0, 0, psi]` with psi the in-plane angle.
+/// RELION's Euler angles in degrees of a row-major rotation acting on the array's index order
+/// (`[rot, tilt, psi]`; 2-D `[0, 0, psi]`): see `monomorph::algo::rotations`, "Frames".
 pub fn euler_of(m: &[f64]) -> [f64; 3] {
-    if m.len() == 4 {
-        [0.0, 0.0, m[2].atan2(m[0]).to_degrees()]
-    } else {
-        let r = [[m[0], m[1], m[2]], [m[3], m[4], m[5]], [m[6], m[7], m[8]]];
-        matrix_to_euler_zyz(&r)
-    }
+    relion_euler_of(m).unwrap_or([f64::NAN; 3])
 }
 
 /// Table rows of called peaks.
@@ -145,23 +211,88 @@ pub fn rows_of(peaks: &[Peak]) -> Vec<PeakRow> {
         .collect()
 }
 
+/// Peaks and how their false-alarm threshold was made.
+#[derive(Debug, Clone)]
+pub struct Called {
+    /// The peaks, best first.
+    pub peaks: Vec<Peak>,
+    /// The `--false-positives` threshold, when asked for.
+    pub false_alarm: Option<FalseAlarm>,
+}
+
+/// The false-alarm threshold of `q` on `scores` (see [`PeaksArgs::false_positives`]).
+fn false_alarm<B: Backend>(
+    b: &B,
+    scores: &Arr<B, FloatOf<B>>,
+    q: &PeakQuery,
+    k: f64,
+    fallback_rotations: usize,
+) -> monomorph::Result<FalseAlarm> {
+    let shape = scores.shape();
+    let border = q.border(shape.len());
+    let n_voxels = voxels_inside_border(shape, &border);
+    let (from_run, n_rotations, sigma) = match q.run_stats {
+        Some(rs) => (true, rs.n_rotations, (rs.ssum as f32).sqrt() as f64),
+        None => {
+            let sigma = if n_voxels == 0 {
+                0.0
+            } else if border.iter().all(|&w| w == 0) {
+                b.std(scores)?
+            } else {
+                let inner: Vec<usize> = shape.iter().zip(&border).map(|(s, w)| s - 2 * w).collect();
+                let mut crop = b.zeros::<FloatOf<B>>(&inner)?;
+                b.crop(scores, &border, &mut crop)?;
+                b.std(&crop)?
+            };
+            (false, fallback_rotations, sigma)
+        }
+    };
+    let threshold = if n_voxels == 0 {
+        None
+    } else {
+        let trials = n_voxels as f64 * n_rotations as f64;
+        if 2.0 * k >= trials {
+            return Err(monomorph::Error::invalid(
+                "--false-positives",
+                format!(
+                    "{k} is too many: 2K must be below voxels x rotations = {n_voxels} x \
+                     {n_rotations}"
+                ),
+            ));
+        }
+        Some(match q.run_stats {
+            Some(rs) => pytme_false_alarm_threshold(k, rs.ssum, n_voxels, n_rotations)?,
+            None => false_alarm_threshold(k, n_voxels, n_rotations, sigma)?,
+        })
+    };
+    Ok(FalseAlarm {
+        k,
+        from_run,
+        sigma,
+        n_voxels,
+        n_rotations,
+        threshold,
+    })
+}
+
 /// Calls peaks on a device score map; attaches rotations when given.
 pub fn call<B: Backend>(
     b: &B,
     scores: &Arr<B, FloatOf<B>>,
     q: &PeakQuery,
     rotations: Option<(&Arr<B, i64>, &Array3<f64>)>,
-) -> monomorph::Result<Vec<Peak>> {
+) -> monomorph::Result<Called> {
     let _span = info_span!("peaks", caller = ?q.caller, min_distance = q.min_distance).entered();
     let shape = scores.shape().to_vec();
     let mut threshold = q.threshold_abs;
-    if let Some(k) = q.false_positives {
-        let n_rot = rotations.map_or(1, |(_, r)| r.shape()[0]);
-        let sigma = match q.noise_sigma {
-            Some(s) => s,
-            None => b.std(scores)?,
-        };
-        let t = false_alarm_threshold(k, scores.len(), n_rot, sigma)?;
+    let fa = match q.false_positives {
+        Some(k) => {
+            let n_rot = rotations.map_or(1, |(_, r)| r.shape()[0]);
+            Some(false_alarm(b, scores, q, k, n_rot)?)
+        }
+        None => None,
+    };
+    if let Some(t) = fa.as_ref().and_then(|f| f.threshold) {
         threshold = Some(threshold.map_or(t, |a| a.max(t)));
     }
     let mut peaks = match q.caller {
@@ -201,7 +332,10 @@ pub fn call<B: Backend>(
     if let Some((ri, rots)) = rotations {
         attach_rotations(b, &mut peaks, &shape, ri, rots.view())?;
     }
-    Ok(peaks)
+    Ok(Called {
+        peaks,
+        false_alarm: fa,
+    })
 }
 
 use monomorph::ArrayMeta;
@@ -214,8 +348,8 @@ struct PeaksTask {
 }
 
 impl BackendTask for PeaksTask {
-    type Output = Vec<Peak>;
-    fn run<B: Backend>(self, b: &B) -> monomorph::Result<Vec<Peak>> {
+    type Output = Called;
+    fn run<B: Backend>(self, b: &B) -> monomorph::Result<Called> {
         let s = b.upload(self.scores.to_float::<FloatOf<B>>().view())?;
         let ri = match &self.rotation_index {
             Some(r) => Some(b.upload(r.view())?),
@@ -226,8 +360,10 @@ impl BackendTask for PeaksTask {
     }
 }
 
-/// Reads `(n, d, d)` rotations from a `.npy`.
-pub fn read_rotations(flag: &str, path: &std::path::Path) -> CliResult<Array3<f64>> {
+/// Reads `(n, d, d)` rotation matrices from a `.npy` for a `d`-D map (`what`: "target" or
+/// "map") and validates them as every rotation input is: finite, orthonormal, determinant +1
+/// ([`RotationSet::from_array`]). The one reader of `match --rotations` and `peaks --rotations`.
+pub fn read_rotation_set(flag: &str, path: &Path, d: usize, what: &str) -> CliResult<RotationSet> {
     let r = read_npy_input(flag, path)?;
     let shape = r.shape().to_vec();
     let ok = shape.len() == 3
@@ -240,14 +376,122 @@ pub fn read_rotations(flag: &str, path: &std::path::Path) -> CliResult<Array3<f6
             path.display()
         )));
     }
-    r.to_float::<f64>()
+    if shape[1] != d {
+        return Err(CliError::input(format!(
+            "{flag} {}: {}×{} matrices, expected {d}×{d} for a {d}-D {what}",
+            path.display(),
+            shape[1],
+            shape[2]
+        )));
+    }
+    let arr = r
+        .to_float::<f64>()
         .into_dimensionality::<Ix3>()
-        .map_err(|e| CliError::input(format!("{flag} {}: {e}", path.display())))
+        .map_err(|e| CliError::input(format!("{flag} {}: {e}", path.display())))?;
+    RotationSet::from_array(arr.view())
+        .map_err(|e| CliError::from(e).about(format!("{flag} {}", path.display())))
+}
+
+/// What `peaks` takes from a matching run's `run.json`.
+#[derive(Debug, Clone)]
+struct MatchRun {
+    path: PathBuf,
+    stats: RunStats,
+    shape: Vec<usize>,
+    target: Option<String>,
+}
+
+/// Reads the score statistics `match` writes into run.json (`score_statistics`).
+fn read_match_run(path: &Path) -> Result<MatchRun, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))?;
+    let st = v
+        .get("score_statistics")
+        .ok_or("no score_statistics (not written by monomorph match, or by an older version)")?;
+    let ssum = st["ssum"]
+        .as_f64()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or("score_statistics.ssum is not a number >= 0")?;
+    let n_rotations = st["n_rotations"]
+        .as_u64()
+        .filter(|&n| n > 0)
+        .ok_or("score_statistics.n_rotations is not a count > 0")? as usize;
+    let shape: Vec<usize> = st["shape"]
+        .as_array()
+        .and_then(|a| a.iter().map(|x| x.as_u64().map(|n| n as usize)).collect())
+        .ok_or("score_statistics.shape is not a list of sizes")?;
+    let target = v["parameters"]["target"]
+        .as_str()
+        .and_then(|t| Path::new(t).file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    Ok(MatchRun {
+        path: path.to_path_buf(),
+        stats: RunStats { ssum, n_rotations },
+        shape,
+        target,
+    })
+}
+
+/// The matching run behind `--scores`: `--match-run DIR` (its run.json must be valid and fit
+/// the scores and rotations) or a run.json beside the scores (used when it fits; otherwise a
+/// warning, when it matters, and no run).
+fn find_match_run(
+    g: &Global,
+    a: &PeaksArgs,
+    shape: &[usize],
+    n_rotations: Option<usize>,
+) -> CliResult<Option<MatchRun>> {
+    let (path, explicit) = match &a.match_run {
+        Some(d) => (d.join("run.json"), true),
+        None => {
+            let dir = a
+                .scores
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let p = dir.join("run.json");
+            if !p.is_file() {
+                return Ok(None);
+            }
+            (p, false)
+        }
+    };
+    let checked = read_match_run(&path).and_then(|r| {
+        if r.shape != shape {
+            return Err(format!(
+                "describes a score map of shape {:?}, but --scores has shape {shape:?}",
+                r.shape
+            ));
+        }
+        if let Some(n) = n_rotations
+            && n != r.stats.n_rotations
+        {
+            return Err(format!(
+                "describes a search over {} rotations, but --rotations has {n}",
+                r.stats.n_rotations
+            ));
+        }
+        Ok(r)
+    });
+    match checked {
+        Ok(r) => Ok(Some(r)),
+        Err(m) if explicit => Err(CliError::input(format!(
+            "--match-run {}: {m}, expected the output folder of the match that wrote --scores",
+            path.display()
+        ))),
+        Err(m) => {
+            if a.false_positives.is_some() && !g.quiet {
+                eprintln!("warning: ignoring {} beside --scores: {m}", path.display());
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// Runs `monomorph peaks`.
 pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
-    let query = PeakQuery::from_args(&a)?;
+    let mut query = PeakQuery::from_args(&a)?;
     check_out_file("--out", &a.out)?;
     if let Some(p) = &a.png {
         check_out_file("--png", p)?;
@@ -273,28 +517,54 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
                     idx.shape()
                 )));
             }
-            let rots = read_rotations("--rotations", r)?;
-            if rots.shape()[1] != shape.len() {
-                return Err(CliError::input(format!(
-                    "--rotations {}: {}×{} matrices, expected {d}×{d} for a {d}-D map",
-                    r.display(),
-                    rots.shape()[1],
-                    rots.shape()[2],
-                    d = shape.len()
-                )));
-            }
-            (Some(idx), Some(rots))
+            let rots = read_rotation_set("--rotations", r, shape.len(), "map")?;
+            (Some(idx), Some(rots.to_array()))
         }
         _ => (None, None),
     };
+    let run = find_match_run(g, &a, &shape, rotations.as_ref().map(|r| r.shape()[0]))?;
+    query.run_stats = run.as_ref().map(|r| r.stats);
     let task = PeaksTask {
         scores: vol.data.clone(),
         rotation_index,
         rotations,
         query,
     };
-    let peaks = monomorph::dispatch(g.dispatch(None), task)?;
-    write_peaks(&a.out, &rows_of(&peaks), shape.len())?;
+    let called = monomorph::dispatch(g.dispatch(None), task)?;
+    let mut meta = TableMeta {
+        micrograph: run.as_ref().and_then(|r| r.target.clone()),
+        ..TableMeta::default()
+    };
+    meta.comments
+        .push(format!("peaks of {}", a.scores.display()));
+    meta.comments.push(
+        "angles: RELION's (rot, tilt, psi) in degrees, Rz(rot)Ry(tilt)Rz(psi) acting on (x, y, z)"
+            .into(),
+    );
+    if let Some(fa) = &called.false_alarm {
+        meta.comments.push(fa.describe());
+        if let Some(r) = &run {
+            meta.comments
+                .push(format!("matching run statistics: {}", r.path.display()));
+        }
+        if !g.quiet {
+            if !fa.from_run {
+                eprintln!(
+                    "warning: --false-positives without the matching run's statistics (no \
+                     usable run.json beside --scores; pass --match-run DIR): sigma is the score \
+                     map's standard deviation, not pytme's rule, and the rotation count is {}",
+                    if a.rotations.is_some() {
+                        "that of --rotations"
+                    } else {
+                        "1 (no --rotations)"
+                    }
+                );
+            }
+            eprintln!("{}", fa.describe());
+        }
+    }
+    let peaks = called.peaks;
+    write_peaks_with(&a.out, &rows_of(&peaks), shape.len(), &meta)?;
     if let Some(p) = &a.png {
         let coords: Vec<Vec<usize>> = peaks.iter().map(|p| p.coord.clone()).collect();
         write_png(p, &vol.data.to_float::<f32>(), &coords)?;

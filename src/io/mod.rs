@@ -18,7 +18,9 @@ use crate::{Error, Float, Result};
 pub use mrc::{MrcVolume, read_mrc, write_mrc};
 pub use npy::{read_npy, write_npy};
 pub use png::write_png;
-pub use table::{PeakRow, read_euler_csv, write_peaks};
+pub use table::{
+    PeakRow, TableMeta, parse_euler_csv, read_euler_csv, write_peaks, write_peaks_with,
+};
 
 /// An [`Error::Io`] for `path`.
 pub fn io_err(path: &Path, message: impl Into<String>) -> Error {

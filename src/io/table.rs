@@ -1,4 +1,10 @@
-//! Peak lists: CSV (`z,y,x,score[,rotation,phi,theta,psi]`, 2-D `y,x,…`) and RELION STAR.
+//! Peak lists: CSV (`z,y,x,score[,rotation,rot,tilt,psi]`, 2-D `y,x,score[,rotation,psi]`) and
+//! RELION STAR, and `--euler` angle files.
+//!
+//! Every angle here is RELION's, in degrees (`monomorph::algo::rotations`, "Frames"):
+//! `(rot, tilt, psi)` with `Rz(rot)·Ry(tilt)·Rz(psi)` the rotation acting on `(x, y, z)` (the
+//! transpose of RELION's `Euler_angles2matrix`); in 2-D `psi` alone, on `(x, y)`. Positions are
+//! array indices; STAR's `_rlnCoordinateX/Y/Z` are the array's axes 2, 1, 0 (`x, y, z`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -15,12 +21,23 @@ pub struct PeakRow {
     pub score: f64,
     /// Index of the best rotation, when a rotation-index map was given.
     pub rotation: Option<usize>,
-    /// ZYZ intrinsic Euler angles in degrees (`phi, theta, psi`) of that rotation; in 2-D only
-    /// `psi` is meaningful (`phi = theta = 0`).
+    /// RELION's Euler angles in degrees (`rot, tilt, psi`) of that rotation (module docs); in
+    /// 2-D only `psi` is meaningful and written (`rot = tilt = 0`).
     pub euler: Option<[f64; 3]>,
 }
 
-/// Formats peaks as CSV with a header line.
+/// What a peak table says about how it was made, beyond its rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TableMeta {
+    /// Comment lines (without the leading `# `), written at the top of a STAR file.
+    pub comments: Vec<String>,
+    /// `_rlnMicrographName` of every row (the target the scores came from), when known.
+    pub micrograph: Option<String>,
+}
+
+/// Formats peaks as CSV with a header line: `z,y,x,score` (2-D `y,x,score`), plus
+/// `rotation,rot,tilt,psi` (2-D `rotation,psi`) when rotations are known: the rotation's index
+/// and RELION's angles in degrees.
 pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
     let axes: &[&str] = if ndim == 2 {
         &["y", "x"]
@@ -31,7 +48,11 @@ pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
     let mut s = axes.join(",");
     s.push_str(",score");
     if with_rot {
-        s.push_str(",rotation,phi,theta,psi");
+        s.push_str(if ndim == 2 {
+            ",rotation,psi"
+        } else {
+            ",rotation,rot,tilt,psi"
+        });
     }
     s.push('\n');
     for r in rows {
@@ -41,72 +62,114 @@ pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
         let _ = write!(s, "{}", r.score);
         if with_rot {
             let e = r.euler.unwrap_or([0.0; 3]);
-            let _ = write!(
-                s,
-                ",{},{:.6},{:.6},{:.6}",
-                r.rotation.map_or(-1i64, |v| v as i64),
-                e[0],
-                e[1],
-                e[2]
-            );
+            let _ = write!(s, ",{}", r.rotation.map_or(-1i64, |v| v as i64));
+            if ndim == 2 {
+                let _ = write!(s, ",{:.6}", e[2]);
+            } else {
+                let _ = write!(s, ",{:.6},{:.6},{:.6}", e[0], e[1], e[2]);
+            }
         }
         s.push('\n');
     }
     s
 }
 
-/// Formats peaks as a RELION 4 particle STAR file (`data_particles`), coordinates in voxels,
-/// `_rlnCoordinateX/Y/Z` from the array's x, y, z and `_rlnAngleRot/Tilt/Psi` the ZYZ Euler
-/// angles in degrees.
+/// Formats peaks as a RELION 4 particle STAR file (`# version 40001`, `data_particles`):
+/// `_rlnCoordinateX/Y[/Z]` in voxels from the array's x, y[, z] (axes 2, 1[, 0]), RELION's
+/// angles `_rlnAngleRot/Tilt/Psi` in degrees (2-D: `_rlnAnglePsi` alone),
+/// `_rlnMicrographName` when known, and the score as `_rlnAutopickFigureOfMerit`.
 pub fn peaks_star(rows: &[PeakRow], ndim: usize) -> String {
-    let mut s = String::from("\n# written by monomorph\n\ndata_particles\n\nloop_\n");
+    peaks_star_with(rows, ndim, &TableMeta::default())
+}
+
+/// [`peaks_star`] with comment lines and a micrograph name.
+pub fn peaks_star_with(rows: &[PeakRow], ndim: usize, meta: &TableMeta) -> String {
+    let mut s = format!("\n# written by monomorph {}\n", env!("CARGO_PKG_VERSION"));
+    for c in &meta.comments {
+        for line in c.lines() {
+            let _ = writeln!(s, "# {line}");
+        }
+    }
+    s.push_str("\n# version 40001\n\ndata_particles\n\nloop_\n");
     let mut cols = vec!["_rlnCoordinateX", "_rlnCoordinateY"];
     if ndim == 3 {
-        cols.push("_rlnCoordinateZ");
+        cols.extend(["_rlnCoordinateZ", "_rlnAngleRot", "_rlnAngleTilt"]);
     }
-    cols.extend([
-        "_rlnAngleRot",
-        "_rlnAngleTilt",
-        "_rlnAnglePsi",
-        "_rlnAutopickFigureOfMerit",
-    ]);
+    cols.push("_rlnAnglePsi");
+    if meta.micrograph.is_some() {
+        cols.push("_rlnMicrographName");
+    }
+    cols.push("_rlnAutopickFigureOfMerit");
     for (i, c) in cols.iter().enumerate() {
         let _ = writeln!(s, "{c} #{}", i + 1);
     }
+    // A STAR value may not hold white space or start with a quote-like character unquoted.
+    let name = meta.micrograph.as_ref().map(|m| {
+        if m.is_empty() || m.contains(char::is_whitespace) || m.starts_with(['"', '\'', '_', '#']) {
+            format!("\"{}\"", m.replace('"', "'"))
+        } else {
+            m.clone()
+        }
+    });
     for r in rows {
-        let p = &r.position;
-        let xyz: Vec<usize> = p.iter().rev().copied().collect();
-        for v in &xyz {
+        for v in r.position.iter().rev() {
             let _ = write!(s, "{v:.1}\t");
         }
         let e = r.euler.unwrap_or([0.0; 3]);
-        let _ = writeln!(s, "{:.6}\t{:.6}\t{:.6}\t{:.6}", e[0], e[1], e[2], r.score);
+        if ndim == 3 {
+            let _ = write!(s, "{:.6}\t{:.6}\t", e[0], e[1]);
+        }
+        let _ = write!(s, "{:.6}\t", e[2]);
+        if let Some(n) = &name {
+            let _ = write!(s, "{n}\t");
+        }
+        let _ = writeln!(s, "{:.6}", r.score);
     }
     s
 }
 
 /// Writes peaks to `path`: a RELION STAR file when it ends in `.star`, CSV otherwise.
 pub fn write_peaks(path: impl AsRef<Path>, rows: &[PeakRow], ndim: usize) -> Result<()> {
+    write_peaks_with(path, rows, ndim, &TableMeta::default())
+}
+
+/// [`write_peaks`] with the table's metadata (used by STAR files only: CSV has just the header
+/// line and the rows).
+pub fn write_peaks_with(
+    path: impl AsRef<Path>,
+    rows: &[PeakRow],
+    ndim: usize,
+    meta: &TableMeta,
+) -> Result<()> {
     let path = path.as_ref();
     let star = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("star"));
     let text = if star {
-        peaks_star(rows, ndim)
+        peaks_star_with(rows, ndim, meta)
     } else {
         peaks_csv(rows, ndim)
     };
     std::fs::write(path, text).map_err(|e| io_err(path, format!("cannot write: {e}")))
 }
 
-/// Reads Euler angles (degrees, ZYZ intrinsic) from a CSV file: one rotation per line, three
-/// comma- or space-separated numbers `phi, theta, psi` (a header line without numbers is
-/// skipped; lines starting with `#` are comments).
+/// Reads Euler angles from a CSV file: RELION's `rot, tilt, psi` in degrees (module docs), one
+/// rotation per line as three comma- or space-separated numbers. Blank lines and lines starting
+/// with `#` are skipped; the first other line is a header, and skipped, only when none of its
+/// fields is a number (`rot,tilt,psi`); any other line that is not three finite numbers is an
+/// error naming its line (so `10,20` on line 1 is an error, not a header).
 pub fn read_euler_csv(path: impl AsRef<Path>) -> Result<Vec<[f64; 3]>> {
     let path = path.as_ref();
     let text =
         std::fs::read_to_string(path).map_err(|e| io_err(path, format!("cannot read: {e}")))?;
+    parse_euler_csv(&text).map_err(|m| io_err(path, m))
+}
+
+/// The parser of [`read_euler_csv`] on the file's text; the error is the message (line number,
+/// the line, what was expected).
+pub fn parse_euler_csv(text: &str) -> std::result::Result<Vec<[f64; 3]>, String> {
     let mut out = Vec::new();
+    let mut first = true;
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         if l.is_empty() || l.starts_with('#') {
@@ -116,29 +179,89 @@ pub fn read_euler_csv(path: impl AsRef<Path>) -> Result<Vec<[f64; 3]>> {
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|p| !p.is_empty())
             .collect();
+        let is_header = first && parts.iter().all(|p| p.parse::<f64>().is_err());
+        first = false;
+        if is_header {
+            continue;
+        }
         let nums: std::result::Result<Vec<f64>, _> =
             parts.iter().map(|p| p.parse::<f64>()).collect();
         match nums {
             Ok(v) if v.len() == 3 && v.iter().all(|x| x.is_finite()) => {
                 out.push([v[0], v[1], v[2]])
             }
-            _ if i == 0 && out.is_empty() => continue, // header
             _ => {
-                return Err(io_err(
-                    path,
-                    format!(
-                        "line {}: '{l}', expected three finite angles phi,theta,psi in degrees",
-                        i + 1
-                    ),
+                return Err(format!(
+                    "line {}: '{l}', expected three finite angles rot,tilt,psi in degrees \
+                     (RELION's convention)",
+                    i + 1
                 ));
             }
         }
     }
     if out.is_empty() {
-        return Err(io_err(
-            path,
-            "no rotations, expected lines of phi,theta,psi in degrees",
-        ));
+        return Err("no rotations, expected lines of rot,tilt,psi in degrees".into());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn euler_csv_header_only_without_numbers() {
+        assert_eq!(
+            parse_euler_csv("rot,tilt,psi\n10,20,30\n").unwrap(),
+            vec![[10.0, 20.0, 30.0]]
+        );
+        assert_eq!(
+            parse_euler_csv("# c\n\nphi theta psi\n1 2 3\n4,5,6").unwrap(),
+            vec![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+        );
+        let e = parse_euler_csv("10,20\n1,2,3\n").unwrap_err();
+        assert!(e.starts_with("line 1: '10,20'"), "{e}");
+        let e = parse_euler_csv("rot,20,psi\n1,2,3\n").unwrap_err();
+        assert!(e.starts_with("line 1:"), "{e}");
+        let e = parse_euler_csv("1,2,3\nrot,tilt,psi\n").unwrap_err();
+        assert!(e.starts_with("line 2:"), "{e}");
+        let e = parse_euler_csv("a,b,c\n").unwrap_err();
+        assert!(e.contains("no rotations"), "{e}");
+        assert!(parse_euler_csv("1,2,nan\n").is_err());
+    }
+
+    #[test]
+    fn star_2d_has_psi_only_and_3d_reverses_axes() {
+        let row = PeakRow {
+            position: vec![3, 4],
+            score: 0.5,
+            rotation: Some(1),
+            euler: Some([0.0, 0.0, 30.0]),
+        };
+        let s = peaks_star(std::slice::from_ref(&row), 2);
+        assert!(
+            s.contains("_rlnAnglePsi #3") && !s.contains("_rlnAngleRot"),
+            "{s}"
+        );
+        assert!(s.contains("4.0\t3.0\t30.000000\t0.500000"), "{s}");
+        let c = peaks_csv(&[row], 2);
+        assert_eq!(c.lines().next(), Some("y,x,score,rotation,psi"));
+        let row3 = PeakRow {
+            position: vec![1, 2, 3],
+            score: 0.25,
+            rotation: Some(0),
+            euler: Some([10.0, 20.0, 30.0]),
+        };
+        let meta = TableMeta {
+            comments: vec!["hello".into()],
+            micrograph: Some("my tomo.mrc".into()),
+        };
+        let s = peaks_star_with(&[row3], 3, &meta);
+        assert!(s.contains("# hello\n"), "{s}");
+        assert!(s.contains("# version 40001"), "{s}");
+        assert!(
+            s.contains("3.0\t2.0\t1.0\t10.000000\t20.000000\t30.000000\t\"my tomo.mrc\"\t0.250000"),
+            "{s}"
+        );
+    }
 }

@@ -339,7 +339,7 @@ fn peaks_with_rotations_write_euler_angles_and_star() {
         p(&csv),
     ]);
     let (header, rows) = read_csv(&csv);
-    assert_eq!(header, "z,y,x,score,rotation,phi,theta,psi");
+    assert_eq!(header, "z,y,x,score,rotation,rot,tilt,psi");
     assert_eq!(rows.len(), 4);
     let ri_map = npy::<i32>(&format!("{c}/rotation_index.npy"));
     for row in &rows {

@@ -6,10 +6,12 @@
 mod cg;
 mod cg_trust;
 mod cli;
+mod cli_peaks;
 mod cli_solve;
 mod common;
 mod conformance;
 mod filter_fixtures;
 mod matching;
+mod orientation;
 mod peaks;
 mod resample_fixtures;

@@ -35,7 +35,9 @@ pub use pytme::{
     max_filter_coordinates,
 };
 pub use refine::refine_parabolic;
-pub use stats::{erfc, erfcinv, false_alarm_threshold};
+pub use stats::{
+    erfc, erfcinv, false_alarm_threshold, pytme_false_alarm_threshold, voxels_inside_border,
+};
 
 use spacing::{Closeness, greedy_spacing};
 
@@ -123,6 +125,17 @@ impl PeakParams {
             ..Self::default()
         }
     }
+}
+
+/// The max-filter window `w` clamped to each axis of `shape`: a window of `2·s + 1` voxels or
+/// more reaches past both ends of an axis of length `s` from every voxel, so every wider window
+/// sees the same voxels and the same border values (for any border mode) and gives the same
+/// maximum. Clamping makes the filter's cost independent of `w`.
+pub(crate) fn clamp_windows(w: usize, shape: &[usize]) -> Vec<usize> {
+    shape
+        .iter()
+        .map(|&s| w.min(s.saturating_mul(2).saturating_add(1)))
+        .collect()
 }
 
 /// Row-major unravel of a flat index.
@@ -258,10 +271,9 @@ pub fn find_peaks<B: Backend, T: Float>(
             ));
         }
     }
-    let box_size = md
-        .checked_mul(2)
-        .and_then(|s| s.checked_add(1))
-        .ok_or_else(|| Error::invalid("min_distance", format!("{md} is too large")))?;
+    // Any window of 2·s + 1 or more covers an axis of length s from every voxel: clamp it, so
+    // a huge min_distance costs no more than the map's own size (same answer).
+    let box_size = md.saturating_mul(2).saturating_add(1);
     let footprint_len = match &params.footprint {
         Some(fp) => {
             if fp.shape.len() != ndim {
@@ -284,7 +296,7 @@ pub fn find_peaks<B: Backend, T: Float>(
             }
             len
         }
-        None => box_size.checked_pow(ndim as u32).unwrap_or(usize::MAX),
+        None => box_size.saturating_pow(ndim as u32),
     };
     let border = border_widths(params, ndim)?;
     let max_out = params.num_peaks.unwrap_or(usize::MAX);
@@ -325,7 +337,7 @@ pub fn find_peaks<B: Backend, T: Float>(
                 }
                 b.max_filter(
                     src,
-                    &vec![box_size; ndim],
+                    &clamp_windows(box_size, &shape),
                     BorderMode::Nearest,
                     &mut filtered,
                 )?;

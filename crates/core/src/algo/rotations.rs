@@ -5,8 +5,11 @@
 //! determinant +1) when a set is built, so matching can trust them.
 //!
 //! * [`RotationSet::from_matrices`]: explicit matrices (e.g. pytme's `rotations.npy`).
+//! * [`RotationSet::from_relion_euler`] / [`relion_euler_of`]: RELION's Euler angles (see
+//!   below), the convention of STAR files, of `--euler` files and of every angle monomorph writes.
 //! * [`RotationSet::from_euler_zyz`] / [`RotationSet::to_euler_zyz`]: intrinsic ZYZ Euler angles
-//!   in degrees, scipy's `Rotation.from_euler("ZYZ", …, degrees=True)` convention (relion STAR).
+//!   in degrees, scipy's `Rotation.from_euler("ZYZ", …, degrees=True)` convention, of a matrix in
+//!   the set's own frame (array-index axes), with no change of frame.
 //! * [`RotationSet::uniform`]: an even sampling for an angular step. In 3-D it is a
 //!   Hopf-fibration set: a Fibonacci sphere of axis directions (spacing 1.2 × step) times an
 //!   in-plane grid (spacing 0.9 × step, offset by −φ along each fibre), first rotation the
@@ -15,6 +18,34 @@
 //!   20.83° (pytme 20.7°), 14.6° for 15° (pytme picks its 16.29° set: 16.2°). It beats pytme's
 //!   coverage at every step tried, with 1.1–1.9× as many rotations. In 2-D it is the even
 //!   in-plane grid `k · 360°/⌈360/step⌉` (pytme draws 2-D rotations at random).
+
+//!
+//! # Frames
+//!
+//! A volume is an array indexed `(z, y, x)` (2-D: `(y, x)`): the order of MRC files (and of
+//! mrcfile / numpy). Every matrix of a set acts on that **index order** and is a pull-back about
+//! the template centre `c = (n − 1)/2`: the template rotated by `R` is `t_R[o] = t[R·(o − c) + c]`
+//! (pytme's rule), so a particle matched with `R` is the template seen through `R`.
+//!
+//! RELION (and pytme's `Orientations`, whose arrays are `(x, y, z)`) describe the same rotation
+//! on `(x, y, z)`: `R_xyz = P·R·P` with `P` the axis reversal (`P = Pᵀ = P⁻¹`), and its Euler
+//! angles `(rot, tilt, psi)` in degrees satisfy `R_xyz = Rz(rot)·Ry(tilt)·Rz(psi)`, with
+//! `Rz(a) = [[cos a, −sin a, 0], [sin a, cos a, 0], [0, 0, 1]]` and
+//! `Ry(b) = [[cos b, 0, sin b], [0, 1, 0], [−sin b, 0, cos b]]` (right-handed, counter-clockwise
+//! for a positive angle seen from the positive axis). That is RELION's definition:
+//! `Euler_angles2matrix(rot, tilt, psi)` returns `A = R_xyzᵀ = Rz(−psi)·Ry(−tilt)·Rz(−rot)`
+//! (rotations of the coordinate frame: `rot` about z, then `tilt` about the new y, then `psi`
+//! about the new z), and RELION's projector reads the reference at `Aᵀ·p` for a particle
+//! coordinate `p`: `particle(p) = reference(R_xyz·p)`, the pull-back above written in `(x, y, z)`.
+//! It is also scipy's intrinsic `"ZYZ"` (`Rotation.from_euler("ZYZ", [rot, tilt, psi],
+//! degrees=True).as_matrix() = R_xyz`), which pytme uses to read and write STAR files.
+//!
+//! Angles are returned as scipy's `as_euler("ZYZ")` returns them: `tilt` in `[0, 180]`, `rot` and
+//! `psi` in `[−180, 180]`; at gimbal lock (`tilt` 0 or 180, where only `rot ± psi` is defined)
+//! `psi = 0`.
+//!
+//! In 2-D, RELION uses `_rlnAnglePsi` alone, the same definition with `rot = tilt = 0`:
+//! `R_xy = [[cos psi, −sin psi], [sin psi, cos psi]]` acting on `(x, y)`, `R_xy = P·R·P`.
 
 use crate::error::{Error, Result};
 
@@ -71,6 +102,57 @@ pub fn matrix_to_euler_zyz(r: &[[f64; 3]; 3]) -> [f64; 3] {
         c = r[2][1].atan2(-r[2][0]);
     }
     [a.to_degrees(), b.to_degrees(), c.to_degrees()]
+}
+
+/// `P·R·P` for a row-major `d × d` matrix, `P` the reversal of the `d` axes: the same rotation
+/// written in the reversed axis order (`(z, y, x)` ↔ `(x, y, z)`). Its own inverse.
+pub fn reverse_axes(m: &[f64], d: usize) -> Vec<f64> {
+    let mut o = vec![0.0; d * d];
+    for i in 0..d {
+        for j in 0..d {
+            o[i * d + j] = m[(d - 1 - i) * d + (d - 1 - j)];
+        }
+    }
+    o
+}
+
+/// The matrix in array-index order (`(z, y, x)`, row-major 3 × 3) of RELION's Euler angles
+/// `[rot, tilt, psi]` in degrees (module docs, "Frames"): `P · Rz(rot)·Ry(tilt)·Rz(psi) · P`.
+pub fn relion_euler_to_matrix(angles: [f64; 3]) -> [[f64; 3]; 3] {
+    let r = euler_zyz_to_matrix(angles);
+    let flat = reverse_axes(&r.concat(), 3);
+    [
+        [flat[0], flat[1], flat[2]],
+        [flat[3], flat[4], flat[5]],
+        [flat[6], flat[7], flat[8]],
+    ]
+}
+
+/// RELION's angles in degrees of a row-major rotation in array-index order (module docs,
+/// "Frames"). 3-D: `[rot, tilt, psi]` of `P·R·P`, as scipy's `as_euler("ZYZ")` (gimbal lock:
+/// `psi = 0`). 2-D (`(y, x)` order): `[0, 0, psi]`, the in-plane angle of `P·R·P` acting on
+/// `(x, y)`, in `(−180, 180]`.
+///
+/// Errors: a matrix that is not 2 × 2 or 3 × 3.
+pub fn relion_euler_of(m: &[f64]) -> Result<[f64; 3]> {
+    match m.len() {
+        4 => {
+            let r = reverse_axes(m, 2);
+            Ok([0.0, 0.0, r[2].atan2(r[0]).to_degrees()])
+        }
+        9 => {
+            let r = reverse_axes(m, 3);
+            Ok(matrix_to_euler_zyz(&[
+                [r[0], r[1], r[2]],
+                [r[3], r[4], r[5]],
+                [r[6], r[7], r[8]],
+            ]))
+        }
+        n => Err(Error::invalid(
+            "rotation",
+            format!("expected a 2 × 2 or 3 × 3 matrix, got {n} values"),
+        )),
+    }
 }
 
 fn matmul3(x: &[[f64; 3]; 3], y: &[[f64; 3]; 3]) -> [[f64; 3]; 3] {
@@ -172,7 +254,29 @@ impl RotationSet {
         Self::from_matrices(d1, &flat)
     }
 
-    /// Rotations from intrinsic ZYZ Euler angles in degrees (scipy's `from_euler("ZYZ", …)`).
+    /// Rotations from RELION's Euler angles `[rot, tilt, psi]` in degrees (the `(x, y, z)` frame
+    /// of STAR files, module docs "Frames"), stored as matrices in array-index order `(z, y, x)`
+    /// like every set: [`relion_euler_to_matrix`]. 3-D only; every angle must be finite.
+    pub fn from_relion_euler(angles: &[[f64; 3]]) -> Result<Self> {
+        let set = Self::from_euler_zyz(angles)?;
+        let mats = set
+            .mats
+            .chunks(9)
+            .flat_map(|m| reverse_axes(m, 3))
+            .collect();
+        Ok(RotationSet { dim: 3, mats })
+    }
+
+    /// RELION's angles in degrees of every rotation ([`relion_euler_of`]; 2-D: `[0, 0, psi]`).
+    pub fn to_relion_euler(&self) -> Vec<[f64; 3]> {
+        (0..self.len())
+            .map(|i| relion_euler_of(self.matrix(i)).expect("validated 2 × 2 or 3 × 3"))
+            .collect()
+    }
+
+    /// Rotations from intrinsic ZYZ Euler angles in degrees (scipy's `from_euler("ZYZ", …)`),
+    /// taken as matrices in the set's own (array-index) frame without a change of frame; STAR
+    /// and `--euler` angles go through [`RotationSet::from_relion_euler`] instead.
     pub fn from_euler_zyz(angles: &[[f64; 3]]) -> Result<Self> {
         if angles.is_empty() {
             return Err(Error::Empty("Euler angles".into()));
@@ -190,7 +294,8 @@ impl RotationSet {
         Ok(RotationSet { dim: 3, mats })
     }
 
-    /// ZYZ Euler angles (degrees) of every rotation, scipy's `as_euler("ZYZ")` (3-D only).
+    /// ZYZ Euler angles (degrees) of every rotation, scipy's `as_euler("ZYZ")` of the matrix in
+    /// its own (array-index) frame (3-D only); RELION's angles are [`RotationSet::to_relion_euler`].
     pub fn to_euler_zyz(&self) -> Result<Vec<[f64; 3]>> {
         if self.dim != 3 {
             return Err(Error::invalid(
@@ -446,6 +551,115 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// RELION's `Euler_angles2matrix(rot, tilt, psi)` element by element (src/euler.cpp), in
+    /// `(x, y, z)`: the frame rotation `A`; the particle is `reference(Aᵀ·p)`.
+    fn relion_a(rot: f64, tilt: f64, psi: f64) -> [[f64; 3]; 3] {
+        let (a, b, g) = (rot.to_radians(), tilt.to_radians(), psi.to_radians());
+        let (ca, sa, cb, sb, cg, sg) = (a.cos(), a.sin(), b.cos(), b.sin(), g.cos(), g.sin());
+        let (cc, cs, sc, ss) = (cb * ca, cb * sa, sb * ca, sb * sa);
+        [
+            [cg * cc - sg * sa, cg * cs + sg * ca, -cg * sb],
+            [-sg * cc - cg * sa, -sg * cs + cg * ca, sg * sb],
+            [sc, ss, cb],
+        ]
+    }
+
+    fn close(a: &[f64], b: &[f64], tol: f64) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tol)
+    }
+
+    #[test]
+    fn relion_angles_follow_relions_definition() {
+        for ang in [
+            [30.0, 40.0, 50.0],
+            [-90.0, 0.0, 0.0],
+            [165.4313, 108.77149, 14.5687],
+            [-143.5, 23.6, 126.5],
+            [10.0, 180.0, 0.0],
+        ] {
+            let a = relion_a(ang[0], ang[1], ang[2]);
+            // Our matrix acts on (z, y, x): reversing its axes gives Aᵀ acting on (x, y, z).
+            let ours = relion_euler_to_matrix(ang).concat();
+            let xyz = reverse_axes(&ours, 3);
+            for i in 0..3 {
+                for j in 0..3 {
+                    assert!((xyz[i * 3 + j] - a[j][i]).abs() < 1e-12, "{ang:?} {i}{j}");
+                }
+            }
+            // And the angles come back (same rotation; same angles away from gimbal lock).
+            let back = relion_euler_of(&ours).unwrap();
+            let again = relion_euler_to_matrix(back).concat();
+            assert!(close(&ours, &again, 1e-12), "{ang:?} -> {back:?}");
+            if ang[1] > 0.0 && ang[1] < 180.0 {
+                assert!(close(&back, &ang, 1e-9), "{ang:?} -> {back:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn relion_angles_of_the_issue_example() {
+        // One physical orientation: pytme (arrays in x, y, z) writes (−90, 0, 0) for Rz(−90).
+        // The same rotation acting on (z, y, x) is P·Rz(−90)·P, whose own ZYZ angles, the
+        // angles monomorph used to write, are (−90, 90, 90).
+        let rz = euler_zyz_to_matrix([-90.0, 0.0, 0.0]).concat();
+        let zyx = reverse_axes(&rz, 3);
+        let got = relion_euler_of(&zyx).unwrap();
+        assert!(close(&got, &[-90.0, 0.0, 0.0], 1e-12), "{got:?}");
+        let m = [
+            [zyx[0], zyx[1], zyx[2]],
+            [zyx[3], zyx[4], zyx[5]],
+            [zyx[6], zyx[7], zyx[8]],
+        ];
+        let old = matrix_to_euler_zyz(&m);
+        assert!(close(&old, &[-90.0, 90.0, 90.0], 1e-9), "{old:?}");
+    }
+
+    #[test]
+    fn relion_gimbal_lock_and_round_trips() {
+        // tilt 0: only rot + psi is defined; scipy puts it all in rot.
+        let m = relion_euler_to_matrix([30.0, 0.0, 50.0]).concat();
+        let g = relion_euler_of(&m).unwrap();
+        assert!(close(&g, &[80.0, 0.0, 0.0], 1e-9), "{g:?}");
+        // tilt 180: only rot − psi is defined.
+        let m = relion_euler_to_matrix([30.0, 180.0, 50.0]).concat();
+        let g = relion_euler_of(&m).unwrap();
+        assert!(close(&g, &[-20.0, 180.0, 0.0], 1e-9), "{g:?}");
+        // Round trips over a grid, gimbal lock included.
+        for a in [-180.0, -170.0, -30.0, 0.0, 45.0, 179.0, 180.0] {
+            for b in [0.0, 1e-9, 10.0, 90.0, 170.0, 180.0 - 1e-9, 180.0] {
+                for c in [-180.0, -120.0, 0.0, 60.0, 180.0] {
+                    let r = relion_euler_to_matrix([a, b, c]).concat();
+                    let e = relion_euler_of(&r).unwrap();
+                    assert!((0.0..=180.0).contains(&e[1]), "{e:?}");
+                    assert!(e[0].abs() <= 180.0 && e[2].abs() <= 180.0, "{e:?}");
+                    let r2 = relion_euler_to_matrix(e).concat();
+                    assert!(close(&r, &r2, 1e-9), "{a} {b} {c} -> {e:?}");
+                }
+            }
+        }
+        // A set built from RELION angles gives them back.
+        let set = RotationSet::from_relion_euler(&[[10.0, 20.0, 30.0], [-90.0, 0.0, 0.0]]).unwrap();
+        let back = set.to_relion_euler();
+        assert!(close(&back[0], &[10.0, 20.0, 30.0], 1e-9), "{back:?}");
+        assert!(close(&back[1], &[-90.0, 0.0, 0.0], 1e-9), "{back:?}");
+        assert!(RotationSet::from_relion_euler(&[[f64::NAN, 0.0, 0.0]]).is_err());
+    }
+
+    #[test]
+    fn relion_psi_in_2d() {
+        // RELION 2-D: R_xy = [[cos, −sin], [sin, cos]] on (x, y); on (y, x) that is P·R_xy·P.
+        for psi in [-170.0f64, -90.0, 0.0, 30.0, 135.0, 180.0] {
+            let (c, s) = (psi.to_radians().cos(), psi.to_radians().sin());
+            let yx = reverse_axes(&[c, -s, s, c], 2);
+            assert!(close(&yx, &[c, s, -s, c], 0.0));
+            let e = relion_euler_of(&yx).unwrap();
+            assert_eq!(&e[..2], &[0.0, 0.0]);
+            let d = (e[2] - psi).rem_euclid(360.0);
+            assert!(d.min(360.0 - d) < 1e-9, "{psi} -> {e:?}");
+        }
+        assert!(relion_euler_of(&[1.0; 5]).is_err());
     }
 
     #[test]

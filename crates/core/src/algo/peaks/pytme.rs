@@ -14,7 +14,7 @@
 use ndarray::ArrayView3;
 
 use super::spacing::{Closeness, greedy_spacing};
-use super::{Peak, attach_rotations, min_max, ravel, sanitize, sort_desc, unravel};
+use super::{Peak, attach_rotations, clamp_windows, min_max, ravel, sanitize, sort_desc, unravel};
 use crate::backend::{Arr, ArrayMeta, Backend, BorderMode, Interpolation};
 use crate::dtype::{Float, Index};
 use crate::error::{Error, Result, fmt_shape};
@@ -67,7 +67,7 @@ fn mfc_raw<B: Backend, T: Float>(
     let mut mf = b.zeros::<T>(&shape)?;
     b.max_filter(
         src,
-        &vec![min_distance; shape.len()],
+        &clamp_windows(min_distance, &shape),
         BorderMode::Constant(0.0),
         &mut mf,
     )?;
@@ -252,7 +252,12 @@ pub fn call_peaks_fast<B: Backend, T: Float>(
     drop(boxmax);
     // Window test: p equals the maximum of [p − md, p + md) (an even 2·md box).
     let mut win = b.zeros::<T>(&shape)?;
-    b.max_filter(src, &vec![2 * md; ndim], BorderMode::Nearest, &mut win)?;
+    b.max_filter(
+        src,
+        &clamp_windows(md.saturating_mul(2), &shape),
+        BorderMode::Nearest,
+        &mut win,
+    )?;
     let cands = b.peak_candidates(src, &win, T::neg_infinity(), &vec![0; ndim])?;
     drop(win);
     // For each box, the first (lowest flat index) candidate inside it scoring the box max.
@@ -373,7 +378,6 @@ pub fn call_peaks_recursive<B: Backend, T: Float, I: Index>(
         Some(m) => Some(b.zeros::<T>(m.mask.shape())?),
         None => None,
     };
-    let box_len: usize = extent.iter().product();
     let mut k = 256usize.min(n);
     let mut list: Vec<(usize, T)> = Vec::new();
     let mut pos = 0usize;
@@ -443,27 +447,41 @@ pub fn call_peaks_recursive<B: Backend, T: Float, I: Index>(
             _ => None,
         };
         let cut = T::from_f64(0.1);
-        for o in 0..box_len {
-            if let Some(kv) = &keep
-                && kv[o] <= cut
-            {
-                continue;
-            }
-            let oc = unravel(o, &extent);
-            let mut inside = true;
-            let mut flat = 0usize;
-            for a in 0..ndim {
-                let x = (c[a] + oc[a]).checked_sub(extent[a] / 2);
-                match x {
-                    Some(x) if x < shape[a] => flat = flat * shape[a] + x,
-                    _ => {
-                        inside = false;
+        // Only the part of the box inside the map is visited (the box may be far larger than
+        // the map): offset o is inside when 0 <= c + o − extent/2 < shape.
+        let ranges: Vec<(usize, usize)> = (0..ndim)
+            .map(|a| {
+                let h = extent[a] / 2;
+                let lo = h.saturating_sub(c[a]);
+                let hi = extent[a].min(shape[a].saturating_add(h).saturating_sub(c[a]));
+                (lo, hi)
+            })
+            .collect();
+        if ranges.iter().all(|&(lo, hi)| lo < hi) {
+            let mut o: Vec<usize> = ranges.iter().map(|r| r.0).collect();
+            'odometer: loop {
+                let take = match &keep {
+                    Some(kv) => kv[ravel(&o, &extent)] > cut,
+                    None => true,
+                };
+                if take {
+                    let flat = (0..ndim).fold(0usize, |acc, a| {
+                        acc * shape[a] + (c[a] + o[a] - extent[a] / 2)
+                    });
+                    masked[flat / 64] |= 1 << (flat % 64);
+                }
+                let mut a = ndim;
+                loop {
+                    if a == 0 {
+                        break 'odometer;
+                    }
+                    a -= 1;
+                    o[a] += 1;
+                    if o[a] < ranges[a].1 {
                         break;
                     }
+                    o[a] = ranges[a].0;
                 }
-            }
-            if inside {
-                masked[flat / 64] |= 1 << (flat % 64);
             }
         }
         found.push((i, v, rot));

@@ -17,6 +17,25 @@ pub(crate) enum Closeness {
 }
 
 impl Closeness {
+    /// The same rule with the spacing clamped to `Σ shape`: every distance between two voxels
+    /// of the map (any p-norm, p >= 1) is at most `Σ (s − 1)`, below the clamped spacing, so
+    /// "too close" is unchanged for every pair.
+    fn clamped(self, shape: &[usize]) -> Self {
+        let cap = shape
+            .iter()
+            .fold(0usize, |a, &s| a.saturating_add(s))
+            .max(1);
+        match self {
+            Closeness::Minkowski { p, spacing } => Closeness::Minkowski {
+                p,
+                spacing: spacing.min(cap),
+            },
+            Closeness::FlooredEuclidean { spacing } => Closeness::FlooredEuclidean {
+                spacing: spacing.min(cap),
+            },
+        }
+    }
+
     /// Every too-close pair differs by less than this on every axis (the bucket edge).
     fn reach(self) -> usize {
         match self {
@@ -102,6 +121,9 @@ pub(crate) fn greedy_spacing(
     if max_out == 0 || order.is_empty() {
         return kept;
     }
+    // A spacing beyond the largest distance in the map (every pair too close) acts like any
+    // larger one: clamp it so that the bucket edge cannot overflow.
+    let rule = rule.clamped(shape);
     let reach = rule.reach().max(1);
     let ndim = shape.len();
     let grid: Vec<usize> = shape.iter().map(|&s| s.div_ceil(reach).max(1)).collect();

@@ -164,6 +164,41 @@ pub fn false_alarm_threshold(
     Ok(erfcinv(y) * std::f64::consts::SQRT_2 * sigma)
 }
 
+/// The number of voxels of a map of `shape` at least `border[k]` voxels from both ends of every
+/// axis `k` (pytme's `np.size(scores[mbd:-mbd, …])`); 0 when a border leaves nothing. `border`
+/// has one entry per axis (missing entries count as 0).
+pub fn voxels_inside_border(shape: &[usize], border: &[usize]) -> usize {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(k, &s)| s.saturating_sub(border.get(k).copied().unwrap_or(0).saturating_mul(2)))
+        .fold(1usize, |a, n| a.saturating_mul(n))
+}
+
+/// pytme 0.3.6's `postprocess --n-false-positives k` threshold from a matching run's statistics
+/// (`tme/scripts/postprocess.py` and `matching_utils.minimum_score_from_fp`):
+/// `σ = √ssum` with `ssum` rounded to `f32` and the square root taken in `f32` (postprocess
+/// stores the variance as `np.float32` and takes `np.sqrt` of it), then
+/// [`false_alarm_threshold`]`(k, n_voxels, n_rotations, σ)`, where `ssum` is the matching's
+/// `Σ score² / (voxels · rotations)` (see `MatchResult::ssum`), `n_voxels` the voxels inside the
+/// peak-calling border ([`voxels_inside_border`]) and `n_rotations` the number of rotations
+/// searched. Errors: those of [`false_alarm_threshold`], and `ssum` negative or not finite.
+pub fn pytme_false_alarm_threshold(
+    k: f64,
+    ssum: f64,
+    n_voxels: usize,
+    n_rotations: usize,
+) -> Result<f64> {
+    if !(ssum.is_finite() && ssum >= 0.0) {
+        return Err(Error::invalid(
+            "ssum",
+            format!("expected a finite mean squared score >= 0, got {ssum}"),
+        ));
+    }
+    let sigma = (ssum as f32).sqrt() as f64;
+    false_alarm_threshold(k, n_voxels, n_rotations, sigma)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +253,35 @@ mod tests {
                 "erfc({x}) = {got}, want {want}"
             );
         }
+    }
+
+    #[test]
+    fn pytme_rule_matches_postprocess() {
+        // tests/fixtures/orientation/cube24: pytme 0.3.6 postprocess logged
+        // "Determined cutoff --min-score 0.26362378697064776" for ssum (float32) 0.0031399…,
+        // 32³ voxels, 24 rotations, 1 false positive.
+        let case = [
+            (
+                0.0031399030704051256_f64,
+                32 * 32 * 32,
+                24,
+                0.26362378697064776_f64,
+            ),
+            (0.003037890652194619, 32 * 32 * 32, 216, 0.283010474753463),
+        ];
+        for (ssum, n, r, want) in case {
+            let got = pytme_false_alarm_threshold(1.0, ssum, n, r).unwrap();
+            assert!(
+                (got - want).abs() <= 4.0 * f64::EPSILON * want,
+                "{got} vs {want}"
+            );
+        }
+        assert!(pytme_false_alarm_threshold(1.0, f64::NAN, 10, 10).is_err());
+        assert!(pytme_false_alarm_threshold(1.0, -1.0, 10, 10).is_err());
+        assert_eq!(voxels_inside_border(&[32, 32, 32], &[0, 0, 0]), 32768);
+        assert_eq!(voxels_inside_border(&[32, 20], &[5, 5]), 22 * 10);
+        assert_eq!(voxels_inside_border(&[32, 20], &[5, 10]), 0);
+        assert_eq!(voxels_inside_border(&[32], &[usize::MAX]), 0);
     }
 
     #[test]
