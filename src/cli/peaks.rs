@@ -13,7 +13,7 @@ use monomorph::{Arr, Backend, BackendTask, FloatOf};
 use ndarray::{Array3, ArrayD, Ix3};
 use tracing::info_span;
 
-use super::output::{check_out_file, read_npy_input};
+use super::output::{Outputs, check_distinct, check_out_file, read_npy_input};
 use super::{CliError, CliResult, Global};
 
 /// Options of `monomorph peaks`.
@@ -252,6 +252,17 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     if let Some(p) = &a.png {
         check_out_file("--png", p)?;
     }
+    let mut outputs = vec![("--out", a.out.clone())];
+    outputs.extend(a.png.iter().map(|p| ("--png", p.clone())));
+    let inputs: Vec<(&str, &std::path::Path)> = [
+        ("--scores", Some(&a.scores)),
+        ("--rotation-index", a.rotation_index.as_ref()),
+        ("--rotations", a.rotations.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p.as_path())))
+    .collect();
+    check_distinct(&outputs, &inputs)?;
     let vol =
         monomorph::io::read_array(&a.scores).map_err(|e| CliError::from(e).about("--scores"))?;
     let shape = vol.data.shape().to_vec();
@@ -287,6 +298,24 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         }
         _ => (None, None),
     };
+    if let Some(k) = a.false_positives {
+        // Checked here so that the message names the flags, not the library's `k` and `sigma`.
+        let bad = vol.data.count_nonfinite();
+        if bad > 0 {
+            return Err(CliError::input(format!(
+                "--scores {}: {bad} NaN or infinite value(s), expected finite scores for --false-positives",
+                a.scores.display()
+            )));
+        }
+        let n_rot = rotations.as_ref().map_or(1, |r| r.shape()[0]);
+        let trials = shape.iter().product::<usize>() as f64 * n_rot as f64;
+        if k >= trials {
+            return Err(CliError::input(format!(
+                "--false-positives {}: expected fewer than the {trials} voxels × rotations of the map",
+                super::error::show(k)
+            )));
+        }
+    }
     let task = PeaksTask {
         scores: vol.data.clone(),
         rotation_index,
@@ -294,13 +323,19 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         query,
     };
     let peaks = monomorph::dispatch(g.dispatch(None), task)?;
-    write_peaks(&a.out, &rows_of(&peaks), shape.len())?;
-    if let Some(p) = &a.png {
+    let mut out = Outputs::files();
+    out.stage_file("--out", &a.out, |p| {
+        write_peaks(p, &rows_of(&peaks), shape.len())
+    })?;
+    if let Some(png) = &a.png {
         let coords: Vec<Vec<usize>> = peaks.iter().map(|p| p.coord.clone()).collect();
-        write_png(p, &vol.data.to_float::<f32>(), &coords)?;
+        out.stage_file("--png", png, |p| {
+            write_png(p, &vol.data.to_float::<f32>(), &coords)
+        })?;
     }
+    out.commit()?;
     if !g.quiet {
-        eprintln!("{} peaks written to {}", peaks.len(), a.out.display());
+        note!("{} peaks written to {}", peaks.len(), a.out.display());
     }
     Ok(())
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 use tracing::info_span;
 
 use super::output::{
-    Timings, peak_memory_bytes, prepare_out_dir, read_npy_input, run_info, write_json,
+    Outputs, Timings, check_distinct, check_out_dir, peak_memory_bytes, read_npy_input, run_info,
 };
 use super::{CliError, CliResult, Global};
 
@@ -224,7 +224,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
             )));
         }
     }
-    let out = prepare_out_dir(&a.out)?;
+    check_out_dir("--out", &a.out)?;
     let mut timings = Timings::default();
     let y = as_2d("--rhs", &a.rhs, read_npy_input("--rhs", &a.rhs)?)?;
     let (batch, n) = (y.shape()[0], y.shape()[1]);
@@ -313,9 +313,23 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     };
     let params = SolveParams::new(method).with_tolerances(a.rtol, a.atol, a.max_iter);
     let task = SolveTask { op, y, x0, params };
+    let inputs: Vec<(&str, &Path)> = [
+        ("--matrix", a.matrix.as_deref()),
+        ("--rhs", Some(a.rhs.as_path())),
+        ("--x0", a.x0.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    let outputs: Vec<(&str, PathBuf)> = ["x.npy", "residual.npy", "result.json"]
+        .iter()
+        .map(|n| ("--out", a.out.join(n)))
+        .collect();
+    check_distinct(&outputs, &inputs)?;
+    let mut out = Outputs::in_dir("--out", &a.out)?;
     let s = timings.time("solve", || monomorph::dispatch(g.dispatch(None), task))?;
-    write_npy(out.join("x.npy"), &s.x)?;
-    write_npy(out.join("residual.npy"), &s.residual)?;
+    out.stage("x.npy", |p| write_npy(p, &s.x))?;
+    out.stage("residual.npy", |p| write_npy(p, &s.residual))?;
     let mut info = run_info(g, &s.backend, &s.device);
     let result = json!({
         "iterations": s.iterations,
@@ -338,10 +352,12 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
             obj.insert(k.clone(), v.clone());
         }
     }
-    write_json(&out.join("result.json"), &info)?;
+    // result.json last: it marks the run complete.
+    out.json("result.json", &info)?;
+    out.commit()?;
     if !g.quiet {
         for i in 0..batch {
-            println!(
+            say!(
                 "system {i}: {} after {} iterations ({} operator applications), |r| = {:.3e}",
                 if s.converged[i] {
                     "converged"
@@ -353,7 +369,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
                 s.iterations[i],
                 s.function_evaluations[i],
                 s.residual_norm[i]
-            );
+            )?;
         }
     }
     Ok(())

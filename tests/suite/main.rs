@@ -5,6 +5,7 @@
 
 mod cg;
 mod cli;
+mod cli_robust;
 mod common;
 mod conformance;
 mod filter_fixtures;
