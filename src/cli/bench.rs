@@ -13,7 +13,8 @@ use monomorph::{Backend, BackendTask, BorderMode, ComplexOf, FloatOf};
 use ndarray::{ArrayD, IxDyn, Zip};
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, Global};
+use super::output::check_memory;
+use super::{CliError, CliResult, Global, PrecisionArg};
 
 /// Options of `monomorph bench`.
 #[derive(Args, Debug, Clone)]
@@ -66,13 +67,82 @@ pub fn parse_dims(s: &str) -> Result<Vec<usize>, String> {
         .split(['x', 'X'])
         .map(|p| p.trim().parse::<usize>())
         .collect::<Result<_, _>>()
-        .map_err(|_| format!("size '{s}': expected N, NxN or NxNxN"))?;
+        .map_err(|_| format!("'{s}': expected N, NxN or NxNxN"))?;
     if v.is_empty() || v.len() > 3 || v.contains(&0) {
-        return Err(format!(
-            "size '{s}': expected N, NxN or NxNxN of positive sizes"
-        ));
+        return Err(format!("'{s}': expected N, NxN or NxNxN of positive sizes"));
     }
     Ok(if v.len() == 1 { vec![v[0]; 3] } else { v })
+}
+
+/// `--size`, parsed for the algorithm it sizes.
+#[derive(Debug, Clone)]
+enum Size {
+    /// Element count (stream).
+    Count(usize),
+    /// One volume.
+    Shape(Vec<usize>),
+    /// Target and template shapes (matching).
+    Pair(Vec<usize>, Vec<usize>),
+}
+
+/// Number of elements of `shape`, `None` on overflow.
+fn elements(shape: &[usize]) -> Option<u128> {
+    shape
+        .iter()
+        .try_fold(1u128, |acc, &n| acc.checked_mul(n as u128))
+}
+
+/// Parses `--size` for `alg` and checks, before allocating anything, that the run's arrays fit
+/// in memory (`fsize` bytes a float).
+fn parse_size(alg: BenchAlgorithm, s: &str, fsize: u128) -> CliResult<Size> {
+    let bad = |m: String| CliError::input(format!("--size {m}"));
+    let size = match alg {
+        BenchAlgorithm::Stream => match s.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Size::Count(n),
+            _ => return Err(bad(format!("'{s}': expected an element count > 0"))),
+        },
+        BenchAlgorithm::Matching => {
+            let (ts, ps) = s
+                .split_once('/')
+                .ok_or_else(|| bad(format!("'{s}': expected TARGET/TEMPLATE, e.g. 128/32")))?;
+            let tshape = parse_dims(ts).map_err(bad)?;
+            let mut pshape = parse_dims(ps).map_err(bad)?;
+            if ps.split(['x', 'X']).count() == 1 {
+                pshape.truncate(tshape.len());
+            }
+            if pshape.len() != tshape.len() {
+                return Err(bad(format!(
+                    "'{s}': expected a template with as many axes as the target"
+                )));
+            }
+            if pshape.iter().zip(&tshape).any(|(p, t)| p > t) {
+                return Err(bad(format!(
+                    "'{s}': expected a template no larger than the target"
+                )));
+            }
+            Size::Pair(tshape, pshape)
+        }
+        _ => Size::Shape(parse_dims(s).map_err(bad)?),
+    };
+    // A floor of the bytes each cell holds at once (host f64 noise, its converted copy, the
+    // device arrays), so that a size far past the machine is an error rather than an
+    // allocation abort. Matching tiles its own buffers to the memory left.
+    let need = match (&size, alg) {
+        (Size::Count(n), _) => (*n as u128).checked_mul(24),
+        (Size::Shape(sh), BenchAlgorithm::Fft) => {
+            elements(sh).and_then(|n| n.checked_mul(8 + 4 * fsize))
+        }
+        (Size::Shape(sh), BenchAlgorithm::Cg) => {
+            elements(sh).and_then(|n| n.checked_mul(8 + 8 * fsize))
+        }
+        (Size::Shape(sh), _) => elements(sh).and_then(|n| n.checked_mul(8 + 5 * fsize)),
+        (Size::Pair(t, p), _) => elements(t)
+            .and_then(|n| n.checked_mul(8 + 4 * fsize))
+            .zip(elements(p).and_then(|n| n.checked_mul(3 * (8 + fsize))))
+            .and_then(|(a, b)| a.checked_add(b)),
+    };
+    check_memory("--size", s, need)?;
+    Ok(size)
 }
 
 /// Median, min, max of a list of seconds.
@@ -156,6 +226,7 @@ fn first_rotations(d: usize, n: usize) -> monomorph::Result<RotationSet> {
 
 struct Cell {
     args: BenchArgs,
+    size: Size,
 }
 
 fn fft_pair<B: Backend>(
@@ -180,21 +251,22 @@ impl BackendTask for Cell {
     type Output = Value;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Value> {
         let a = &self.args;
-        let bad = |m: String| monomorph::Error::invalid("--size", m);
+        let bad = || monomorph::Error::invalid("--size", "does not fit the algorithm");
         let fsize = std::mem::size_of::<FloatOf<B>>() as f64;
         let mut extra = serde_json::Map::new();
         let times = match a.algorithm {
             BenchAlgorithm::Stream => {
-                let n: usize = a
-                    .size
-                    .parse()
-                    .map_err(|_| bad(format!("'{}': expected an element count", a.size)))?;
+                let Size::Count(n) = self.size else {
+                    return Err(bad());
+                };
                 let bw = stream_triad(n, a.reps);
                 extra.insert("bandwidth_bytes_per_s".into(), json!(bw));
                 vec![(3 * n * 8) as f64 / bw]
             }
             BenchAlgorithm::Fft => {
-                let shape = parse_dims(&a.size).map_err(bad)?;
+                let Size::Shape(shape) = &self.size else {
+                    return Err(bad());
+                };
                 let n: usize = shape.iter().product();
                 let mut f = fft_pair(b, &shape)?;
                 let t = time_reps(a.warmup, a.reps, &mut f)?;
@@ -203,11 +275,13 @@ impl BackendTask for Cell {
                 t
             }
             BenchAlgorithm::Peaks | BenchAlgorithm::MaxFilter => {
-                let shape = parse_dims(&a.size).map_err(bad)?;
+                let Size::Shape(shape) = &self.size else {
+                    return Err(bad());
+                };
                 let n: usize = shape.iter().product();
-                let host = noise(&shape, 2).mapv(<FloatOf<B> as monomorph::Real>::from_f64);
+                let host = noise(shape, 2).mapv(<FloatOf<B> as monomorph::Real>::from_f64);
                 let s = b.upload(host.view())?;
-                let mut dst = b.zeros::<FloatOf<B>>(&shape)?;
+                let mut dst = b.zeros::<FloatOf<B>>(shape)?;
                 let params = PeakParams::with_min_distance(5);
                 let window = vec![11usize; shape.len()];
                 let alg = a.algorithm;
@@ -228,9 +302,11 @@ impl BackendTask for Cell {
                 t
             }
             BenchAlgorithm::Cg => {
-                let grid = parse_dims(&a.size).map_err(bad)?;
+                let Size::Shape(grid) = &self.size else {
+                    return Err(bad());
+                };
                 let n: usize = grid.iter().product();
-                let op = LaplacianOperator::new(&grid, Boundary::DirichletZero)?;
+                let op = LaplacianOperator::new(grid, Boundary::DirichletZero)?;
                 let host = noise(&[1, n], 3).mapv(<FloatOf<B> as monomorph::Real>::from_f64);
                 let y = b.upload(host.view())?;
                 // rtol 0 and atol 0: every run does exactly cg_iterations iterations.
@@ -251,30 +327,16 @@ impl BackendTask for Cell {
                 t
             }
             BenchAlgorithm::Matching => {
-                let (ts, ps) = a.size.split_once('/').ok_or_else(|| {
-                    bad(format!(
-                        "'{}': expected TARGET/TEMPLATE, e.g. 128/32",
-                        a.size
-                    ))
-                })?;
-                let tshape = parse_dims(ts).map_err(bad)?;
-                let mut pshape = parse_dims(ps).map_err(bad)?;
-                if ps.split(['x', 'X']).count() == 1 {
-                    pshape.truncate(tshape.len());
-                }
-                if pshape.len() != tshape.len() {
-                    return Err(bad(format!(
-                        "'{}': template and target need the same number of axes",
-                        a.size
-                    )));
-                }
+                let Size::Pair(tshape, pshape) = &self.size else {
+                    return Err(bad());
+                };
                 let d = tshape.len();
-                let rots = first_rotations(d, a.rotations.max(1))?;
+                let rots = first_rotations(d, a.rotations)?;
                 let f = <FloatOf<B> as monomorph::Real>::from_f64;
-                let target = b.upload(noise(&tshape, 4).mapv(f).view())?;
-                let template = b.upload(noise(&pshape, 5).mapv(f).view())?;
+                let target = b.upload(noise(tshape, 4).mapv(f).view())?;
+                let template = b.upload(noise(pshape, 5).mapv(f).view())?;
                 let c: Vec<f64> = pshape.iter().map(|&n| (n as f64 - 1.0) / 2.0).collect();
-                let mask_host = ArrayD::from_shape_fn(IxDyn(&pshape), |i| {
+                let mask_host = ArrayD::from_shape_fn(IxDyn(pshape), |i| {
                     let r2: f64 = (0..d).map(|k| (i[k] as f64 - c[k]).powi(2)).sum();
                     if r2.sqrt() <= c[0] { f(1.0) } else { f(0.0) }
                 });
@@ -286,9 +348,9 @@ impl BackendTask for Cell {
                     std::hint::black_box(&r.scores);
                     b.synchronize()
                 })?;
-                extra.insert("rotations".into(), json!(a.rotations.max(1)));
+                extra.insert("rotations".into(), json!(a.rotations));
                 extra.insert("score".into(), json!("FLC"));
-                extra.insert("fft_shape".into(), json!(monomorph::fast_shape(&tshape)));
+                extra.insert("fft_shape".into(), json!(monomorph::fast_shape(tshape)));
                 t
             }
         };
@@ -315,15 +377,26 @@ impl BackendTask for Cell {
 
 /// Runs `monomorph bench`.
 pub fn run(g: &Global, a: BenchArgs) -> CliResult<()> {
-    if a.reps == 0 {
-        return Err(CliError::input("--reps 0: expected at least 1 repetition"));
+    for (flag, v) in [
+        ("--reps", a.reps),
+        ("--rotations", a.rotations),
+        ("--cg-iterations", a.cg_iterations),
+    ] {
+        if v == 0 {
+            return Err(CliError::input(format!("{flag} 0: expected at least 1")));
+        }
     }
+    let fsize = match g.precision {
+        PrecisionArg::Single => 4,
+        PrecisionArg::Double => 8,
+    };
+    let size = parse_size(a.algorithm, &a.size, fsize)?;
     let json_out = a.json;
-    let v = monomorph::dispatch(g.dispatch(None), Cell { args: a })?;
+    let v = monomorph::dispatch(g.dispatch(None), Cell { args: a, size })?;
     if json_out {
-        println!("{v}");
+        say!("{v}")?;
     } else {
-        println!(
+        say!(
             "{} {} on {} ({}): median {:.4} s, min {:.4} s, max {:.4} s over {} reps",
             v["algorithm"].as_str().unwrap_or("?"),
             v["size"].as_str().unwrap_or("?"),
@@ -333,7 +406,7 @@ pub fn run(g: &Global, a: BenchArgs) -> CliResult<()> {
             v["min_s"].as_f64().unwrap_or(f64::NAN),
             v["max_s"].as_f64().unwrap_or(f64::NAN),
             v["reps"]
-        );
+        )?;
     }
     Ok(())
 }

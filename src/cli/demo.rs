@@ -15,14 +15,14 @@ use serde_json::json;
 use tracing::info_span;
 
 use super::matching::MatchJob;
-use super::output::{peak_memory_bytes, prepare_out_dir, run_info, write_json};
+use super::output::{Outputs, check_memory, check_out_dir, peak_memory_bytes, run_info};
 use super::peaks::{Caller, PeakQuery, euler_of};
 use super::{CliError, CliResult, Global};
 
 /// Options of `monomorph demo`.
 #[derive(Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// Edge of the cubic tomogram in voxels (at least 64).
+    /// Edge of the cubic tomogram in voxels (at least 64; about 40·N³ bytes of memory).
     #[arg(long, default_value_t = 128)]
     pub size: usize,
     /// Edge of the cubic template box in voxels.
@@ -34,7 +34,7 @@ pub struct DemoArgs {
     /// Angular step of the rotation set in degrees.
     #[arg(long, default_value_t = 40.0)]
     pub angular_step: f64,
-    /// Standard deviation of the Gaussian noise (the template's peak density is 1).
+    /// Standard deviation of the Gaussian noise, 0 to 1000 (the template's peak density is 1).
     #[arg(long, default_value_t = 0.6)]
     pub noise: f64,
     /// Seed of the positions, rotations and noise.
@@ -145,16 +145,28 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
             n / 2
         )));
     }
-    if !(a.noise.is_finite() && a.noise >= 0.0) {
+    // Past ~1e3 the particles (peak density 1) are invisible, and far past it the tomogram
+    // overflows single precision.
+    if !(a.noise.is_finite() && (0.0..=1e3).contains(&a.noise)) {
         return Err(CliError::input(format!(
-            "--noise {}: expected a finite value >= 0",
-            a.noise
+            "--noise {}: expected a value from 0 to 1000",
+            super::error::show(a.noise)
         )));
     }
-    let out = a.out.as_deref().map(prepare_out_dir).transpose()?;
+    // The tomogram (f64), its copy handed to matching, the copy matching converts and uploads,
+    // and the score and index maps on the device and on the host: ~40 bytes a voxel before
+    // matching's own buffers (which it tiles to the memory left).
+    check_memory(
+        "--size",
+        &n.to_string(),
+        (n as u128).checked_pow(3).and_then(|v| v.checked_mul(40)),
+    )?;
+    if let Some(d) = &a.out {
+        check_out_dir("--out", d)?;
+    }
     let t_all = Instant::now();
     let rotations = RotationSet::uniform(3, a.angular_step)
-        .map_err(|e| CliError::from(e).about("--angular-step"))?;
+        .map_err(|e| CliError::for_flag(e, "--angular-step", super::error::show(a.angular_step)))?;
     let nrot = rotations.len();
     let mut rng = Rng(a.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
 
@@ -186,6 +198,12 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         let j = (rng.next() * (i + 1) as f64) as usize % (i + 1);
         slots.swap(i, j);
     }
+    // Every flag checked: now the output folder may be created.
+    let mut out = a
+        .out
+        .as_deref()
+        .map(|d| Outputs::in_dir("--out", d))
+        .transpose()?;
     let template = make_template(m);
     let planted: Vec<Planted> = slots[..a.particles]
         .iter()
@@ -242,9 +260,11 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         peaks: Some(query),
     };
     if !g.quiet {
-        eprintln!(
+        note!(
             "demo: {n}³ tomogram, {m}³ template planted {} times, noise σ = {}, FLC over {nrot} rotations (step {}°)",
-            a.particles, a.noise, a.angular_step
+            a.particles,
+            a.noise,
+            a.angular_step
         );
     }
     let res = {
@@ -300,7 +320,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
     let total_s = t_all.elapsed().as_secs_f64();
 
     if !g.quiet {
-        println!("\n  #  planted (z, y, x)   found (z, y, x)     pos err  rot err   score");
+        say!("\n  #  planted (z, y, x)   found (z, y, x)     pos err  rot err   score")?;
         for r in &rows {
             let pl = &r["planted"];
             let fmt3 = |v: &serde_json::Value| {
@@ -308,13 +328,13 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
                 format!("({:>3}, {:>3}, {:>3})", c(0), c(1), c(2))
             };
             if r["found"].is_null() {
-                println!(
+                say!(
                     "{:>3}  {}     not found",
                     r["particle"].as_u64().unwrap_or(0),
                     fmt3(pl)
-                );
+                )?;
             } else {
-                println!(
+                say!(
                     "{:>3}  {}     {}  {:>5.2} vx  {:>6.2}°  {:.3}",
                     r["particle"].as_u64().unwrap_or(0),
                     fmt3(pl),
@@ -322,17 +342,17 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
                     r["position_error"].as_f64().unwrap_or(f64::NAN),
                     r["rotation_error_deg"].as_f64().unwrap_or(f64::NAN),
                     r["score"].as_f64().unwrap_or(f64::NAN)
-                );
+                )?;
             }
         }
-        println!(
+        say!(
             "\n{n_called} peaks called above the 1-false-positive threshold {:.4}; found {found}/{} planted: precision {:.2}, recall {:.2}",
             res.threshold,
             planted.len(),
             precision,
             recall
-        );
-        println!(
+        )?;
+        say!(
             "timings: build {:.2} s, matching {:.2} s ({:.1} ms per rotation, {} on {}), peaks {:.3} s, total {:.2} s",
             build_s,
             res.matched.match_s,
@@ -341,23 +361,24 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
             res.matched.device,
             res.matched.peaks_s,
             total_s
-        );
+        )?;
     }
 
-    if let Some(dir) = &out {
+    if let Some(mut out) = out.take() {
         let scores = &res.matched.scores;
-        write_mrc(dir.join("tomogram.mrc"), &tomo.mapv(|v| v as f32), [1.0; 3])?;
-        write_mrc(
-            dir.join("template.mrc"),
-            &template.mapv(|v| v as f32),
-            [1.0; 3],
-        )?;
-        write_npy(dir.join("scores.npy"), scores)?;
-        write_npy(dir.join("rotation_index.npy"), &res.matched.rotation_index)?;
-        write_npy(
-            dir.join("rotations.npy"),
-            &res.matched.rotations.mapv(|v| v as f32).into_dyn(),
-        )?;
+        out.stage("tomogram.mrc", |p| {
+            write_mrc(p, &tomo.mapv(|v| v as f32), [1.0; 3])
+        })?;
+        out.stage("template.mrc", |p| {
+            write_mrc(p, &template.mapv(|v| v as f32), [1.0; 3])
+        })?;
+        out.stage("scores.npy", |p| write_npy(p, scores))?;
+        out.stage("rotation_index.npy", |p| {
+            write_npy(p, &res.matched.rotation_index)
+        })?;
+        out.stage("rotations.npy", |p| {
+            write_npy(p, &res.matched.rotations.mapv(|v| v as f32).into_dyn())
+        })?;
         let peak_rows: Vec<PeakRow> = res
             .peaks
             .iter()
@@ -368,8 +389,8 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
                 euler: p.rotation.as_ref().map(|r| euler_of(&r.1)),
             })
             .collect();
-        write_peaks(dir.join("peaks.csv"), &peak_rows, 3)?;
-        write_peaks(dir.join("peaks.star"), &peak_rows, 3)?;
+        out.stage("peaks.csv", |p| write_peaks(p, &peak_rows, 3))?;
+        out.stage("peaks.star", |p| write_peaks(p, &peak_rows, 3))?;
         let truth: Vec<PeakRow> = planted
             .iter()
             .map(|p| PeakRow {
@@ -379,9 +400,9 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
                 euler: Some(euler_of(rotations.matrix(p.rot))),
             })
             .collect();
-        write_peaks(dir.join("planted.csv"), &truth, 3)?;
+        out.stage("planted.csv", |p| write_peaks(p, &truth, 3))?;
         let coords: Vec<Vec<usize>> = res.peaks.iter().map(|p| p.coord.clone()).collect();
-        write_png(dir.join("scores.png"), scores, &coords)?;
+        out.stage("scores.png", |p| write_png(p, scores, &coords))?;
         let mut info = run_info(g, &res.matched.backend, &res.matched.device);
         if let Some(o) = info.as_object_mut() {
             o.insert(
@@ -403,9 +424,13 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
             );
             o.insert("peak_memory_bytes".into(), json!(peak_memory_bytes()));
         }
-        write_json(&dir.join("run.json"), &info)?;
-        if !g.quiet {
-            println!("wrote {}", dir.display());
+        // run.json last: it marks the run complete.
+        out.json("run.json", &info)?;
+        out.commit()?;
+        if !g.quiet
+            && let Some(dir) = &a.out
+        {
+            say!("wrote {}", dir.display())?;
         }
     }
     Ok(())

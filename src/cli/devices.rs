@@ -39,12 +39,12 @@ pub fn run(_g: &Global) -> CliResult<()> {
     if cfg!(feature = "cuda") {
         compiled.push("cuda");
     }
-    println!(
+    say!(
         "monomorph {}: backends compiled in: {}",
         env!("CARGO_PKG_VERSION"),
         compiled.join(", ")
-    );
-    println!("devices:");
+    )?;
+    say!("devices:")?;
     let cpu = monomorph::dispatch(
         monomorph::dispatch::DispatchOptions {
             backend: monomorph::BackendChoice::Cpu,
@@ -53,8 +53,8 @@ pub fn run(_g: &Global) -> CliResult<()> {
         Describe,
     );
     match cpu {
-        Ok(s) => println!("{s}"),
-        Err(e) => println!("  cpu   unavailable: {e}"),
+        Ok(s) => say!("{s}")?,
+        Err(e) => say!("  cpu   unavailable: {e}")?,
     }
     match monomorph::dispatch::cuda_unavailable_reason() {
         None => {
@@ -66,17 +66,17 @@ pub fn run(_g: &Global) -> CliResult<()> {
                 Describe,
             );
             match s {
-                Ok(s) => println!("{s}"),
-                Err(e) => println!("  cuda  unavailable: {e}"),
+                Ok(s) => say!("{s}")?,
+                Err(e) => say!("  cuda  unavailable: {e}")?,
             }
         }
-        Some(why) => println!("  cuda  unavailable: {why}"),
+        Some(why) => say!("  cuda  unavailable: {why}")?,
     }
     let auto = if monomorph::dispatch::cuda_unavailable_reason().is_none() {
         "cuda"
     } else {
         "cpu"
     };
-    println!("--backend auto uses: {auto}");
+    say!("--backend auto uses: {auto}")?;
     Ok(())
 }

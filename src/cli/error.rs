@@ -29,6 +29,19 @@ impl CliError {
             message: message.into(),
         }
     }
+    /// The library's complaint about the value `value` the user gave for `flag`, in the
+    /// user's words: an invalid argument loses the library's own parameter name
+    /// (`--angular-step 0: must be a positive number of degrees`, not "invalid argument
+    /// `angular step`"); other errors are prefixed with the flag.
+    pub fn for_flag(e: monomorph::Error, flag: &str, value: impl fmt::Display) -> Self {
+        match e {
+            monomorph::Error::InvalidArgument { reason, .. } => {
+                CliError::input(format!("{flag} {value}: {reason}"))
+            }
+            other => CliError::from(other).about(format!("{flag} {value}")),
+        }
+    }
+
     /// Prefixes the message with the file or argument it concerns.
     pub fn about(self, what: impl fmt::Display) -> Self {
         CliError {
@@ -67,6 +80,17 @@ impl From<monomorph::Error> for CliError {
             code,
             message: e.to_string(),
         }
+    }
+}
+
+/// A number as a message shows it: plain when of ordinary size, else in exponent form (`1e308`
+/// rather than 309 digits).
+pub fn show(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 || !v.is_finite() || (1e-4..1e15).contains(&a) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
     }
 }
 

@@ -13,7 +13,8 @@ use serde_json::json;
 use tracing::info_span;
 
 use super::output::{
-    Timings, parse_bytes, peak_memory_bytes, prepare_out_dir, read_input, run_info, write_json,
+    Outputs, Timings, check_distinct, check_out_dir, opt_path_json, parse_bytes, path_json,
+    peak_memory_bytes, read_input, run_info,
 };
 use super::peaks::{Caller, FalseAlarm, PeakQuery, RunStats, read_rotation_set};
 use super::trace::progress;
@@ -244,7 +245,7 @@ fn check_same_ndim(
 
 /// Runs `monomorph match`.
 pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
-    let out = prepare_out_dir(&a.out)?;
+    check_out_dir("--out", &a.out)?;
     let mut timings = Timings::default();
     let target = timings.time("read", || read_input("--target", &a.target, &[2, 3]))?;
     let tshape = target.data.shape().to_vec();
@@ -298,7 +299,8 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
             .map_err(|e| CliError::from(e).about(format!("--euler {}", p.display())))?
     } else {
         let step = a.angular_step.unwrap_or(30.0);
-        RotationSet::uniform(d, step).map_err(|e| CliError::from(e).about("--angular-step"))?
+        RotationSet::uniform(d, step)
+            .map_err(|e| CliError::for_flag(e, "--angular-step", super::error::show(step)))?
     };
     let png_query = a.png.then(|| PeakQuery {
         min_distance: template
@@ -335,22 +337,52 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
         peaks: png_query,
     };
     let n_rot = job.rotations.len();
-    let m = timings.time("total", || {
-        monomorph::dispatch(g.dispatch(a.memory_limit), job)
-    })?;
+    let names = [
+        "scores.npy",
+        "rotation_index.npy",
+        "rotations.npy",
+        "scores.mrc",
+        "scores.png",
+        "run.json",
+    ];
+    let inputs = [
+        ("--target", Some(&a.target)),
+        ("--template", Some(&a.template)),
+        ("--template-mask", a.template_mask.as_ref()),
+        ("--target-mask", a.target_mask.as_ref()),
+        ("--rotations", a.rotations.as_ref()),
+        ("--euler", a.euler.as_ref()),
+    ];
+    let inputs: Vec<(&str, &std::path::Path)> = inputs
+        .iter()
+        .filter_map(|(f, p)| p.map(|p| (*f, p.as_path())))
+        .collect();
+    let outputs: Vec<(&str, PathBuf)> = names.iter().map(|n| ("--out", a.out.join(n))).collect();
+    check_distinct(&outputs, &inputs)?;
+    let mut out = Outputs::in_dir("--out", &a.out)?;
+    let m = timings
+        .time("total", || {
+            monomorph::dispatch(g.dispatch(a.memory_limit), job)
+        })
+        .map_err(|e| match (e, a.memory_limit) {
+            // The user's own limit is too small: an input error naming the flag.
+            (e @ monomorph::Error::OutOfMemory { .. }, Some(l)) => {
+                CliError::input(format!("--memory-limit {l}: {e}, expected a larger limit"))
+            }
+            (e, _) => CliError::from(e),
+        })?;
     timings.time("write", || -> CliResult<()> {
-        write_npy(out.join("scores.npy"), &m.scores)?;
-        write_npy(out.join("rotation_index.npy"), &m.rotation_index)?;
-        write_npy(
-            out.join("rotations.npy"),
-            &m.rotations.mapv(|v| v as f32).into_dyn(),
-        )?;
+        out.stage("scores.npy", |p| write_npy(p, &m.scores))?;
+        out.stage("rotation_index.npy", |p| write_npy(p, &m.rotation_index))?;
+        out.stage("rotations.npy", |p| {
+            write_npy(p, &m.rotations.mapv(|v| v as f32).into_dyn())
+        })?;
         if let Some(vs) = target.voxel_size {
-            write_mrc(out.join("scores.mrc"), &m.scores, vs)?;
+            out.stage("scores.mrc", |p| write_mrc(p, &m.scores, vs))?;
         }
         if a.png {
             let coords: Vec<Vec<usize>> = m.peaks.iter().map(|p| p.coord.clone()).collect();
-            write_png(out.join("scores.png"), &m.scores, &coords)?;
+            out.stage("scores.png", |p| write_png(p, &m.scores, &coords))?;
         }
         Ok(())
     })?;
@@ -359,9 +391,11 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
         o.insert(
             "parameters".into(),
             json!({
-                "target": a.target, "template": a.template, "template_mask": a.template_mask,
-                "target_mask": a.target_mask, "score": score.name(), "rotations_file": a.rotations,
-                "angular_step": a.angular_step, "euler": a.euler, "n_rotations": n_rot,
+                "target": path_json(&a.target), "template": path_json(&a.template),
+                "template_mask": opt_path_json(&a.template_mask),
+                "target_mask": opt_path_json(&a.target_mask), "score": score.name(),
+                "rotations_file": opt_path_json(&a.rotations),
+                "angular_step": a.angular_step, "euler": opt_path_json(&a.euler), "n_rotations": n_rot,
                 "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
                 "target_shape": tshape, "voxel_size": target.voxel_size,
@@ -393,16 +427,18 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
         o.insert("timings".into(), t);
         o.insert("peak_memory_bytes".into(), json!(peak_memory_bytes()));
     }
-    write_json(&out.join("run.json"), &info)?;
+    // run.json last: it marks the run complete.
+    out.json("run.json", &info)?;
+    out.commit()?;
     if !g.quiet {
-        eprintln!(
+        note!(
             "matched {} rotations ({}) on {} in {:.2} s ({:.1} ms per rotation); wrote {}",
             n_rot,
             score.name(),
             m.backend,
             m.match_s,
             1e3 * m.match_s / n_rot.max(1) as f64,
-            out.display()
+            a.out.display()
         );
     }
     Ok(())

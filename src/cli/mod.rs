@@ -1,5 +1,25 @@
 //! The `monomorph` command line: argument parsing, the one backend dispatch, and the
 //! subcommands (one file each).
+//!
+//! Exit codes: 0 success; 1 a failure while running (including a failed write of an output or
+//! of stdout); 2 a usage or input error (bad flag value, unreadable or malformed input, an
+//! output path that cannot be used), found before anything is created. A reader of stdout that
+//! goes away early (`| head`) is not an error: printing stops and the command finishes.
+
+/// Prints a line on stdout through [`output::say`]: `say!("{x}")?`.
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::cli::output::say(format_args!($($t)*))
+    };
+}
+
+/// Prints a line on stderr (status, not data); a closed or full stderr is ignored, as there is
+/// nowhere left to report it: `note!("{x}")`.
+macro_rules! note {
+    ($($t:tt)*) => {
+        $crate::cli::complain(&format!($($t)*))
+    };
+}
 
 mod bench;
 mod demo;
@@ -11,10 +31,11 @@ mod peaks;
 mod solve;
 mod trace;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use monomorph::dispatch::{BackendChoice, DispatchOptions, PrecisionChoice};
 
 pub use error::{CliError, CliResult};
@@ -131,7 +152,10 @@ fn one_line_clap(e: &clap::Error) -> String {
             parts.push(l.trim_start_matches("error:").trim().to_string());
         }
     }
-    let sub = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let sub = std::env::args_os()
+        .nth(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .filter(|a| !a.starts_with('-'));
     let help = match sub {
         Some(s) => format!("monomorph {s} --help"),
         None => "monomorph --help".into(),
@@ -139,8 +163,87 @@ fn one_line_clap(e: &clap::Error) -> String {
     format!("{} (see `{help}`)", parts.join(" "))
 }
 
+/// The command's parser: every flag that takes a value accepts a negative number as that value
+/// (`--threshold-rel -0.5`, `--min-distance -1`), so that the flag's own check names it,
+/// instead of clap taking `-0.5` for an unknown flag.
+fn command() -> clap::Command {
+    fn negatives(c: clap::Command) -> clap::Command {
+        c.mut_args(|a| {
+            if a.get_action().takes_values() {
+                a.allow_negative_numbers(true)
+            } else {
+                a
+            }
+        })
+        .mut_subcommands(negatives)
+    }
+    negatives(Cli::command())
+}
+
+/// The spellings (`--name`, `-c`) of the flags whose values are numbers, in `c` and its
+/// subcommands.
+fn numeric_flags(c: &clap::Command, out: &mut Vec<String>) {
+    use std::any::TypeId;
+    let numeric = [
+        TypeId::of::<f64>(),
+        TypeId::of::<f32>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<i32>(),
+    ];
+    for a in c.get_arguments() {
+        let t = a.get_value_parser().type_id();
+        if a.get_action().takes_values() && numeric.iter().any(|n| t == *n) {
+            out.extend(a.get_long().map(|l| format!("--{l}")));
+            out.extend(a.get_short().map(|s| format!("-{s}")));
+        }
+    }
+    for s in c.get_subcommands() {
+        numeric_flags(s, out);
+    }
+}
+
+/// The command line with every value that starts with a hyphen but is not a plain number
+/// (`-inf`, `-1G`) glued to its numeric flag (`--threshold-rel=-inf`), so that it reaches the
+/// flag's check instead of being taken for an unknown flag. A following flag (`--angular-step
+/// --out`) is left alone: clap then says the value is missing.
+fn glue_negative_values(
+    args: Vec<std::ffi::OsString>,
+    c: &clap::Command,
+) -> Vec<std::ffi::OsString> {
+    let mut flags = Vec::new();
+    numeric_flags(c, &mut flags);
+    let mut out: Vec<std::ffi::OsString> = Vec::with_capacity(args.len());
+    for a in args {
+        let glue = a
+            .to_str()
+            .is_some_and(|v| v.len() > 1 && v.starts_with('-') && !v.starts_with("--"))
+            && out
+                .last()
+                .and_then(|p| p.to_str())
+                .is_some_and(|p| flags.iter().any(|f| f == p));
+        match out.last_mut() {
+            Some(prev) if glue => {
+                prev.push("=");
+                prev.push(&a);
+            }
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
+/// Prints one line on stderr; a closed or full stderr is ignored (there is nowhere left to
+/// report it).
+fn complain(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// Entry point: parse, run, print one line on error.
 pub fn main() -> ExitCode {
+    // The last resort: a panic is a bug; say so in one line and exit 1. Never panics itself.
     std::panic::set_hook(Box::new(|info| {
         let what = info
             .payload()
@@ -153,24 +256,34 @@ pub fn main() -> ExitCode {
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
         let one = what.split_whitespace().collect::<Vec<_>>().join(" ");
-        eprintln!("error: internal error (a bug, please report it): {one}{at}");
+        complain(&format!(
+            "error: internal error (a bug, please report it): {one}{at}"
+        ));
         std::process::exit(error::EXIT_FAILURE as i32);
     }));
-    let cli = match Cli::try_parse() {
+    let cmd = command();
+    let args = glue_negative_values(std::env::args_os().collect(), &cmd);
+    let parsed = cmd
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
             return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-                    let _ = e.print();
-                    ExitCode::SUCCESS
-                }
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => match e.print() {
+                    Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                        complain(&format!("error: stdout: cannot write: {err}"));
+                        ExitCode::from(error::EXIT_FAILURE)
+                    }
+                    _ => ExitCode::SUCCESS,
+                },
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
                     let _ = e.print();
                     ExitCode::from(error::EXIT_USAGE)
                 }
                 _ => {
-                    eprintln!("error: {}", one_line_clap(&e));
+                    complain(&format!("error: {}", one_line_clap(&e)));
                     ExitCode::from(error::EXIT_USAGE)
                 }
             };
@@ -179,7 +292,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            complain(&format!("error: {e}"));
             ExitCode::from(e.code)
         }
     }
@@ -187,13 +300,16 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> CliResult<()> {
     let g = cli.global;
-    let _guard = trace::init(g.verbose, g.quiet, g.trace.as_deref())?;
-    match cli.command {
+    let trace = trace::init(g.verbose, g.quiet, g.trace.as_deref())?;
+    let done = match cli.command {
         Command::Demo(a) => demo::run(&g, a),
         Command::Match(a) => matching::run(&g, a),
         Command::Peaks(a) => peaks::run(&g, a),
         Command::Solve(a) => solve::run(&g, a),
         Command::Devices => devices::run(&g),
         Command::Bench(a) => bench::run(&g, a),
-    }
+    };
+    // The command's own error first; else a trace that could not be written.
+    let traced = trace.finish();
+    done.and(traced)
 }

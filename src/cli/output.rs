@@ -1,4 +1,5 @@
-//! Shared helpers of the subcommands: reading inputs, the output folder, `run.json`.
+//! Shared helpers of the subcommands: reading inputs, checking and writing outputs all or
+//! nothing ([`Outputs`]), `run.json`, printing to stdout ([`say`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -47,51 +48,6 @@ pub fn read_npy_input(flag: &str, path: &Path) -> CliResult<HostArray> {
     monomorph::io::read_npy(path).map_err(|e| CliError::from(e).about(flag))
 }
 
-/// Creates the output folder (and parents) and checks that it can be written to.
-pub fn prepare_out_dir(dir: &Path) -> CliResult<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        CliError::input(format!(
-            "--out {}: cannot create the folder: {e}, expected a writable folder",
-            dir.display()
-        ))
-    })?;
-    let probe = dir.join(".monomorph-write-test");
-    std::fs::write(&probe, b"").map_err(|e| {
-        CliError::input(format!(
-            "--out {}: cannot write there: {e}, expected a writable folder",
-            dir.display()
-        ))
-    })?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(dir.to_path_buf())
-}
-
-/// Checks that a file can be created at `path` (its folder exists and is writable).
-pub fn check_out_file(flag: &str, path: &Path) -> CliResult<()> {
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(CliError::input(format!(
-            "{flag} {}: the folder {} does not exist, expected a path in an existing folder",
-            path.display(),
-            parent.display()
-        )));
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map(|_| ())
-        .map_err(|e| {
-            CliError::input(format!(
-                "{flag} {}: cannot write: {e}, expected a writable file",
-                path.display()
-            ))
-        })
-}
-
 /// Peak resident memory of this process in bytes (VmHWM), when the OS reports it.
 pub fn peak_memory_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -129,7 +85,9 @@ impl Timings {
 pub fn run_info(g: &Global, backend_name: &str, device: &str) -> Value {
     json!({
         "monomorph_version": env!("CARGO_PKG_VERSION"),
-        "command": std::env::args().collect::<Vec<_>>(),
+        "command": std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>(),
         "backend": backend_name,
         "device": device,
         "precision": format!("{:?}", g.precision).to_lowercase(),
@@ -141,45 +99,535 @@ pub fn run_info(g: &Global, backend_name: &str, device: &str) -> Value {
     })
 }
 
-/// Writes pretty JSON to `path`.
-pub fn write_json(path: &Path, v: &Value) -> CliResult<()> {
-    let text = serde_json::to_string_pretty(v).map_err(|e| CliError::failure(e.to_string()))?;
-    std::fs::write(path, text + "\n")
-        .map_err(|e| CliError::failure(format!("{}: cannot write: {e}", path.display())))
-}
-
-/// Parses a byte count with an optional K/M/G/T suffix (powers of 1024).
+/// Parses a byte count: a number with an optional K, M, G or T suffix (powers of 1024;
+/// `KB`/`KiB` spellings too). Fractions are fine when they come to at least one byte (`0.5G`
+/// is 512 MiB); zero, negative, non-finite and fractional-byte counts (`0.5`) are errors.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                'B' => 1,
-                _ => {
-                    return Err(format!(
-                        "'{s}': unknown suffix, expected a byte count like 4G, 512M or 1000000"
-                    ));
-                }
-            };
-            (&t[..i], m)
+    let expected = "expected a byte count like 4G, 512M or 1000000";
+    let upper = t.to_ascii_uppercase();
+    let body = upper
+        .strip_suffix("IB")
+        .or_else(|| upper.strip_suffix('B'))
+        .unwrap_or(&upper);
+    let (num, mult) = match body.chars().last() {
+        Some('K') => (&body[..body.len() - 1], 1u64 << 10),
+        Some('M') => (&body[..body.len() - 1], 1 << 20),
+        Some('G') => (&body[..body.len() - 1], 1 << 30),
+        Some('T') => (&body[..body.len() - 1], 1 << 40),
+        Some(c) if c.is_ascii_alphabetic() => {
+            return Err(format!("'{s}': unknown suffix, {expected}"));
         }
-        _ => (t, 1),
+        _ => (body, 1),
     };
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a byte count, expected e.g. 4G, 512M or 1000000"))?;
+        .map_err(|_| format!("'{s}' is not a byte count, {expected}"))?;
     if !(v.is_finite() && v > 0.0) {
-        return Err(format!("'{s}': expected a positive byte count"));
+        return Err(format!("'{s}': {expected} (more than 0)"));
     }
-    Ok((v * mult as f64) as u64)
+    let bytes = v * mult as f64;
+    if bytes < 1.0 {
+        return Err(format!("'{s}' is less than one byte, {expected}"));
+    }
+    if bytes >= u64::MAX as f64 {
+        return Err(format!("'{s}' is too large, {expected}"));
+    }
+    Ok(bytes as u64)
 }
 
 /// `v` as `f64` (monomorph's `Real::as_f64`).
 pub fn f64_of<T: monomorph::Real>(v: T) -> f64 {
     v.as_f64()
+}
+
+/// Output files written all or nothing.
+///
+/// Each file is first written under a temporary name beside its destination (the name with
+/// `.tmp-<pid>` before its extensions, hidden with a leading dot, so `particles.star` is
+/// staged as `.particles.tmp-<pid>.star` and format choices by extension still hold). Nothing
+/// gets its final name until [`Outputs::commit`], which renames the files in the order they
+/// were staged, the last one (the run's `run.json`) last. Dropping an uncommitted `Outputs`
+/// (an error, a failed write) removes the temporary files and every folder it created, so a
+/// failed run leaves no empty `--out` folder, no 0-byte file and no valid-looking
+/// `scores.npy` beside a truncated `rotation_index.npy`. A killed process leaves at most
+/// hidden `.tmp-` files, never a final name.
+#[derive(Debug)]
+pub struct Outputs {
+    /// The output folder (`in_dir`) and its flag.
+    dir: Option<(String, PathBuf)>,
+    /// Folders this created, outermost first.
+    created: Vec<PathBuf>,
+    /// Staged files: flag, temporary path, destination.
+    staged: Vec<(String, PathBuf, PathBuf)>,
+    committed: bool,
+}
+
+impl Outputs {
+    /// Outputs written to files in existing folders (no output folder).
+    pub fn files() -> Self {
+        Outputs {
+            dir: None,
+            created: Vec::new(),
+            staged: Vec::new(),
+            committed: false,
+        }
+    }
+
+    /// Outputs in folder `dir` (named by `flag`), created with its missing parents now.
+    /// Call it after the inputs are validated: an input error must create nothing.
+    pub fn in_dir(flag: &str, dir: &Path) -> CliResult<Self> {
+        check_out_dir(flag, dir)?;
+        let mut missing = Vec::new();
+        let mut p = Some(dir);
+        while let Some(q) = p.filter(|q| !q.as_os_str().is_empty() && !q.exists()) {
+            missing.push(q.to_path_buf());
+            p = q.parent();
+        }
+        missing.reverse();
+        let mut out = Outputs::files();
+        out.dir = Some((flag.to_string(), dir.to_path_buf()));
+        for d in missing {
+            std::fs::create_dir(&d).map_err(|e| {
+                CliError::input(format!(
+                    "{flag} {}: cannot create the folder {}: {e}, expected a writable folder",
+                    dir.display(),
+                    d.display()
+                ))
+            })?;
+            out.created.push(d);
+        }
+        probe_writable(flag, dir, dir)?;
+        Ok(out)
+    }
+
+    /// Writes output `name` (a file name inside the output folder of [`Outputs::in_dir`]) with
+    /// `write`, which gets the temporary path to write to.
+    pub fn stage(
+        &mut self,
+        name: &str,
+        write: impl FnOnce(&Path) -> monomorph::Result<()>,
+    ) -> CliResult<()> {
+        let Some((flag, dir)) = self.dir.clone() else {
+            return Err(CliError::failure(format!(
+                "internal error: output {name} staged without an output folder"
+            )));
+        };
+        self.stage_file(&flag, &dir.join(name), write)
+    }
+
+    /// Writes the file `dest` (named by `flag`) with `write`, which gets the temporary path to
+    /// write to. A failed write is exit code 1, naming the destination and the OS error.
+    pub fn stage_file(
+        &mut self,
+        flag: &str,
+        dest: &Path,
+        write: impl FnOnce(&Path) -> monomorph::Result<()>,
+    ) -> CliResult<()> {
+        let tmp = temp_name(dest);
+        // Record first: a half-written temporary file is removed on drop.
+        self.staged
+            .push((flag.to_string(), tmp.clone(), dest.to_path_buf()));
+        write(&tmp).map_err(|e| {
+            let why = match e {
+                monomorph::Error::Io { message, .. } => message,
+                other => other.to_string(),
+            };
+            CliError::failure(format!("{flag} {}: {why}", dest.display()))
+        })
+    }
+
+    /// Writes pretty JSON to output `name` of the output folder.
+    pub fn json(&mut self, name: &str, v: &Value) -> CliResult<()> {
+        let text = serde_json::to_string_pretty(v).map_err(|e| CliError::failure(e.to_string()))?;
+        self.stage(name, |p| {
+            std::fs::write(p, text + "\n")
+                .map_err(|e| monomorph::io::io_err(p, format!("cannot write: {e}")))
+        })
+    }
+
+    /// Gives every staged file its final name, in staging order. An existing destination of
+    /// the last file (the marker of a complete run, `run.json`) is removed before the first
+    /// rename, so an old marker never describes a half-replaced set; when a rename fails the
+    /// files already renamed are removed again. Failure is exit code 1.
+    pub fn commit(mut self) -> CliResult<()> {
+        for (flag, _, dest) in &self.staged {
+            if dest.is_dir() {
+                return Err(CliError::failure(format!(
+                    "{flag} {}: a folder of that name is in the way, expected a file path",
+                    dest.display()
+                )));
+            }
+        }
+        self.commit_renames()
+    }
+
+    /// The renames of [`Outputs::commit`], after its checks.
+    fn commit_renames(&mut self) -> CliResult<()> {
+        if self.staged.len() > 1
+            && let Some((flag, _, dest)) = self.staged.last()
+            && dest.exists()
+        {
+            std::fs::remove_file(dest).map_err(|e| {
+                CliError::failure(format!(
+                    "{flag} {}: cannot replace the old file: {e}",
+                    dest.display()
+                ))
+            })?;
+        }
+        for k in 0..self.staged.len() {
+            let (flag, tmp, dest) = &self.staged[k];
+            if let Err(e) = std::fs::rename(tmp, dest) {
+                let msg = format!("{flag} {}: cannot write: {e}", dest.display());
+                for (_, _, done) in &self.staged[..k] {
+                    let _ = std::fs::remove_file(done);
+                }
+                return Err(CliError::failure(msg));
+            }
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Outputs {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        for (_, tmp, _) in &self.staged {
+            let _ = std::fs::remove_file(tmp);
+        }
+        // Only empty folders go (remove_dir refuses others): never a user's file.
+        for d in self.created.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// The temporary name of output `dest`: `.NAME.tmp-<pid>.EXT` beside it (the extensions kept
+/// so that writers choosing a format by extension still see it).
+fn temp_name(dest: &Path) -> PathBuf {
+    let pid = std::process::id();
+    let name = dest.file_name().unwrap_or_default();
+    let tmp = match name.to_str() {
+        Some(s) => {
+            let cut = s[1..].find('.').map_or(s.len(), |i| i + 1);
+            format!(".{}.tmp-{pid}{}", &s[..cut], &s[cut..])
+        }
+        None => {
+            let ext = dest
+                .extension()
+                .map(|e| format!(".{}", e.to_string_lossy()))
+                .unwrap_or_default();
+            format!(".monomorph.tmp-{pid}{ext}")
+        }
+    };
+    dest.with_file_name(tmp)
+}
+
+/// Creates and removes a probe file in `dir`: an unwritable folder is an input error now
+/// rather than a failed write after the computation.
+fn probe_writable(flag: &str, shown: &Path, dir: &Path) -> CliResult<()> {
+    let probe = dir.join(format!(".monomorph-write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| {
+        CliError::input(format!(
+            "{flag} {}: cannot write in {}: {e}, expected a writable folder",
+            shown.display(),
+            dir.display()
+        ))
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Checks, creating nothing, that `dir` can be the output folder: it is a folder, or the
+/// nearest existing folder above it is one.
+pub fn check_out_dir(flag: &str, dir: &Path) -> CliResult<()> {
+    if dir.as_os_str().is_empty() {
+        return Err(CliError::input(format!(
+            "{flag} '': expected a folder path"
+        )));
+    }
+    let mut p = dir;
+    loop {
+        if p.exists() {
+            if !p.is_dir() {
+                return Err(CliError::input(format!(
+                    "{flag} {}: {} is not a folder, expected a folder path",
+                    dir.display(),
+                    p.display()
+                )));
+            }
+            return Ok(());
+        }
+        match p.parent() {
+            Some(q) if !q.as_os_str().is_empty() => p = q,
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Checks, creating nothing, that a file can be written at `path`: not a folder, in an existing,
+/// writable folder.
+pub fn check_out_file(flag: &str, path: &Path) -> CliResult<()> {
+    if path.as_os_str().is_empty() {
+        return Err(CliError::input(format!("{flag} '': expected a file path")));
+    }
+    if path.is_dir() {
+        return Err(CliError::input(format!(
+            "{flag} {}: is a folder, expected a file path",
+            path.display()
+        )));
+    }
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(CliError::input(format!(
+            "{flag} {}: the folder {} does not exist, expected a path in an existing folder",
+            path.display(),
+            parent.display()
+        )));
+    }
+    probe_writable(flag, path, parent)
+}
+
+/// Rejects an output that would replace one of the inputs (or another output): each of
+/// `outputs` (flag, path) must differ from every file of `inputs` (flag, path).
+pub fn check_distinct(outputs: &[(&str, PathBuf)], inputs: &[(&str, &Path)]) -> CliResult<()> {
+    for (i, (oflag, o)) in outputs.iter().enumerate() {
+        let others = inputs
+            .iter()
+            .map(|(f, p)| (*f, *p))
+            .chain(outputs[..i].iter().map(|(f, p)| (*f, p.as_path())));
+        for (iflag, p) in others {
+            if same_file(o, p) {
+                return Err(CliError::input(format!(
+                    "{oflag} {}: would overwrite {iflag} {}, expected a different path",
+                    o.display(),
+                    p.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `true` when `a` and `b` name the same file (the same inode, or the same path when neither
+/// exists yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.dev() == y.dev() && x.ino() == y.ino();
+        }
+    }
+    let norm = |p: &Path| {
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        abs.components().collect::<PathBuf>()
+    };
+    norm(a) == norm(b)
+}
+
+/// Set once a print to stdout met a closed pipe: the rest of the run prints nothing.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Prints `args` and a newline on stdout (use the `say!` macro).
+///
+/// A reader that went away (`monomorph devices | head -1`: EPIPE) is not an error: printing
+/// stops quietly for the rest of the run, the command still finishes its work (outputs are
+/// written) and exits with the status it would have had, 0 on success, as `| head` expects.
+/// Any other failure to write (`> /dev/full`: ENOSPC) is exit code 1 with one line naming
+/// stdout.
+pub fn say(args: std::fmt::Arguments<'_>) -> CliResult<()> {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{args}").and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => Err(CliError::failure(format!("stdout: cannot write: {e}"))),
+    }
+}
+
+/// A path for `run.json`: its text, with any bytes that are not UTF-8 replaced (a file name need
+/// not be UTF-8 on Linux; JSON text must be).
+pub fn path_json(p: &Path) -> Value {
+    Value::String(p.to_string_lossy().into_owned())
+}
+
+/// [`path_json`] of an optional path (`null` when absent).
+pub fn opt_path_json(p: &Option<PathBuf>) -> Value {
+    p.as_deref().map_or(Value::Null, path_json)
+}
+
+/// Memory the OS can give this process now (Linux `MemAvailable`), when it says.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+/// Checks, before allocating, that `need` bytes fit in the available memory; else an input
+/// error naming `flag` (with the value the user typed), the bytes needed and those available.
+/// `None` (overflow) means more than any machine has.
+pub fn check_memory(flag: &str, value: &str, need: Option<u128>) -> CliResult<()> {
+    let avail = available_memory();
+    let gib = |b: f64| b / 1073741824.0;
+    match (need, avail) {
+        (Some(n), Some(a)) if n <= a as u128 => Ok(()),
+        (Some(n), None) if n <= u64::MAX as u128 => Ok(()),
+        (Some(n), a) => Err(CliError::input(format!(
+            "{flag} {value}: needs at least {n} bytes ({:.1} GiB) of memory but {} are available, expected a smaller value",
+            gib(n as f64),
+            a.map_or("not that many".to_string(), |a| format!(
+                "only {a} bytes ({:.1} GiB)",
+                gib(a as f64)
+            ))
+        ))),
+        (None, _) => Err(CliError::input(format!(
+            "{flag} {value}: needs more memory than a 64-bit machine can address, expected a smaller value"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("monomorph-outputs-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("scratch");
+        d
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn write(text: &'static str) -> impl FnOnce(&Path) -> monomorph::Result<()> {
+        move |p| std::fs::write(p, text).map_err(|e| monomorph::io::io_err(p, e.to_string()))
+    }
+
+    #[test]
+    fn temp_names_keep_the_extensions_and_hide() {
+        let pid = std::process::id();
+        let t = temp_name(Path::new("d/particles.star"));
+        assert_eq!(t, PathBuf::from(format!("d/.particles.tmp-{pid}.star")));
+        let t = temp_name(Path::new("scores.mrc.gz"));
+        assert_eq!(t, PathBuf::from(format!(".scores.tmp-{pid}.mrc.gz")));
+        let t = temp_name(Path::new("d/.hidden.npy"));
+        assert_eq!(t, PathBuf::from(format!("d/..hidden.tmp-{pid}.npy")));
+        let t = temp_name(Path::new("plain"));
+        assert_eq!(t, PathBuf::from(format!(".plain.tmp-{pid}")));
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("4G"), Ok(4 << 30));
+        assert_eq!(parse_bytes("0.5G"), Ok(1 << 29));
+        assert_eq!(parse_bytes("512mib"), Ok(512 << 20));
+        assert_eq!(parse_bytes("1.5KB"), Ok(1536));
+        assert_eq!(parse_bytes("1000000"), Ok(1_000_000));
+        for bad in [
+            "0", "0.5", "-1", "-1G", "nan", "inf", "1e30G", "", "G", "8E", "4 X",
+        ] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn commit_renames_all_and_drop_cleans_up() {
+        let dir = scratch("commit");
+        let out = dir.join("a/b");
+        let mut o = Outputs::in_dir("--out", &out).expect("in_dir");
+        o.stage("x.npy", write("x")).expect("x");
+        o.json("run.json", &json!({"ok": true})).expect("json");
+        assert_eq!(names(&out).len(), 2);
+        o.commit().expect("commit");
+        assert_eq!(names(&out), ["run.json", "x.npy"]);
+        // Uncommitted: temporary files and the folders created go, others stay.
+        let out2 = dir.join("c/d");
+        let mut o = Outputs::in_dir("--out", &out2).expect("in_dir");
+        o.stage("x.npy", write("x")).expect("x");
+        drop(o);
+        assert_eq!(names(&dir), ["a"]);
+        let mut o = Outputs::in_dir("--out", &out).expect("in_dir");
+        o.stage("y.npy", write("y")).expect("y");
+        drop(o);
+        assert_eq!(names(&out), ["run.json", "x.npy"]);
+    }
+
+    #[test]
+    fn a_failed_rename_takes_back_the_files_already_renamed() {
+        let dir = scratch("rollback");
+        let mut o = Outputs::files();
+        o.stage_file("--out", &dir.join("one.csv"), write("1"))
+            .expect("one");
+        o.stage_file("--png", &dir.join("two.png"), write("2"))
+            .expect("two");
+        // A folder appears at the second destination after the checks: the rename fails.
+        let blocker = dir.join("two.png");
+        let mut o2 = o;
+        std::fs::create_dir_all(blocker.join("inner")).expect("mkdir");
+        let e = o2.commit_renames().expect_err("blocked");
+        assert_eq!(e.code, crate::cli::error::EXIT_FAILURE);
+        assert!(e.message.contains("two.png"), "{}", e.message);
+        drop(o2);
+        assert_eq!(names(&dir), ["two.png"]);
+    }
+
+    #[test]
+    fn a_failed_write_is_exit_1_naming_the_destination() {
+        let dir = scratch("failed");
+        let mut o = Outputs::files();
+        let e = o
+            .stage_file("--out", &dir.join("p.csv"), |p| {
+                Err(monomorph::io::io_err(p, "cannot write: disk full"))
+            })
+            .expect_err("fails");
+        assert_eq!(e.code, crate::cli::error::EXIT_FAILURE);
+        assert!(e.message.starts_with("--out "), "{}", e.message);
+        assert!(
+            e.message.contains("p.csv: cannot write: disk full"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("tmp"), "{}", e.message);
+        drop(o);
+        assert!(names(&dir).is_empty());
+    }
+
+    #[test]
+    fn outputs_must_not_be_inputs() {
+        let dir = scratch("distinct");
+        let f = dir.join("s.npy");
+        std::fs::write(&f, b"x").expect("write");
+        let via_dot = dir.join(".").join("s.npy");
+        let e = check_distinct(&[("--out", via_dot)], &[("--scores", &f)]).expect_err("same");
+        assert!(e.message.contains("--scores"), "{}", e.message);
+        let other = dir.join("p.csv");
+        check_distinct(&[("--out", other.clone())], &[("--scores", &f)]).expect("distinct");
+        let e =
+            check_distinct(&[("--out", other.clone()), ("--png", other)], &[]).expect_err("twice");
+        assert!(e.message.contains("--png"), "{}", e.message);
+    }
 }

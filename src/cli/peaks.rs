@@ -14,7 +14,7 @@ use monomorph::{Arr, Backend, BackendTask, FloatOf};
 use ndarray::{Array3, ArrayD, Ix3};
 use tracing::info_span;
 
-use super::output::{check_out_file, read_npy_input};
+use super::output::{Outputs, check_distinct, check_out_file, read_npy_input};
 use super::{CliError, CliResult, Global};
 
 /// Options of `monomorph peaks`.
@@ -496,6 +496,17 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     if let Some(p) = &a.png {
         check_out_file("--png", p)?;
     }
+    let mut outputs = vec![("--out", a.out.clone())];
+    outputs.extend(a.png.iter().map(|p| ("--png", p.clone())));
+    let inputs: Vec<(&str, &std::path::Path)> = [
+        ("--scores", Some(&a.scores)),
+        ("--rotation-index", a.rotation_index.as_ref()),
+        ("--rotations", a.rotations.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p.as_path())))
+    .collect();
+    check_distinct(&outputs, &inputs)?;
     let vol =
         monomorph::io::read_array(&a.scores).map_err(|e| CliError::from(e).about("--scores"))?;
     let shape = vol.data.shape().to_vec();
@@ -524,6 +535,28 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     };
     let run = find_match_run(g, &a, &shape, rotations.as_ref().map(|r| r.shape()[0]))?;
     query.run_stats = run.as_ref().map(|r| r.stats);
+    if let Some(k) = a.false_positives {
+        // Checked here so that the message names the flags, not the library's `k` and `sigma`.
+        let bad = vol.data.count_nonfinite();
+        if bad > 0 {
+            return Err(CliError::input(format!(
+                "--scores {}: {bad} NaN or infinite value(s), expected finite scores for --false-positives",
+                a.scores.display()
+            )));
+        }
+        let n_rot = match (&run, &rotations) {
+            (Some(r), _) => r.stats.n_rotations,
+            (None, Some(r)) => r.shape()[0],
+            (None, None) => 1,
+        };
+        let trials = shape.iter().product::<usize>() as f64 * n_rot as f64;
+        if k >= trials {
+            return Err(CliError::input(format!(
+                "--false-positives {}: expected fewer than the {trials} voxels × rotations of the map",
+                super::error::show(k)
+            )));
+        }
+    }
     let task = PeaksTask {
         scores: vol.data.clone(),
         rotation_index,
@@ -549,7 +582,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         }
         if !g.quiet {
             if !fa.from_run {
-                eprintln!(
+                note!(
                     "warning: --false-positives without the matching run's statistics (no \
                      usable run.json beside --scores; pass --match-run DIR): sigma is the score \
                      map's standard deviation, not pytme's rule, and the rotation count is {}",
@@ -560,17 +593,23 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
                     }
                 );
             }
-            eprintln!("{}", fa.describe());
+            note!("{}", fa.describe());
         }
     }
     let peaks = called.peaks;
-    write_peaks_with(&a.out, &rows_of(&peaks), shape.len(), &meta)?;
-    if let Some(p) = &a.png {
+    let mut out = Outputs::files();
+    out.stage_file("--out", &a.out, |p| {
+        write_peaks_with(p, &rows_of(&peaks), shape.len(), &meta)
+    })?;
+    if let Some(png) = &a.png {
         let coords: Vec<Vec<usize>> = peaks.iter().map(|p| p.coord.clone()).collect();
-        write_png(p, &vol.data.to_float::<f32>(), &coords)?;
+        out.stage_file("--png", png, |p| {
+            write_png(p, &vol.data.to_float::<f32>(), &coords)
+        })?;
     }
+    out.commit()?;
     if !g.quiet {
-        eprintln!("{} peaks written to {}", peaks.len(), a.out.display());
+        note!("{} peaks written to {}", peaks.len(), a.out.display());
     }
     Ok(())
 }

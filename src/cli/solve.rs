@@ -14,7 +14,7 @@ use serde_json::json;
 use tracing::info_span;
 
 use super::output::{
-    Timings, peak_memory_bytes, prepare_out_dir, read_npy_input, run_info, write_json,
+    Outputs, Timings, check_distinct, check_out_dir, peak_memory_bytes, read_npy_input, run_info,
 };
 use super::{CliError, CliResult, Global};
 
@@ -385,6 +385,7 @@ fn check_flags(a: &SolveArgs) -> CliResult<()> {
 /// Runs `monomorph solve`.
 pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     check_flags(&a)?;
+    check_out_dir("--out", &a.out)?;
     let mut timings = Timings::default();
     let y = as_2d("--rhs", &a.rhs, read_npy_input("--rhs", &a.rhs)?)?;
     let (batch, n) = (y.shape()[0], y.shape()[1]);
@@ -423,12 +424,25 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         PreconditionerArg::Jacobi => Preconditioner::Jacobi,
     };
     let task = SolveTask { op, y, x0, params };
+    let inputs: Vec<(&str, &Path)> = [
+        ("--matrix", a.matrix.as_deref()),
+        ("--rhs", Some(a.rhs.as_path())),
+        ("--x0", a.x0.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    let outputs: Vec<(&str, PathBuf)> = ["x.npy", "residual.npy", "result.json"]
+        .iter()
+        .map(|n| ("--out", a.out.join(n)))
+        .collect();
+    check_distinct(&outputs, &inputs)?;
+    let mut out = Outputs::in_dir("--out", &a.out)?;
     let s = timings
         .time("solve", || monomorph::dispatch(g.dispatch(None), task))
         .map_err(|e| input_sized(e, &a, &rhs))?;
-    let out = prepare_out_dir(&a.out)?;
-    write_npy(out.join("x.npy"), &s.x)?;
-    write_npy(out.join("residual.npy"), &s.residual)?;
+    out.stage("x.npy", |p| write_npy(p, &s.x))?;
+    out.stage("residual.npy", |p| write_npy(p, &s.residual))?;
     let mut info = run_info(g, &s.backend, &s.device);
     let result = json!({
         "iterations": s.iterations,
@@ -453,8 +467,10 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
             obj.insert(k.clone(), v.clone());
         }
     }
-    write_json(&out.join("result.json"), &info)?;
-    report(g, &s, &out)
+    // result.json last: it marks the run complete.
+    out.json("result.json", &info)?;
+    out.commit()?;
+    report(g, &s, &a.out)
 }
 
 /// A memory shortfall of the solve is a consequence of the input's size: exit 2, naming it.
@@ -489,15 +505,15 @@ fn report(g: &Global, s: &Solved, out: &Path) -> CliResult<()> {
     let batch = s.converged.len();
     if !g.quiet {
         for i in 0..batch {
-            println!(
+            say!(
                 "system {i}: {} after {} iterations ({} operator applications), |y - A x| = {:.3e}",
                 status(i),
                 s.iterations[i],
                 s.function_evaluations[i],
                 s.residual_norm[i]
-            );
+            )?;
             if !s.converged[i] {
-                println!("  {}", s.message[i]);
+                say!("  {}", s.message[i])?;
             }
         }
     }

@@ -1,7 +1,8 @@
 //! Logging (`-v`, `--quiet`), the Chrome/Perfetto trace (`--trace FILE.json`) and progress bars.
 
-use std::io::IsTerminal;
-use std::path::Path;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing_subscriber::layer::SubscriberExt;
@@ -10,9 +11,69 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use super::error::{CliError, CliResult};
 
-/// Keeps the trace file open until the command ends (it flushes on drop).
+/// Keeps the trace file open until the command ends; [`TraceGuard::finish`] writes it out.
 pub struct TraceGuard {
-    _chrome: Option<tracing_chrome::FlushGuard>,
+    chrome: Option<tracing_chrome::FlushGuard>,
+    /// The trace file and the first error writing it.
+    file: Option<(PathBuf, Arc<Mutex<Option<std::io::Error>>>)>,
+}
+
+impl TraceGuard {
+    /// Ends the trace (the writer thread flushes and closes the file) and reports a failed
+    /// write of it as exit code 1 naming `--trace`.
+    pub fn finish(mut self) -> CliResult<()> {
+        drop(self.chrome.take());
+        let Some((path, failed)) = self.file.take() else {
+            return Ok(());
+        };
+        let err = failed.lock().map(|mut e| e.take()).unwrap_or(None);
+        match err {
+            Some(e) => Err(CliError::failure(format!(
+                "--trace {}: cannot write the trace: {e}",
+                path.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The trace file as tracing-chrome's writer thread sees it: writes never fail there (that
+/// thread unwraps them and would panic at exit); the first error is kept for
+/// [`TraceGuard::finish`] and later writes are dropped.
+struct TraceFile {
+    file: std::fs::File,
+    failed: Arc<Mutex<Option<std::io::Error>>>,
+}
+
+impl TraceFile {
+    fn guard(&mut self, r: std::io::Result<()>) {
+        if let Err(e) = r
+            && let Ok(mut slot) = self.failed.lock()
+            && slot.is_none()
+        {
+            *slot = Some(e);
+        }
+    }
+    fn broken(&self) -> bool {
+        self.failed.lock().map_or(true, |s| s.is_some())
+    }
+}
+
+impl Write for TraceFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.broken() {
+            let r = self.file.write_all(buf);
+            self.guard(r);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.broken() {
+            let r = self.file.flush();
+            self.guard(r);
+        }
+        Ok(())
+    }
 }
 
 /// Installs the subscriber: human log lines on stderr at the level `-v`/`--quiet` choose
@@ -31,26 +92,44 @@ pub fn init(verbose: u8, quiet: bool, trace: Option<&Path>) -> CliResult<TraceGu
         .with_target(false)
         .without_time()
         .with_filter(filter);
-    let (chrome, guard) = match trace {
+    let (chrome, guard, file) = match trace {
         Some(path) => {
-            // Open the file ourselves first, so an unwritable path is a clear error.
-            std::fs::File::create(path).map_err(|e| {
-                CliError::input(format!("{}: cannot write the trace: {e}", path.display()))
+            // Open the file here, at the start: an unusable path is an input error naming the
+            // flag, before any work.
+            if path.as_os_str().is_empty() || path.is_dir() {
+                return Err(CliError::input(format!(
+                    "--trace '{}': expected a file path",
+                    path.display()
+                )));
+            }
+            let f = std::fs::File::create(path).map_err(|e| {
+                CliError::input(format!(
+                    "--trace {}: cannot create the trace file: {e}, expected a writable file",
+                    path.display()
+                ))
             })?;
+            let failed = Arc::new(Mutex::new(None));
+            let writer = TraceFile {
+                file: f,
+                failed: failed.clone(),
+            };
             let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
-                .file(path)
+                .writer(writer)
                 .include_args(true)
                 .build();
-            (Some(layer), Some(guard))
+            (Some(layer), Some(guard), Some((path.to_path_buf(), failed)))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     tracing_subscriber::registry()
         .with(fmt)
         .with(chrome)
         .try_init()
         .map_err(|e| CliError::failure(format!("cannot install the logger: {e}")))?;
-    Ok(TraceGuard { _chrome: guard })
+    Ok(TraceGuard {
+        chrome: guard,
+        file,
+    })
 }
 
 /// A progress bar on stderr, hidden when stderr is not a terminal or `--quiet` is on.

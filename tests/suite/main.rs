@@ -7,6 +7,7 @@ mod cg;
 mod cg_trust;
 mod cli;
 mod cli_peaks;
+mod cli_robust;
 mod cli_solve;
 mod common;
 mod conformance;
