@@ -148,35 +148,10 @@ pub fn write_json(path: &Path, v: &Value) -> CliResult<()> {
         .map_err(|e| CliError::failure(format!("{}: cannot write: {e}", path.display())))
 }
 
-/// Parses a byte count with an optional K/M/G/T suffix (powers of 1024).
+/// Parses a byte count with an optional K/M/G/T unit (powers of 1024): the library's
+/// [`monomorph::io::args::parse_bytes`].
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                'B' => 1,
-                _ => {
-                    return Err(format!(
-                        "'{s}': unknown suffix, expected a byte count like 4G, 512M or 1000000"
-                    ));
-                }
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a byte count, expected e.g. 4G, 512M or 1000000"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("'{s}': expected a positive byte count"));
-    }
-    Ok((v * mult as f64) as u64)
+    monomorph::io::args::parse_bytes(s)
 }
 
 /// `v` as `f64` (monomorph's `Real::as_f64`).

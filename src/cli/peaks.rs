@@ -216,7 +216,7 @@ struct PeaksTask {
 impl BackendTask for PeaksTask {
     type Output = Vec<Peak>;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Vec<Peak>> {
-        let s = b.upload(self.scores.to_float::<FloatOf<B>>().view())?;
+        let s = b.upload(self.scores.into_float::<FloatOf<B>>().view())?;
         let ri = match &self.rotation_index {
             Some(r) => Some(b.upload(r.view())?),
             None => None,
@@ -254,6 +254,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     }
     let vol =
         monomorph::io::read_array(&a.scores).map_err(|e| CliError::from(e).about("--scores"))?;
+    let g = &g.for_input("--scores", &a.scores, &vol.data)?;
     let shape = vol.data.shape().to_vec();
     if !(shape.len() == 2 || shape.len() == 3) || shape.contains(&0) {
         return Err(CliError::input(format!(
@@ -287,8 +288,10 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         }
         _ => (None, None),
     };
+    // The PNG needs the map after the run; otherwise it moves into the task uncopied.
+    let png_map = a.png.as_ref().map(|_| vol.data.to_float::<f32>());
     let task = PeaksTask {
-        scores: vol.data.clone(),
+        scores: vol.data,
         rotation_index,
         rotations,
         query,
@@ -297,7 +300,9 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     write_peaks(&a.out, &rows_of(&peaks), shape.len())?;
     if let Some(p) = &a.png {
         let coords: Vec<Vec<usize>> = peaks.iter().map(|p| p.coord.clone()).collect();
-        write_png(p, &vol.data.to_float::<f32>(), &coords)?;
+        if let Some(map) = &png_map {
+            write_png(p, map, &coords)?;
+        }
     }
     if !g.quiet {
         eprintln!("{} peaks written to {}", peaks.len(), a.out.display());

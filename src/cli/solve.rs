@@ -145,19 +145,7 @@ impl BackendTask for SolveTask {
 }
 
 fn parse_grid(s: &str) -> CliResult<Vec<usize>> {
-    let bad = || {
-        CliError::input(format!(
-            "--laplacian '{s}': expected a grid N, NxN or NxNxN of positive sizes"
-        ))
-    };
-    let g: Vec<usize> = s
-        .split(['x', 'X', ','])
-        .map(|p| p.trim().parse::<usize>().map_err(|_| bad()))
-        .collect::<CliResult<_>>()?;
-    if g.is_empty() || g.len() > 3 || g.contains(&0) {
-        return Err(bad());
-    }
-    Ok(g)
+    monomorph::io::args::parse_dims(s).map_err(|e| CliError::input(format!("--laplacian {e}")))
 }
 
 fn csr_file(dir: &Path, name: &str) -> PathBuf {
@@ -227,6 +215,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     let out = prepare_out_dir(&a.out)?;
     let mut timings = Timings::default();
     let y = as_2d("--rhs", &a.rhs, read_npy_input("--rhs", &a.rhs)?)?;
+    let g = &g.for_input("--rhs", &a.rhs, &y)?;
     let (batch, n) = (y.shape()[0], y.shape()[1]);
     let x0 = match &a.x0 {
         Some(p) => {
