@@ -21,8 +21,9 @@ pub use error::{CliError, CliResult};
 
 /// Template matching, peak calling and batched conjugate gradient on CPU or CUDA.
 ///
-/// Reads `.npy` (float32/float64, 2-D or 3-D) and MRC (`.mrc`, `.map`, `.rec`) files and writes
-/// `.npy`, MRC, CSV/STAR peak lists and PNG slices. Start with `monomorph demo`.
+/// Reads `.npy` (float32/float64, 2-D or 3-D) and MRC (`.mrc`, `.map`, `.rec`) files, plain or
+/// compressed (`.gz`, `.bz2`), and writes `.npy`, MRC, CSV/STAR peak lists and PNG slices. Start
+/// with `monomorph demo`.
 #[derive(Parser, Debug)]
 #[command(
     name = "monomorph",

@@ -8,6 +8,8 @@ mod cli;
 mod common;
 mod conformance;
 mod filter_fixtures;
+mod fuzz;
+mod io_cli;
 mod matching;
 mod peaks;
 mod resample_fixtures;
