@@ -29,6 +29,18 @@ pub enum PrecisionChoice {
     Double,
 }
 
+impl PrecisionChoice {
+    /// The precision that keeps every value of `data`: `Double` for float64 and int64 arrays,
+    /// `Single` for the rest (float32 and the types that arrive as float32, int32).
+    pub fn of_input(data: &crate::io::HostArray) -> Self {
+        use crate::io::HostArray;
+        match data {
+            HostArray::F64(_) | HostArray::I64(_) => PrecisionChoice::Double,
+            HostArray::F32(_) | HostArray::I32(_) => PrecisionChoice::Single,
+        }
+    }
+}
+
 /// A piece of work generic over the backend, run by [`dispatch`].
 pub trait BackendTask {
     /// What the work returns.

@@ -61,16 +61,10 @@ pub enum BenchAlgorithm {
     Stream,
 }
 
-/// Parses `N`, `NxN`, `NxNxN` (a single N means N³).
+/// Parses `N`, `NxN`, `NxNxN` (a single N means N³), with the library's
+/// [`monomorph::io::args::parse_dims`].
 pub fn parse_dims(s: &str) -> Result<Vec<usize>, String> {
-    let v: Vec<usize> = s
-        .split(['x', 'X'])
-        .map(|p| p.trim().parse::<usize>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| format!("'{s}': expected N, NxN or NxNxN"))?;
-    if v.is_empty() || v.len() > 3 || v.contains(&0) {
-        return Err(format!("'{s}': expected N, NxN or NxNxN of positive sizes"));
-    }
+    let v = monomorph::io::args::parse_dims(s).map_err(|e| format!("size {e}"))?;
     Ok(if v.len() == 1 { vec![v[0]; 3] } else { v })
 }
 

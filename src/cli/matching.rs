@@ -248,6 +248,7 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
     check_out_dir("--out", &a.out)?;
     let mut timings = Timings::default();
     let target = timings.time("read", || read_input("--target", &a.target, &[2, 3]))?;
+    let g = &g.for_input("--target", &a.target, &target.data)?;
     let tshape = target.data.shape().to_vec();
     let d = tshape.len();
     let template = read_input("--template", &a.template, &[2, 3])?;

@@ -42,8 +42,9 @@ pub use error::{CliError, CliResult};
 
 /// Template matching, peak calling and batched conjugate gradient on CPU or CUDA.
 ///
-/// Reads `.npy` (float32/float64, 2-D or 3-D) and MRC (`.mrc`, `.map`, `.rec`) files and writes
-/// `.npy`, MRC, CSV/STAR peak lists and PNG slices. Start with `monomorph demo`.
+/// Reads `.npy` (float32/float64, 2-D or 3-D) and MRC (`.mrc`, `.map`, `.rec`) files, plain or
+/// compressed (`.gz`, `.bz2`), and writes `.npy`, MRC, CSV/STAR peak lists and PNG slices. Start
+/// with `monomorph demo`.
 #[derive(Parser, Debug)]
 #[command(
     name = "monomorph",
@@ -66,8 +67,10 @@ pub struct Global {
     /// Backend: `auto` picks CUDA when compiled in and a device is present, else the CPU.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto, global = true, help_heading = "Global options")]
     pub backend: BackendArg,
-    /// Float precision of the computation (scores are always written as float32).
-    #[arg(long, value_enum, default_value_t = PrecisionArg::Single, global = true, help_heading = "Global options")]
+    /// Float precision of the computation (scores are always written as float32). The default,
+    /// `auto`, follows the main input (the target of `match`, the scores of `peaks`, the rhs of
+    /// `solve`): double for a float64 file, single otherwise; `demo` and `bench` run single.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Auto, global = true, help_heading = "Global options")]
     pub precision: PrecisionArg,
     /// Write a Chrome/Perfetto trace of every instrumented step to FILE.json.
     #[arg(
@@ -99,6 +102,8 @@ pub enum BackendArg {
 /// `--precision`.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrecisionArg {
+    /// The main input's: float64 / int64 in, double; anything else, single.
+    Auto,
     /// float32 / int32.
     Single,
     /// float64 / int64.
@@ -131,11 +136,38 @@ impl Global {
                 BackendArg::Auto => BackendChoice::Auto,
             },
             precision: match self.precision {
-                PrecisionArg::Single => PrecisionChoice::Single,
+                PrecisionArg::Single | PrecisionArg::Auto => PrecisionChoice::Single,
                 PrecisionArg::Double => PrecisionChoice::Double,
             },
             memory_limit,
         }
+    }
+
+    /// These flags with `--precision auto` resolved for the main input `data` (read from `path`
+    /// by `flag`): double for float64 data. An explicit `--precision single` on float64 values
+    /// that overflow float32 is an input error naming the file, never a silent infinity.
+    pub fn for_input(
+        &self,
+        flag: &str,
+        path: &std::path::Path,
+        data: &monomorph::io::HostArray,
+    ) -> CliResult<Global> {
+        let mut g = self.clone();
+        g.precision = match (self.precision, PrecisionChoice::of_input(data)) {
+            (PrecisionArg::Auto, PrecisionChoice::Double) => PrecisionArg::Double,
+            (PrecisionArg::Auto, PrecisionChoice::Single) => PrecisionArg::Single,
+            (p, _) => p,
+        };
+        if g.precision == PrecisionArg::Single
+            && let Some(v) = data.first_beyond_f32()
+        {
+            return Err(CliError::input(format!(
+                "{flag} {}: holds {v:e}, beyond the float32 range, expected --precision double (the default for {} data)",
+                path.display(),
+                data.dtype()
+            )));
+        }
+        Ok(g)
     }
 }
 
@@ -301,13 +333,21 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> CliResult<()> {
     let g = cli.global;
     let trace = trace::init(g.verbose, g.quiet, g.trace.as_deref())?;
+    // demo and bench read no input for `--precision auto` to follow: it is single there.
+    let fixed = Global {
+        precision: match g.precision {
+            PrecisionArg::Auto => PrecisionArg::Single,
+            p => p,
+        },
+        ..g.clone()
+    };
     let done = match cli.command {
-        Command::Demo(a) => demo::run(&g, a),
+        Command::Demo(a) => demo::run(&fixed, a),
         Command::Match(a) => matching::run(&g, a),
         Command::Peaks(a) => peaks::run(&g, a),
         Command::Solve(a) => solve::run(&g, a),
         Command::Devices => devices::run(&g),
-        Command::Bench(a) => bench::run(&g, a),
+        Command::Bench(a) => bench::run(&fixed, a),
     };
     // The command's own error first; else a trace that could not be written.
     let traced = trace.finish();

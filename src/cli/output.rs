@@ -99,42 +99,10 @@ pub fn run_info(g: &Global, backend_name: &str, device: &str) -> Value {
     })
 }
 
-/// Parses a byte count: a number with an optional K, M, G or T suffix (powers of 1024;
-/// `KB`/`KiB` spellings too). Fractions are fine when they come to at least one byte (`0.5G`
-/// is 512 MiB); zero, negative, non-finite and fractional-byte counts (`0.5`) are errors.
+/// Parses a byte count with an optional K/M/G/T unit (powers of 1024): the library's
+/// [`monomorph::io::args::parse_bytes`].
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let expected = "expected a byte count like 4G, 512M or 1000000";
-    let upper = t.to_ascii_uppercase();
-    let body = upper
-        .strip_suffix("IB")
-        .or_else(|| upper.strip_suffix('B'))
-        .unwrap_or(&upper);
-    let (num, mult) = match body.chars().last() {
-        Some('K') => (&body[..body.len() - 1], 1u64 << 10),
-        Some('M') => (&body[..body.len() - 1], 1 << 20),
-        Some('G') => (&body[..body.len() - 1], 1 << 30),
-        Some('T') => (&body[..body.len() - 1], 1 << 40),
-        Some(c) if c.is_ascii_alphabetic() => {
-            return Err(format!("'{s}': unknown suffix, {expected}"));
-        }
-        _ => (body, 1),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a byte count, {expected}"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("'{s}': {expected} (more than 0)"));
-    }
-    let bytes = v * mult as f64;
-    if bytes < 1.0 {
-        return Err(format!("'{s}' is less than one byte, {expected}"));
-    }
-    if bytes >= u64::MAX as f64 {
-        return Err(format!("'{s}' is too large, {expected}"));
-    }
-    Ok(bytes as u64)
+    monomorph::io::args::parse_bytes(s)
 }
 
 /// `v` as `f64` (monomorph's `Real::as_f64`).

@@ -350,7 +350,7 @@ struct PeaksTask {
 impl BackendTask for PeaksTask {
     type Output = Called;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Called> {
-        let s = b.upload(self.scores.to_float::<FloatOf<B>>().view())?;
+        let s = b.upload(self.scores.into_float::<FloatOf<B>>().view())?;
         let ri = match &self.rotation_index {
             Some(r) => Some(b.upload(r.view())?),
             None => None,
@@ -482,7 +482,7 @@ fn find_match_run(
         ))),
         Err(m) => {
             if a.false_positives.is_some() && !g.quiet {
-                eprintln!("warning: ignoring {} beside --scores: {m}", path.display());
+                note!("warning: ignoring {} beside --scores: {m}", path.display());
             }
             Ok(None)
         }
@@ -509,6 +509,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     check_distinct(&outputs, &inputs)?;
     let vol =
         monomorph::io::read_array(&a.scores).map_err(|e| CliError::from(e).about("--scores"))?;
+    let g = &g.for_input("--scores", &a.scores, &vol.data)?;
     let shape = vol.data.shape().to_vec();
     if !(shape.len() == 2 || shape.len() == 3) || shape.contains(&0) {
         return Err(CliError::input(format!(
@@ -557,8 +558,10 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
             )));
         }
     }
+    // The PNG needs the map after the run; otherwise it moves into the task uncopied.
+    let png_map = a.png.as_ref().map(|_| vol.data.to_float::<f32>());
     let task = PeaksTask {
-        scores: vol.data.clone(),
+        scores: vol.data,
         rotation_index,
         rotations,
         query,
@@ -603,9 +606,9 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     })?;
     if let Some(png) = &a.png {
         let coords: Vec<Vec<usize>> = peaks.iter().map(|p| p.coord.clone()).collect();
-        out.stage_file("--png", png, |p| {
-            write_png(p, &vol.data.to_float::<f32>(), &coords)
-        })?;
+        if let Some(map) = &png_map {
+            out.stage_file("--png", png, |p| write_png(p, map, &coords))?;
+        }
     }
     out.commit()?;
     if !g.quiet {

@@ -182,27 +182,7 @@ impl BackendTask for SolveTask {
 }
 
 fn parse_grid(s: &str) -> CliResult<Vec<usize>> {
-    let bad = || {
-        CliError::input(format!(
-            "--laplacian '{s}': expected a grid N, NxN or NxNxN of positive sizes"
-        ))
-    };
-    let g: Vec<usize> = s
-        .split(['x', 'X', ','])
-        .map(|p| p.trim().parse::<usize>().map_err(|_| bad()))
-        .collect::<CliResult<_>>()?;
-    if g.is_empty() || g.len() > 3 || g.contains(&0) {
-        return Err(bad());
-    }
-    if g.iter()
-        .try_fold(1usize, |a, &v| a.checked_mul(v))
-        .is_none()
-    {
-        return Err(CliError::input(format!(
-            "--laplacian '{s}': the grid has more points than this machine can address"
-        )));
-    }
-    Ok(g)
+    monomorph::io::args::parse_dims(s).map_err(|e| CliError::input(format!("--laplacian {e}")))
 }
 
 fn csr_file(dir: &Path, name: &str) -> PathBuf {
@@ -388,6 +368,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     check_out_dir("--out", &a.out)?;
     let mut timings = Timings::default();
     let y = as_2d("--rhs", &a.rhs, read_npy_input("--rhs", &a.rhs)?)?;
+    let g = &g.for_input("--rhs", &a.rhs, &y)?;
     let (batch, n) = (y.shape()[0], y.shape()[1]);
     let rhs = format!("{:?}", y.shape());
     if batch == 0 || n == 0 {

@@ -3,14 +3,18 @@
 //! Reading supports modes 0 (int8), 1 (int16), 2 (float32), 6 (uint16) and 12 (float16), either
 //! byte order (from the `MACHST` stamp), any axis order (`MAPC/MAPR/MAPS`), and an extended
 //! header (`NSYMBT` bytes, skipped). The header is checked before anything is allocated:
-//! positive dimensions, a known mode, and a file size equal to `1024 + NSYMBT + data`.
+//! positive dimensions, a known mode, and a file size equal to `1024 + NSYMBT + data` (for a
+//! compressed file: a decompressed size within the bound, and a stream that ends there). The
+//! payload is read straight into the final buffer.
 //! Writing produces mode 2 (float32), little endian, with the voxel size in `CELLA`.
 
+use std::io::{Read, Write};
 use std::path::Path;
 
 use ndarray::{ArrayD, IxDyn};
 
 use super::io_err;
+use super::stream::{Extent, expect_end, read_converted, read_full, read_native, write_array_le};
 use crate::Result;
 
 /// Size of the fixed MRC header in bytes.
@@ -44,12 +48,18 @@ fn f16_to_f32(h: u16) -> f32 {
     }
 }
 
-/// Decodes an in-memory MRC file. Errors are messages without the path.
-pub fn decode_mrc(bytes: &[u8]) -> std::result::Result<MrcVolume, String> {
-    if bytes.len() < HEADER_BYTES {
+/// Reads an MRC file from `r`, which holds [`Extent`] bytes: the header is checked against the
+/// extent before anything is allocated, then the payload is read straight into the final buffer
+/// (and byte-swapped or converted in one pass). Errors are messages without the path.
+pub fn read_mrc_from<R: Read + ?Sized>(
+    r: &mut R,
+    extent: &Extent,
+) -> std::result::Result<MrcVolume, String> {
+    let mut bytes = [0u8; HEADER_BYTES];
+    let got = read_full(r, &mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    if got < HEADER_BYTES {
         return Err(format!(
-            "truncated: {} bytes, shorter than the 1024-byte MRC header, expected an MRC-2014 file",
-            bytes.len()
+            "truncated: {got} bytes, shorter than the 1024-byte MRC header, expected an MRC-2014 file"
         ));
     }
     let big = bytes[212] == 0x11 && bytes[213] == 0x11;
@@ -97,80 +107,6 @@ pub fn decode_mrc(bytes: &[u8]) -> std::result::Result<MrcVolume, String> {
             "extended header size NSYMBT = {nsymbt}, expected ≥ 0"
         ));
     }
-    let (nx, ny, nz) = (nx as usize, ny as usize, nz as usize);
-    let n = nx
-        .checked_mul(ny)
-        .and_then(|v| v.checked_mul(nz))
-        .ok_or_else(|| format!("header dimensions {nx}×{ny}×{nz} overflow"))?;
-    let data_bytes = n
-        .checked_mul(bpv)
-        .ok_or_else(|| format!("header dimensions {nx}×{ny}×{nz} overflow"))?;
-    let offset = HEADER_BYTES + nsymbt as usize;
-    let want = offset
-        .checked_add(data_bytes)
-        .ok_or("header sizes overflow")?;
-    if bytes.len() != want {
-        return Err(format!(
-            "file is {} bytes but the header (NX×NY×NZ = {nx}×{ny}×{nz}, mode {mode}, {} extended-header bytes) needs {want}: {}, expected a consistent MRC-2014 file",
-            bytes.len(),
-            nsymbt,
-            if bytes.len() < want {
-                "truncated"
-            } else {
-                "the header lies about its size"
-            }
-        ));
-    }
-    let d = &bytes[offset..];
-    let v: Vec<f32> = match mode {
-        0 => d.iter().map(|&b| b as i8 as f32).collect(),
-        1 => d
-            .chunks_exact(2)
-            .map(|c| {
-                let a = [c[0], c[1]];
-                (if big {
-                    i16::from_be_bytes(a)
-                } else {
-                    i16::from_le_bytes(a)
-                }) as f32
-            })
-            .collect(),
-        6 => d
-            .chunks_exact(2)
-            .map(|c| {
-                let a = [c[0], c[1]];
-                (if big {
-                    u16::from_be_bytes(a)
-                } else {
-                    u16::from_le_bytes(a)
-                }) as f32
-            })
-            .collect(),
-        12 => d
-            .chunks_exact(2)
-            .map(|c| {
-                let a = [c[0], c[1]];
-                f16_to_f32(if big {
-                    u16::from_be_bytes(a)
-                } else {
-                    u16::from_le_bytes(a)
-                })
-            })
-            .collect(),
-        _ => d
-            .chunks_exact(4)
-            .map(|c| {
-                let a = [c[0], c[1], c[2], c[3]];
-                if big {
-                    f32::from_be_bytes(a)
-                } else {
-                    f32::from_le_bytes(a)
-                }
-            })
-            .collect(),
-    };
-    // File order: sections (slowest), rows, columns (fastest).
-    let file = ArrayD::from_shape_vec(IxDyn(&[nz, ny, nx]), v).map_err(|e| e.to_string())?;
     // Axis order: MAPC/MAPR/MAPS say which of X, Y, Z (1, 2, 3) columns, rows and sections are.
     let (mapc, mapr, maps) = (int(16), int(17), int(18));
     let (mapc, mapr, maps) = if (mapc, mapr, maps) == (0, 0, 0) {
@@ -185,6 +121,77 @@ pub fn decode_mrc(bytes: &[u8]) -> std::result::Result<MrcVolume, String> {
             "MAPC, MAPR, MAPS = {mapc}, {mapr}, {maps}, expected a permutation of 1, 2, 3"
         ));
     }
+    let (nx, ny, nz) = (nx as usize, ny as usize, nz as usize);
+    let n = nx
+        .checked_mul(ny)
+        .and_then(|v| v.checked_mul(nz))
+        .ok_or_else(|| format!("header dimensions {nx}×{ny}×{nz} overflow"))?;
+    let data_bytes = n
+        .checked_mul(bpv)
+        .ok_or_else(|| format!("header dimensions {nx}×{ny}×{nz} overflow"))?;
+    let offset = HEADER_BYTES + nsymbt as usize;
+    let want = offset
+        .checked_add(data_bytes)
+        .ok_or("header sizes overflow")?;
+    match extent {
+        Extent::Exact(len) if *len != want as u64 => {
+            return Err(format!(
+                "file is {len} bytes but the header (NX×NY×NZ = {nx}×{ny}×{nz}, mode {mode}, {nsymbt} extended-header bytes) needs {want}: {}, expected a consistent MRC-2014 file",
+                if *len < want as u64 {
+                    "truncated"
+                } else {
+                    "the header lies about its size"
+                }
+            ));
+        }
+        Extent::AtMost { limit, why } if want as u64 > *limit => {
+            return Err(format!(
+                "the header (NX×NY×NZ = {nx}×{ny}×{nz}, mode {mode}, {nsymbt} extended-header bytes) announces {want} bytes, more than {why} ({limit} bytes) can hold"
+            ));
+        }
+        _ => {}
+    }
+    let stream = extent.is_stream();
+    let skipped = std::io::copy(
+        &mut Read::take(&mut *r, nsymbt as u64),
+        &mut std::io::sink(),
+    )
+    .map_err(|e| format!("cannot read the extended header: {e}"))?;
+    if skipped < nsymbt as u64 {
+        return Err(format!(
+            "truncated: the extended header of {nsymbt} bytes ends after {skipped}, expected a complete file"
+        ));
+    }
+    let v: Vec<f32> = match mode {
+        0 => read_converted::<1, _>(r, n, stream, |a| a[0] as i8 as f32)?,
+        1 => read_converted::<2, _>(r, n, stream, |a| {
+            (if big {
+                i16::from_be_bytes(a)
+            } else {
+                i16::from_le_bytes(a)
+            }) as f32
+        })?,
+        6 => read_converted::<2, _>(r, n, stream, |a| {
+            (if big {
+                u16::from_be_bytes(a)
+            } else {
+                u16::from_le_bytes(a)
+            }) as f32
+        })?,
+        12 => read_converted::<2, _>(r, n, stream, |a| {
+            f16_to_f32(if big {
+                u16::from_be_bytes(a)
+            } else {
+                u16::from_le_bytes(a)
+            })
+        })?,
+        _ => read_native::<f32, _>(r, n, big, stream)?,
+    };
+    if stream {
+        expect_end(r, "data")?;
+    }
+    // File order: sections (slowest), rows, columns (fastest).
+    let file = ArrayD::from_shape_vec(IxDyn(&[nz, ny, nx]), v).map_err(|e| e.to_string())?;
     // Output axis k (0 = Z, 1 = Y, 2 = X) is the file axis whose map is 3 - k.
     // File axes: 0 = sections (maps), 1 = rows (mapr), 2 = columns (mapc).
     let file_axis_of = |space: i32| -> usize {
@@ -229,16 +236,20 @@ pub fn decode_mrc(bytes: &[u8]) -> std::result::Result<MrcVolume, String> {
     })
 }
 
-/// Reads an MRC file.
-pub fn read_mrc(path: impl AsRef<Path>) -> Result<MrcVolume> {
-    let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| io_err(path, format!("cannot read: {e}")))?;
-    decode_mrc(&bytes).map_err(|m| io_err(path, m))
+/// Decodes an in-memory MRC file. Errors are messages without the path.
+pub fn decode_mrc(bytes: &[u8]) -> std::result::Result<MrcVolume, String> {
+    read_mrc_from(&mut &bytes[..], &Extent::Exact(bytes.len() as u64))
 }
 
-/// Encodes a 2-D `(y, x)` or 3-D `(z, y, x)` array as a mode-2 MRC-2014 file with voxel size
-/// `voxel_size` (Å, `(z, y, x)`).
-pub fn encode_mrc(a: &ArrayD<f32>, voxel_size: [f32; 3]) -> std::result::Result<Vec<u8>, String> {
+/// Reads an MRC file (also `.mrc.gz`, `.map.bz2` and so on, decompressed as they are read).
+pub fn read_mrc(path: impl AsRef<Path>) -> Result<MrcVolume> {
+    let path = path.as_ref();
+    super::with_source(path, |r, extent| read_mrc_from(r, extent))
+}
+
+/// The 1024-byte mode-2 MRC-2014 header of a 2-D `(y, x)` or 3-D `(z, y, x)` array with voxel
+/// size `voxel_size` (Å, `(z, y, x)`), with its statistics (min, max, mean, rms).
+pub fn mrc_header(a: &ArrayD<f32>, voxel_size: [f32; 3]) -> std::result::Result<Vec<u8>, String> {
     let (nz, ny, nx) = match a.shape() {
         [y, x] => (1, *y, *x),
         [z, y, x] => (*z, *y, *x),
@@ -299,18 +310,29 @@ pub fn encode_mrc(a: &ArrayD<f32>, voxel_size: [f32; 3]) -> std::result::Result<
     put_i(55, 1, &mut h);
     let label = b"written by monomorph";
     h[224..224 + label.len()].copy_from_slice(label);
-    h.reserve(a.len() * 4);
-    for &v in a.iter() {
-        h.extend_from_slice(&v.to_le_bytes());
-    }
     Ok(h)
 }
 
-/// Writes a mode-2 MRC file with voxel size `voxel_size` (Å, `(z, y, x)`).
+/// Encodes a 2-D `(y, x)` or 3-D `(z, y, x)` array as a mode-2 MRC-2014 file with voxel size
+/// `voxel_size` (Å, `(z, y, x)`).
+pub fn encode_mrc(a: &ArrayD<f32>, voxel_size: [f32; 3]) -> std::result::Result<Vec<u8>, String> {
+    let mut h = mrc_header(a, voxel_size)?;
+    h.reserve(a.len() * 4);
+    write_array_le(&mut h, a).map_err(|e| e.to_string())?;
+    Ok(h)
+}
+
+/// Writes a mode-2 MRC file with voxel size `voxel_size` (Å, `(z, y, x)`): the header, then the
+/// payload's bytes in one write.
 pub fn write_mrc(path: impl AsRef<Path>, a: &ArrayD<f32>, voxel_size: [f32; 3]) -> Result<()> {
     let path = path.as_ref();
-    let bytes = encode_mrc(a, voxel_size).map_err(|m| io_err(path, m))?;
-    std::fs::write(path, bytes).map_err(|e| io_err(path, format!("cannot write: {e}")))
+    let header = mrc_header(a, voxel_size).map_err(|m| io_err(path, m))?;
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(path)?;
+        f.write_all(&header)?;
+        write_array_le(&mut f, a)
+    };
+    write().map_err(|e| io_err(path, format!("cannot write: {e}")))
 }
 
 #[cfg(test)]

@@ -6,10 +6,14 @@
 //! header announces. A truncated file or a header that lies about its size is an
 //! [`Error::Io`](crate::Error::Io) naming the file, never a panic.
 
+use std::io::{Read, Write};
 use std::path::Path;
 
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
 
+use super::stream::{
+    Extent, FillError, expect_end, fill, read_converted, read_full, read_native, write_array_le,
+};
 use super::{HostArray, io_err};
 use crate::Result;
 
@@ -89,21 +93,30 @@ fn after_key<'a>(dict: &'a str, key: &str) -> std::result::Result<&'a str, Strin
     Err(format!("header has no '{key}' key"))
 }
 
-fn parse_header(bytes: &[u8]) -> std::result::Result<Header, String> {
-    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+/// The most header bytes a file may announce (numpy writes a few hundred; its own reader stops at
+/// 10 000 by default).
+const MAX_HEADER: usize = 1 << 20;
+
+/// Reads the magic string, the version and the header dictionary from `r`.
+fn read_header<R: Read + ?Sized>(
+    r: &mut R,
+    extent: &Extent,
+) -> std::result::Result<Header, String> {
+    let mut pre = [0u8; 12];
+    let got = read_full(r, &mut pre[..10]).map_err(|e| format!("cannot read: {e}"))?;
+    if got < 10 || &pre[..6] != MAGIC {
         return Err(
             "not a .npy file (missing the \\x93NUMPY magic), expected a numpy .npy file".into(),
         );
     }
-    let major = bytes[6];
-    let (len, start) = match major {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
+    let (len, start) = match pre[6] {
+        1 => (u16::from_le_bytes([pre[8], pre[9]]) as usize, 10usize),
         2 | 3 => {
-            if bytes.len() < 12 {
+            if read_full(r, &mut pre[10..12]).map_err(|e| format!("cannot read: {e}"))? < 2 {
                 return Err("truncated header, expected a complete .npy file".into());
             }
             (
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+                u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize,
                 12,
             )
         }
@@ -113,12 +126,32 @@ fn parse_header(bytes: &[u8]) -> std::result::Result<Header, String> {
             ));
         }
     };
-    let end = start
-        .checked_add(len)
-        .filter(|&e| e <= bytes.len())
-        .ok_or("truncated header (the header length points past the end of the file), expected a complete .npy file")?;
-    let dict = std::str::from_utf8(&bytes[start..end])
+    let past_end = match extent {
+        Extent::Exact(total) => (start + len) as u64 > *total,
+        Extent::AtMost { .. } => false,
+    };
+    if past_end {
+        return Err("truncated header (the header length points past the end of the file), expected a complete .npy file".into());
+    }
+    if len > MAX_HEADER {
+        return Err(format!(
+            "header of {len} bytes, expected at most {MAX_HEADER} (a numpy header dictionary)"
+        ));
+    }
+    let mut dict = vec![0u8; len];
+    fill(r, &mut dict).map_err(|e| match e {
+        FillError::Eof(_) => "truncated header (the header length points past the end of the file), expected a complete .npy file".to_string(),
+        FillError::Io(e) => format!("cannot read the header: {e}"),
+    })?;
+    let dict = std::str::from_utf8(&dict)
         .map_err(|_| "header is not text, expected a numpy header dictionary".to_string())?;
+    let mut h = parse_dict(dict)?;
+    h.data_offset = start + len;
+    Ok(h)
+}
+
+/// Parses the header dictionary (`data_offset` is left 0).
+fn parse_dict(dict: &str) -> std::result::Result<Header, String> {
     // descr
     let rest = after_key(dict, "descr")?;
     let q = rest.chars().next().ok_or("empty 'descr'")?;
@@ -159,7 +192,7 @@ fn parse_header(bytes: &[u8]) -> std::result::Result<Header, String> {
         big_endian,
         fortran,
         shape,
-        data_offset: end,
+        data_offset: 0,
     })
 }
 
@@ -173,21 +206,6 @@ fn shape_str(shape: &[usize]) -> String {
             .collect::<Vec<_>>()
             .join("×")
     }
-}
-
-fn decode<T, const N: usize>(
-    data: &[u8],
-    big: bool,
-    f: impl Fn([u8; N]) -> T,
-    g: impl Fn([u8; N]) -> T,
-) -> Vec<T> {
-    data.chunks_exact(N)
-        .map(|c| {
-            let mut a = [0u8; N];
-            a.copy_from_slice(c);
-            if big { g(a) } else { f(a) }
-        })
-        .collect()
 }
 
 fn build<T: Clone>(
@@ -208,9 +226,14 @@ fn build<T: Clone>(
     })
 }
 
-/// Decodes an in-memory `.npy` file. Errors are messages without the path.
-pub fn decode_npy(bytes: &[u8]) -> std::result::Result<HostArray, String> {
-    let h = parse_header(bytes)?;
+/// Reads a `.npy` file from `r`, which holds [`Extent`] bytes: the header is checked against
+/// the extent before anything is allocated, then the payload is read straight into the final
+/// buffer. Errors are messages without the path.
+pub fn read_npy_from<R: Read + ?Sized>(
+    r: &mut R,
+    extent: &Extent,
+) -> std::result::Result<HostArray, String> {
+    let h = read_header(r, extent)?;
     let n = h
         .shape
         .iter()
@@ -219,110 +242,123 @@ pub fn decode_npy(bytes: &[u8]) -> std::result::Result<HostArray, String> {
     let want = n
         .checked_mul(h.kind.size())
         .ok_or_else(|| format!("shape {} overflows", shape_str(&h.shape)))?;
-    let have = bytes.len() - h.data_offset;
-    if have < want {
-        return Err(format!(
-            "truncated: the header announces {} elements of {} bytes ({} data bytes) but only {} follow, expected a complete .npy file",
-            shape_str(&h.shape),
-            h.kind.size(),
-            want,
-            have
-        ));
+    match extent {
+        Extent::Exact(total) => {
+            let have = total.saturating_sub(h.data_offset as u64);
+            if have < want as u64 {
+                return Err(format!(
+                    "truncated: the header announces {} elements of {} bytes ({} data bytes) but only {} follow, expected a complete .npy file",
+                    shape_str(&h.shape),
+                    h.kind.size(),
+                    want,
+                    have
+                ));
+            }
+            if have > want as u64 {
+                return Err(format!(
+                    "{} bytes follow the data the header announces ({} elements of {} bytes = {} bytes), expected the file to end there",
+                    have - want as u64,
+                    shape_str(&h.shape),
+                    h.kind.size(),
+                    want
+                ));
+            }
+        }
+        Extent::AtMost { limit, why } => {
+            if (h.data_offset as u64).saturating_add(want as u64) > *limit {
+                return Err(format!(
+                    "the header announces {} elements of {} bytes ({} data bytes), more than {why} ({limit} bytes) can hold",
+                    shape_str(&h.shape),
+                    h.kind.size(),
+                    want
+                ));
+            }
+        }
     }
-    if have > want {
-        return Err(format!(
-            "{} bytes follow the data the header announces ({} elements of {} bytes = {} bytes), expected the file to end there",
-            have - want,
-            shape_str(&h.shape),
-            h.kind.size(),
-            want
-        ));
-    }
-    let d = &bytes[h.data_offset..];
+    let stream = extent.is_stream();
     let (s, f, big) = (&h.shape, h.fortran, h.big_endian);
-    Ok(match h.kind {
-        Kind::F32 => HostArray::F32(build(
+    let a = match h.kind {
+        Kind::F32 => HostArray::F32(build(s, f, read_native(r, n, big, stream)?)?),
+        Kind::F64 => HostArray::F64(build(s, f, read_native(r, n, big, stream)?)?),
+        Kind::I32 => HostArray::I32(build(s, f, read_native(r, n, big, stream)?)?),
+        Kind::I64 => HostArray::I64(build(s, f, read_native(r, n, big, stream)?)?),
+        Kind::I8 => HostArray::F32(build(
             s,
             f,
-            decode(d, big, f32::from_le_bytes, f32::from_be_bytes),
+            read_converted::<1, _>(r, n, stream, |a| a[0] as i8 as f32)?,
         )?),
-        Kind::F64 => HostArray::F64(build(
+        Kind::U8 => HostArray::F32(build(
             s,
             f,
-            decode(d, big, f64::from_le_bytes, f64::from_be_bytes),
+            read_converted::<1, _>(r, n, stream, |a| a[0] as f32)?,
         )?),
-        Kind::I32 => HostArray::I32(build(
-            s,
-            f,
-            decode(d, big, i32::from_le_bytes, i32::from_be_bytes),
-        )?),
-        Kind::I64 => HostArray::I64(build(
-            s,
-            f,
-            decode(d, big, i64::from_le_bytes, i64::from_be_bytes),
-        )?),
-        Kind::I8 => HostArray::F32(build(s, f, d.iter().map(|&b| b as i8 as f32).collect())?),
-        Kind::U8 => HostArray::F32(build(s, f, d.iter().map(|&b| b as f32).collect())?),
         Kind::I16 => HostArray::F32(build(
             s,
             f,
-            decode(
-                d,
-                big,
-                |a| i16::from_le_bytes(a) as f32,
-                |a| i16::from_be_bytes(a) as f32,
-            ),
+            read_converted::<2, _>(r, n, stream, |a| {
+                (if big {
+                    i16::from_be_bytes(a)
+                } else {
+                    i16::from_le_bytes(a)
+                }) as f32
+            })?,
         )?),
         Kind::U16 => HostArray::F32(build(
             s,
             f,
-            decode(
-                d,
-                big,
-                |a| u16::from_le_bytes(a) as f32,
-                |a| u16::from_be_bytes(a) as f32,
-            ),
+            read_converted::<2, _>(r, n, stream, |a| {
+                (if big {
+                    u16::from_be_bytes(a)
+                } else {
+                    u16::from_le_bytes(a)
+                }) as f32
+            })?,
         )?),
-    })
+    };
+    if stream {
+        expect_end(r, "data")?;
+    }
+    Ok(a)
 }
 
-/// Reads a `.npy` file.
+/// Decodes an in-memory `.npy` file. Errors are messages without the path.
+pub fn decode_npy(bytes: &[u8]) -> std::result::Result<HostArray, String> {
+    read_npy_from(&mut &bytes[..], &Extent::Exact(bytes.len() as u64))
+}
+
+/// Reads a `.npy` file (also `.npy.gz` and `.npy.bz2`, decompressed as they are read).
 pub fn read_npy(path: impl AsRef<Path>) -> Result<HostArray> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| io_err(path, format!("cannot read: {e}")))?;
-    decode_npy(&bytes).map_err(|m| io_err(path, m))
+    super::with_source(path, |r, extent| read_npy_from(r, extent))
 }
 
 /// Element types [`write_npy`] can store.
-pub trait NpyElement: Copy {
+pub trait NpyElement: bytemuck::Pod {
     /// The numpy `descr` (`<f4`…).
     const DESCR: &'static str;
-    /// Appends the little-endian bytes of `self`.
-    fn put(self, out: &mut Vec<u8>);
 }
 
-macro_rules! npy_el {
-    ($t:ty, $d:literal) => {
-        impl NpyElement for $t {
-            const DESCR: &'static str = $d;
-            fn put(self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
-            }
-        }
-    };
+impl NpyElement for f32 {
+    const DESCR: &'static str = "<f4";
 }
-npy_el!(f32, "<f4");
-npy_el!(f64, "<f8");
-npy_el!(i32, "<i4");
-npy_el!(i64, "<i8");
+impl NpyElement for f64 {
+    const DESCR: &'static str = "<f8";
+}
+impl NpyElement for i32 {
+    const DESCR: &'static str = "<i4";
+}
+impl NpyElement for i64 {
+    const DESCR: &'static str = "<i8";
+}
 
-/// Encodes an array as a version-1 `.npy` file (little endian, C order).
-pub fn encode_npy<T: NpyElement>(a: &ArrayD<T>) -> Vec<u8> {
-    let shape = match a.ndim() {
-        1 => format!("({},)", a.shape()[0]),
+/// The version-1 header (magic, version, length, padded dictionary) of a little-endian C-order
+/// array of `T` with shape `shape`.
+pub fn npy_header<T: NpyElement>(shape: &[usize]) -> Vec<u8> {
+    let shape = match shape.len() {
+        1 => format!("({},)", shape[0]),
         _ => format!(
             "({})",
-            a.shape()
+            shape
                 .iter()
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>()
@@ -338,21 +374,34 @@ pub fn encode_npy<T: NpyElement>(a: &ArrayD<T>) -> Vec<u8> {
     let total = MAGIC.len() + 4 + dict.len() + 1;
     dict.push_str(&" ".repeat((64 - total % 64) % 64));
     dict.push('\n');
-    let mut out = Vec::with_capacity(10 + dict.len() + a.len() * std::mem::size_of::<T>());
+    let mut out = Vec::with_capacity(10 + dict.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
     out.extend_from_slice(dict.as_bytes());
-    for &v in a.iter() {
-        v.put(&mut out);
-    }
+    out
+}
+
+/// Writes an array as a version-1 `.npy` stream to `w`: the header, then the payload's bytes in
+/// one write when the array is contiguous.
+pub fn write_npy_to<T: NpyElement, W: Write>(w: &mut W, a: &ArrayD<T>) -> std::io::Result<()> {
+    w.write_all(&npy_header::<T>(a.shape()))?;
+    write_array_le(w, a)
+}
+
+/// Encodes an array as a version-1 `.npy` file (little endian, C order).
+pub fn encode_npy<T: NpyElement>(a: &ArrayD<T>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128 + a.len() * std::mem::size_of::<T>());
+    write_npy_to(&mut out, a).expect("writing to a Vec cannot fail");
     out
 }
 
 /// Writes an array as a `.npy` file (little endian, C order).
 pub fn write_npy<T: NpyElement>(path: impl AsRef<Path>, a: &ArrayD<T>) -> Result<()> {
     let path = path.as_ref();
-    std::fs::write(path, encode_npy(a)).map_err(|e| io_err(path, format!("cannot write: {e}")))
+    let mut f =
+        std::fs::File::create(path).map_err(|e| io_err(path, format!("cannot write: {e}")))?;
+    write_npy_to(&mut f, a).map_err(|e| io_err(path, format!("cannot write: {e}")))
 }
 
 #[cfg(test)]

@@ -12,6 +12,8 @@ mod cli_solve;
 mod common;
 mod conformance;
 mod filter_fixtures;
+mod fuzz;
+mod io_cli;
 mod matching;
 mod orientation;
 mod peaks;
