@@ -3,7 +3,9 @@
 //! Fixture data lives in `tests/fixtures/` (copied from the peers' reference cases), so the
 //! project tests itself without `../shared`.
 
+mod api;
 mod cg;
+#[cfg(feature = "cli")]
 mod cli;
 mod common;
 mod conformance;
