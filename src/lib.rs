@@ -20,6 +20,39 @@
 //! # Ok::<(), monomorph::Error>(())
 //! ```
 //!
+//! Picking the backend at run time (from a flag, or from the machine) happens once, at the top:
+//! write the work as a [`BackendTask`] and hand it to [`dispatch`](dispatch::dispatch), which
+//! instantiates it for the chosen backend and precision.
+//!
+//! ```
+//! use monomorph::prelude::*;
+//! use monomorph::{BackendChoice, BackendTask, DispatchOptions, PrecisionChoice, dispatch};
+//!
+//! struct Total(Vec<f64>);
+//!
+//! impl BackendTask for Total {
+//!     type Output = f64;
+//!     fn run<B: Backend>(self, b: &B) -> monomorph::Result<f64> {
+//!         let a = b.upload_array(&monomorph::ndarray::Array1::from_vec(self.0))?;
+//!         b.sum(&a)
+//!     }
+//! }
+//!
+//! let opts = DispatchOptions {
+//!     backend: BackendChoice::Cpu,
+//!     precision: PrecisionChoice::Double,
+//!     ..DispatchOptions::default()
+//! };
+//! assert_eq!(dispatch(opts, Total(vec![1.0, 2.5]))?, 3.5);
+//! if cfg!(not(feature = "cuda")) {
+//!     // A build without the `cuda` feature answers a CUDA request with one clear error.
+//!     let cuda = DispatchOptions { backend: BackendChoice::Cuda, ..opts };
+//!     let err = dispatch(cuda, Total(vec![1.0])).unwrap_err();
+//!     assert!(matches!(err, monomorph::Error::NotCompiled("cuda")), "{err}");
+//! }
+//! # Ok::<(), monomorph::Error>(())
+//! ```
+//!
 //! ## Start here
 //! * [`prelude`]: one `use monomorph::prelude::*;` brings the backend traits, the type aliases
 //!   ([`Arr`]`<B, T>`, [`FloatOf`]`<B>`, [`ComplexOf`]`<B>`, [`IntOf`]`<B>`), the op enums, the
@@ -51,7 +84,9 @@ pub mod dispatch;
 #[cfg(feature = "io")]
 pub mod io;
 
-pub use dispatch::{BackendChoice, BackendTask, DefaultBackend, PrecisionChoice, dispatch};
+pub use dispatch::{
+    BackendChoice, BackendTask, DefaultBackend, DispatchOptions, PrecisionChoice, dispatch,
+};
 
 // The core crate, re-exported without inlining: its pages are generated from the source, so
 // they show the aliases (`Arr<B, FloatOf<B>>`) instead of the projections an inlined copy

@@ -3,7 +3,7 @@
 //!
 //! [`match_template`] scores every position of a 2-D or 3-D target against a template rotated by
 //! every matrix of a [`RotationSet`], and keeps per voxel the best score and the index of the
-//! rotation that gave it. Scores and conventions are pytme's (see `notes/pytme.md`):
+//! rotation that gave it. Scores and conventions are pytme's (`tme/matching_scores.py`):
 //!
 //! * `score[x] = Σ_k t_R[k] · f[x − n//2 + k]`: index `x` is where template voxel `n//2` lands.
 //! * Default: circular correlation over `fast_shape(target)` (the target zero-padded at the high
@@ -52,7 +52,7 @@ use crate::dtype::{Float, Index, Real};
 use crate::error::{Error, Result, fmt_shape};
 use crate::shape::fast_shape;
 
-/// The scores pytme offers (its names and maths, `notes/pytme.md` §3).
+/// The scores pytme offers (its names and maths, `tme/matching_scores.py` in pytme 0.3.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Score {
     /// Raw cross-correlation `C(f, t_R)`.
