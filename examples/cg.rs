@@ -3,7 +3,6 @@
 //!
 //! `cargo run --release --example cg`
 
-use monomorph::Result;
 use monomorph::ndarray::{Array2, Ix2};
 use monomorph::prelude::*;
 

@@ -6,7 +6,6 @@
 //!
 //! `cargo run --release --example match_peaks`
 
-use monomorph::Result;
 use monomorph::ndarray::{Array3, s};
 use monomorph::prelude::*;
 

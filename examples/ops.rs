@@ -4,7 +4,6 @@
 //!
 //! `cargo run --release --example ops`
 
-use monomorph::Result;
 use monomorph::ndarray::{Array2, ArrayView2, Ix2};
 use monomorph::prelude::*;
 
