@@ -4,12 +4,8 @@
 //!
 //! `cargo run --release --example pick`
 
-use monomorph::algo::matching::{MatchParams, Score, match_template};
-use monomorph::algo::peaks::{PeakParams, find_peaks};
-use monomorph::algo::rotations::RotationSet;
+use monomorph::ndarray::{self, Array2};
 use monomorph::prelude::*;
-use monomorph::{FloatOf, Real};
-use ndarray::{Array2, ArrayD};
 
 /// A found particle: position (where template voxel n//2 lands), score, rotation index.
 #[derive(Debug)]
@@ -30,11 +26,11 @@ fn pick<B: Backend>(
     spacing: usize,
     max: usize,
 ) -> monomorph::Result<Vec<Pick>> {
-    let up = |a: &Array2<f32>| -> monomorph::Result<Arr<B, FloatOf<B>>> {
-        let a: ArrayD<FloatOf<B>> = a.mapv(|v| FloatOf::<B>::from_f64(v as f64)).into_dyn();
-        b.upload(a.view())
-    };
-    let (t, m, k) = (up(target)?, up(template)?, up(mask)?);
+    let (t, m, k) = (
+        b.upload_array(target)?,
+        b.upload_array(template)?,
+        b.upload_array(mask)?,
+    );
     let mut params = MatchParams::new(Score::FLC, RotationSet::uniform(2, step)?);
     params.template_mask = Some(&k);
     let result = match_template(b, &t, &m, &params)?;

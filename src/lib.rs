@@ -6,39 +6,123 @@
 //!
 //! ```
 //! use monomorph::prelude::*;
+//! use monomorph::ndarray::Array2;
 //!
 //! // Any algorithm is a generic function over the backend…
-//! fn total<B: Backend>(b: &B, host: &ndarray::ArrayD<f32>) -> monomorph::Result<f64> {
-//!     let a = b.upload(host.view())?;
+//! fn total<B: Backend>(b: &B, host: &Array2<f32>) -> monomorph::Result<f64> {
+//!     let a = b.upload_array(host)?;
 //!     b.sum(&a)
 //! }
 //! // …instantiated for the backend you pick once, at the top.
 //! let cpu = Cpu::<Single>::new();
-//! let v = ndarray::ArrayD::from_elem(vec![8, 8], 1.0f32);
+//! let v = Array2::from_elem((8, 8), 1.0f32);
 //! assert_eq!(total(&cpu, &v)?, 64.0);
 //! # Ok::<(), monomorph::Error>(())
 //! ```
+//!
+//! Picking the backend at run time (from a flag, or from the machine) happens once, at the top:
+//! write the work as a [`BackendTask`] and hand it to [`dispatch`](dispatch::dispatch), which
+//! instantiates it for the chosen backend and precision.
+//!
+//! ```
+//! use monomorph::prelude::*;
+//! use monomorph::{BackendChoice, BackendTask, DispatchOptions, PrecisionChoice, dispatch};
+//!
+//! struct Total(Vec<f64>);
+//!
+//! impl BackendTask for Total {
+//!     type Output = f64;
+//!     fn run<B: Backend>(self, b: &B) -> monomorph::Result<f64> {
+//!         let a = b.upload_array(&monomorph::ndarray::Array1::from_vec(self.0))?;
+//!         b.sum(&a)
+//!     }
+//! }
+//!
+//! let opts = DispatchOptions {
+//!     backend: BackendChoice::Cpu,
+//!     precision: PrecisionChoice::Double,
+//!     ..DispatchOptions::default()
+//! };
+//! assert_eq!(dispatch(opts, Total(vec![1.0, 2.5]))?, 3.5);
+//! if cfg!(not(feature = "cuda")) {
+//!     // A build without the `cuda` feature answers a CUDA request with one clear error.
+//!     let cuda = DispatchOptions { backend: BackendChoice::Cuda, ..opts };
+//!     let err = dispatch(cuda, Total(vec![1.0])).unwrap_err();
+//!     assert!(matches!(err, monomorph::Error::NotCompiled("cuda")), "{err}");
+//! }
+//! # Ok::<(), monomorph::Error>(())
+//! ```
+//!
+//! ## Start here
+//! * [`prelude`]: one `use monomorph::prelude::*;` brings the backend traits, the type aliases
+//!   ([`Arr`]`<B, T>`, [`FloatOf`]`<B>`, [`ComplexOf`]`<B>`, [`IntOf`]`<B>`), the op enums, the
+//!   typed transfers ([`Transfer`]: `upload_array`, `download_as`) and every algorithm entry
+//!   point with its parameters and result, plus [`Cpu`] / `Cuda` as compiled in.
+//! * [`match_template`](algo::matching::match_template) and
+//!   [`MatchResult::peaks`](algo::matching::MatchResult::peaks) /
+//!   [`find_peaks`](algo::peaks::find_peaks): template matching and peak calling.
+//! * [`conjugate_gradient`](algo::cg::conjugate_gradient) with a built-in operator or your own
+//!   [`LinearOperator`](algo::cg::LinearOperator): batched CG.
+//! * [`Backend`] and its op families ([`Memory`], [`Elementwise`], [`Reduce`], [`Spectral`],
+//!   [`Resample`], [`Filter`], [`Linalg`]): write your own algorithm on the ops.
+//! * [`dispatch`](dispatch::dispatch) / [`DefaultBackend`]: pick the backend at run time, once.
+//! * [`ndarray`] and [`num_complex`]: the exact versions this API uses, re-exported.
+//!
+//! ## Features
+//! `cpu` (the CPU backend), `cuda` (the CUDA backend; builds anywhere, errors without a GPU),
+//! `io` (`.npy`/MRC/PNG files) and `cli` (the `monomorph` command). All but `cuda` are on by
+//! default; a library needing only the algorithms depends on
+//! `monomorph = { version = "0.1", default-features = false, features = ["cpu"] }`.
+//!
+//! ## Threads
+//! The CPU backend runs its ops on rayon's *current* pool: set `RAYON_NUM_THREADS`, or run the
+//! work inside `rayon::ThreadPoolBuilder::new().num_threads(n).build()?.install(|| …)`.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod dispatch;
+#[cfg(feature = "io")]
 pub mod io;
 
-pub use dispatch::{BackendChoice, BackendTask, DefaultBackend, PrecisionChoice, dispatch};
+pub use dispatch::{
+    BackendChoice, BackendTask, DefaultBackend, DispatchOptions, PrecisionChoice, dispatch,
+};
+
+// The core crate, re-exported without inlining: its pages are generated from the source, so
+// they show the aliases (`Arr<B, FloatOf<B>>`) instead of the projections an inlined copy
+// would show.
+#[doc(no_inline)]
+pub use monomorph_core::{
+    Arr, ArrayMeta, Backend, BackendTypes, BinaryOp, BorderMode, Boundary, ComplexOf, Correlate,
+    CsrMatrix, DType, DeviceInfo, DeviceKind, Double, Element, Elementwise, Error, FftPlan, Filter,
+    Float, FloatOf, Index, IntOf, Interpolation, Linalg, Memory, PadMode, Precision, Real, Reduce,
+    Resample, Result, Single, Spectral, Transfer, UnaryOp, algo, backend, device, dtype, error,
+    fast_shape, is_fast_len, next_fast_len, shape,
+};
+// Everything else of the core root (implementer-only items), reachable but off this page.
+#[doc(hidden)]
 pub use monomorph_core::*;
 
+#[doc(no_inline)]
+pub use monomorph_core::{ndarray, num_complex};
+
 #[cfg(feature = "cpu")]
+#[doc(no_inline)]
 pub use monomorph_cpu::Cpu;
 #[cfg(feature = "cuda")]
+#[doc(no_inline)]
 pub use monomorph_cuda::Cuda;
 
-/// Everything a user crate usually needs.
+/// What a user's generic function needs, in one `use monomorph::prelude::*;`: the core
+/// prelude (traits, aliases, op enums, transfers, the algorithms' entry points, parameters and
+/// results) and the backends compiled in.
 pub mod prelude {
-    pub use monomorph_core::{
-        Arr, ArrayMeta, Backend, BackendTypes, Correlate, Double, Elementwise, Error, Filter,
-        Linalg, Memory, Reduce, Resample, Result, Single, Spectral,
-    };
+    #[doc(no_inline)]
+    pub use monomorph_core::prelude::*;
     #[cfg(feature = "cpu")]
+    #[doc(no_inline)]
     pub use monomorph_cpu::Cpu;
     #[cfg(feature = "cuda")]
+    #[doc(no_inline)]
     pub use monomorph_cuda::Cuda;
 }

@@ -3,6 +3,7 @@
 //! Fixture data lives in `tests/fixtures/` (copied from the peers' reference cases), so the
 //! project tests itself without `../shared`.
 
+mod api;
 mod cg;
 mod cg_trust;
 mod cli;
@@ -18,3 +19,4 @@ mod matching;
 mod orientation;
 mod peaks;
 mod resample_fixtures;
+#[cfg(feature = "cli")]

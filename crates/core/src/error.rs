@@ -56,7 +56,11 @@ pub enum Error {
     #[error("device unavailable: {0}")]
     DeviceUnavailable(String),
     /// A backend was requested that this build does not contain.
-    #[error("backend `{0}` was not compiled into this build (rebuild with `--features {0}`)")]
+    #[error(
+        "backend `{0}` was not compiled into this build: enable the `{0}` feature of the \
+         `monomorph` crate (`features = [\"{0}\"]` on its line in Cargo.toml, or \
+         `--features {0}` when building monomorph itself)"
+    )]
     NotCompiled(&'static str),
     /// An error reported by a backend's device or library (driver, cuFFT, NVRTC…).
     #[error("{backend} backend error: {message}")]

@@ -30,6 +30,14 @@ pub use fft::CpuFftPlan;
 /// The CPU backend in precision `P` (`Cpu<Single>`, `Cpu<Double>`).
 ///
 /// Cloning is cheap and shares the FFT plan cache.
+///
+/// # Threads
+/// Ops run on rayon's *current* pool, so the number of threads is rayon's: the
+/// `RAYON_NUM_THREADS` environment variable for the global pool, or a pool of your own around
+/// the work (`ThreadPoolBuilder::new().num_threads(n).build()?.install(|| algo(&cpu))`), which
+/// also keeps two workloads from sharing cores. [`DeviceInfo::processors`] reports the threads
+/// of the pool it is asked from. (A backend-owned pool would have to be entered by every op;
+/// installing one around the work costs nothing per op.)
 #[derive(Debug)]
 pub struct Cpu<P: Precision> {
     inner: Arc<Inner>,

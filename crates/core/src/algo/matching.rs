@@ -3,7 +3,7 @@
 //!
 //! [`match_template`] scores every position of a 2-D or 3-D target against a template rotated by
 //! every matrix of a [`RotationSet`], and keeps per voxel the best score and the index of the
-//! rotation that gave it. Scores and conventions are pytme's (see `notes/pytme.md`):
+//! rotation that gave it. Scores and conventions are pytme's (`tme/matching_scores.py`):
 //!
 //! * `score[x] = Σ_k t_R[k] · f[x − n//2 + k]`: index `x` is where template voxel `n//2` lands.
 //! * Default: circular correlation over `fast_shape(target)` (the target zero-padded at the high
@@ -52,7 +52,7 @@ use crate::dtype::{Float, Index, Real};
 use crate::error::{Error, Result, fmt_shape};
 use crate::shape::fast_shape;
 
-/// The scores pytme offers (its names and maths, `notes/pytme.md` §3).
+/// The scores pytme offers (its names and maths, `tme/matching_scores.py` in pytme 0.3.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Score {
     /// Raw cross-correlation `C(f, t_R)`.
@@ -638,7 +638,35 @@ fn pull_back(r: &[f64], tshape: &[usize], single: bool) -> (Vec<f64>, Vec<f64>) 
 /// Matches `template` against `target` over `params.rotations` (see the module docs).
 ///
 /// `target` and `template` are device arrays of the backend's float type with 2 or 3 axes each;
-/// the template must be no larger than the target on any axis.
+/// the template must be no larger than the target on any axis. The result stays on the device:
+/// call peaks on it with [`MatchResult::peaks`].
+///
+/// ```
+/// # use monomorph_core as monomorph;
+/// # use monomorph_cpu::Cpu;
+/// use monomorph::prelude::*;
+/// use monomorph::ndarray::{Array2, Ix2, s};
+///
+/// let b = Cpu::<Single>::new();
+/// let template = Array2::from_shape_fn((6, 6), |(y, x)| ((y * 6 + x) % 7) as f32);
+/// let mut target = Array2::<f32>::zeros((40, 40));
+/// target.slice_mut(s![20..26, 8..14]).assign(&template); // corner at (20, 8)
+/// let (t, p) = (b.upload_array(&target)?, b.upload_array(&template)?);
+///
+/// let params = MatchParams::new(Score::FLC, RotationSet::uniform(2, 30.0)?); // 12 angles
+/// let result = match_template(&b, &t, &p, &params)?;
+///
+/// let (best, score) = b.argmax(&result.scores)?;
+/// assert_eq!((best / 40, best % 40), (23, 11)); // the template's centre voxel (6 / 2 = 3 in)
+/// assert!(score > 0.99);
+/// let rotation = b.download_as::<i64, Ix2>(&result.rotation_index)?;
+/// assert_eq!(rotation[[23, 11]], 0); // the identity, first in the set
+/// assert_eq!(result.n_rotations, 12);
+/// # Ok::<(), monomorph::Error>(())
+/// ```
+///
+/// A progress callback ([`MatchParams::progress`]) is `Fn + Sync`: count with an atomic
+/// (`AtomicUsize::fetch_add`), which also serves as CG's observer.
 pub fn match_template<B: Backend>(
     b: &B,
     target: &Arr<B, FloatOf<B>>,

@@ -4,3 +4,5 @@ pub mod cg;
 pub mod matching;
 pub mod peaks;
 pub mod rotations;
+
+mod result_peaks;

@@ -231,14 +231,22 @@ fn border_widths(params: &PeakParams, ndim: usize) -> Result<Vec<usize>> {
 /// per-axis `exclude_border` of the wrong length.
 ///
 /// ```
-/// use monomorph_core::algo::peaks::{find_peaks, PeakParams};
-/// # fn demo<B: monomorph_core::Backend>(b: &B, scores: &monomorph_core::Arr<B, f32>)
-/// #     -> monomorph_core::Result<()> {
-/// let peaks = find_peaks(b, scores, &PeakParams::with_min_distance(5))?;
-/// for p in &peaks {
-///     println!("{:?} {}", p.coord, p.score);
-/// }
-/// # Ok(()) }
+/// # use monomorph_core as monomorph;
+/// # use monomorph_cpu::Cpu;
+/// use monomorph::prelude::*;
+/// use monomorph::ndarray::Array2;
+///
+/// let b = Cpu::<Single>::new();
+/// let mut map = Array2::<f32>::zeros((20, 20));
+/// map[[5, 5]] = 3.0;
+/// map[[6, 7]] = 2.0; // within 5 of the stronger peak: dropped
+/// map[[14, 12]] = 1.0;
+/// let scores = b.upload_array(&map)?;
+/// let peaks = find_peaks(&b, &scores, &PeakParams::with_min_distance(5))?;
+/// let coords: Vec<_> = peaks.iter().map(|p| p.coord.clone()).collect();
+/// assert_eq!(coords, vec![vec![5, 5], vec![14, 12]]); // best first
+/// assert_eq!(peaks[0].score, 3.0);
+/// # Ok::<(), monomorph::Error>(())
 /// ```
 pub fn find_peaks<B: Backend, T: Float>(
     b: &B,

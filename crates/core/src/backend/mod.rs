@@ -28,8 +28,10 @@
 //!   of primitives; a backend overrides them where one pass is faster.
 
 pub mod ops;
+pub mod transfer;
 
 pub use ops::*;
+pub use transfer::Transfer;
 
 use crate::device::DeviceInfo;
 use crate::dtype::{Element, Precision};
@@ -90,17 +92,37 @@ pub type IntOf<B> = <<B as BackendTypes>::Precision as Precision>::Int;
 /// The whole contract: every op family plus device information.
 ///
 /// ```
-/// use monomorph_core::{Backend, DeviceKind};
-/// fn describe<B: Backend>(b: &B) -> String {
-///     let d = b.device();
-///     format!("{} ({}) with {} processors", d.name, d.kind, d.processors)
+/// # use monomorph_core as monomorph;
+/// # use monomorph_cpu::Cpu;
+/// use monomorph::prelude::*;
+/// use monomorph::ndarray::{Array1, Ix1};
+///
+/// /// Any algorithm is a generic function over the backend: here, `a·x + y` and its sum.
+/// fn axpy_sum<B: Backend>(b: &B, a: f64, x: &Array1<f64>, y: &Array1<f64>) -> Result<(Array1<f64>, f64)> {
+///     let x = b.upload_array(x)?;
+///     let mut y = b.upload_array(y)?;
+///     b.axpy(FloatOf::<B>::from_f64(a), &x, &mut y)?;
+///     Ok((b.download_as::<f64, Ix1>(&y)?, b.sum(&y)?))
 /// }
+///
+/// let (x, y) = (Array1::from_vec(vec![1.0, 2.0, 3.0]), Array1::from_vec(vec![10.0, 20.0, 30.0]));
+/// let cpu = Cpu::<Single>::new(); // instantiated once per backend and precision
+/// assert_eq!(axpy_sum(&cpu, 2.0, &x, &y)?, (Array1::from_vec(vec![12.0, 24.0, 36.0]), 72.0));
+/// assert_eq!(cpu.label(), "cpu (single)");
+/// assert_eq!(cpu.device().kind, DeviceKind::Cpu);
+/// # use monomorph::DeviceKind;
+/// # Ok::<(), monomorph::Error>(())
 /// ```
 pub trait Backend:
     BackendTypes + Memory + Elementwise + Reduce + Spectral + Resample + Filter + Linalg + Correlate
 {
-    /// Short backend name: `"cpu"` or `"cuda"`.
+    /// Short backend name: `"cpu"` or `"cuda"` (what errors and the command's outputs record);
+    /// [`Backend::label`] adds the precision.
     fn name(&self) -> &'static str;
+    /// The name with the precision, for messages and logs: `"cpu (single)"`, `"cuda (double)"`.
+    fn label(&self) -> String {
+        format!("{} ({})", self.name(), <Self::Precision as Precision>::NAME)
+    }
     /// The device this backend runs on.
     fn device(&self) -> DeviceInfo;
 }

@@ -2,7 +2,7 @@
 //!
 //! [`conjugate_gradient`] solves `A_b · x_b = y_b` for every row `b` of a `(batch, n)` array at
 //! once, with the seed's (PhiFlow 2.x) iteration and stopping rules and three deliberate fixes
-//! (see `tests/fixtures/cg/reference.py`, the executable statement of the rules):
+//! (the repository's `tests/fixtures/cg/reference.py` states them as executable Python):
 //!
 //! * **tolerance** per entry: `tol² = max(rtol²·Σy², atol²)`; the loop stops an entry when
 //!   the recursively updated residual meets it, `Σr² ≤ tol²` (squared 2-norms, `≤`), tested

@@ -13,8 +13,10 @@ use crate::error::{Error, Result, fmt_shape};
 /// the backend, from backend ops:
 ///
 /// ```
-/// use monomorph_core::algo::cg::LinearOperator;
-/// use monomorph_core::{Arr, Backend, Boundary, FloatOf, Linalg, Result};
+/// # use monomorph_core as monomorph;
+/// # use monomorph_cpu::Cpu;
+/// use monomorph::prelude::*;
+/// use monomorph::ndarray::Array2;
 ///
 /// /// `A = −Δ + σ·I` on a periodic 2-D grid (symmetric positive definite for σ > 0).
 /// struct Helmholtz { grid: [usize; 2], sigma: f64 }
@@ -22,14 +24,19 @@ use crate::error::{Error, Result, fmt_shape};
 /// impl<B: Backend> LinearOperator<B> for Helmholtz {
 ///     fn size(&self) -> usize { self.grid[0] * self.grid[1] }
 ///     fn apply(&self, b: &B, x: &Arr<B, FloatOf<B>>, y: &mut Arr<B, FloatOf<B>>) -> Result<()> {
-///         use monomorph_core::{Float, Real};
-///         b.laplacian(&self.grid, Boundary::Periodic, x, y)?;        // y = Δx
-///         let minus_one = [FloatOf::<B>::from_f64(-1.0)];
-///         let rows = monomorph_core::ArrayMeta::shape(x)[0];
-///         b.scale_rows(&vec![minus_one[0]; rows], y)?;               // y = −Δx
-///         b.axpy_rows(&vec![FloatOf::<B>::from_f64(self.sigma); rows], x, y) // y += σx
+///         let rows = x.shape()[0];
+///         b.laplacian(&self.grid, Boundary::Periodic, x, y)?;                  // y = Δx
+///         b.scale_rows(&vec![FloatOf::<B>::from_f64(-1.0); rows], y)?;         // y = −Δx
+///         b.axpy_rows(&vec![FloatOf::<B>::from_f64(self.sigma); rows], x, y)   // y += σx
 ///     }
 /// }
+///
+/// let b = Cpu::<Single>::new();
+/// let op = Helmholtz { grid: [8, 8], sigma: 0.5 };
+/// let y = b.upload_array(&Array2::from_shape_fn((1, 64), |(_, i)| (i % 5) as f32))?;
+/// let res = conjugate_gradient(&b, &op, &y, None, &SolveParams::default())?;
+/// assert!(res.converged[0] && res.iterations[0] > 1, "{res:?}");
+/// # Ok::<(), monomorph::Error>(())
 /// ```
 pub trait LinearOperator<B: Backend> {
     /// `n`: the operator maps vectors of length `n` to vectors of length `n`.

@@ -15,6 +15,29 @@ use crate::error::{Error, Result, fmt_shape};
 /// operator holding another number of per-entry matrices, `rtol`/`atol`/`max_iter` lists of
 /// a length other than 1 or `batch`, negative or NaN tolerances, Jacobi with CG-adaptive or
 /// with an operator whose diagonal is unknown or has a zero.
+///
+/// ```
+/// # use monomorph_core as monomorph;
+/// # use monomorph_cpu::Cpu;
+/// use monomorph::prelude::*;
+/// use monomorph::ndarray::{Array2, Ix2};
+///
+/// let b = Cpu::<Double>::new();
+/// // Two Poisson problems on a 16×16 grid at once: Δx = y, zero on the boundary.
+/// let op = LaplacianOperator::new(&[16, 16], Boundary::DirichletZero)?;
+/// let rhs = Array2::from_shape_fn((2, 256), |(k, i)| if i % 17 == k { 1.0 } else { 0.0 });
+/// let y = b.upload_array(&rhs)?;
+/// let params = SolveParams::default().with_tolerances(1e-10, 0.0, 1000);
+/// let res = conjugate_gradient(&b, &op, &y, None, &params)?;
+/// assert!(res.converged.iter().all(|&c| c), "{res:?}");
+///
+/// // Check: A·x reproduces y.
+/// let mut ax = b.zeros::<f64>(&[2, 256])?;
+/// op.apply(&b, &res.x, &mut ax)?;
+/// let err = (&b.download_as::<f64, Ix2>(&ax)? - &rhs).mapv(f64::abs).fold(0.0, |m: f64, &v| m.max(v));
+/// assert!(err < 1e-8, "{err:e}");
+/// # Ok::<(), monomorph::Error>(())
+/// ```
 pub fn conjugate_gradient<B: Backend, O: LinearOperator<B> + ?Sized>(
     b: &B,
     op: &O,
