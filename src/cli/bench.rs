@@ -381,7 +381,8 @@ pub fn run(g: &Global, a: BenchArgs) -> CliResult<()> {
         }
     }
     let fsize = match g.precision {
-        PrecisionArg::Single => 4,
+        // `auto` reaches here as single (bench reads no input to follow).
+        PrecisionArg::Single | PrecisionArg::Auto => 4,
         PrecisionArg::Double => 8,
     };
     let size = parse_size(a.algorithm, &a.size, fsize)?;
