@@ -6,17 +6,23 @@
 mod api;
 mod cg;
 mod cg_trust;
+#[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
 mod cli_peaks;
+#[cfg(feature = "cli")]
 mod cli_robust;
+#[cfg(feature = "cli")]
 mod cli_solve;
 mod common;
 mod conformance;
 mod filter_fixtures;
+#[cfg(feature = "io")]
 mod fuzz;
+#[cfg(feature = "cli")]
 mod io_cli;
 mod matching;
+#[cfg(feature = "cli")]
 mod orientation;
 mod peaks;
 mod resample_fixtures;
-#[cfg(feature = "cli")]
