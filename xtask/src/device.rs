@@ -186,7 +186,7 @@ for t in $order; do
 done
 step device_bench 150 "$LOG/bench.txt" "$HERE/bin/device_bench" BENCH_ARGS
 for t in "$HERE"/tests/test-kernels*; do
-  [ -e "$t" ] && step "$(basename "$t")" 90 "$LOG/$(basename "$t").log" "$t"
+  [ -e "$t" ] && step "$(basename "$t")" 120 "$LOG/$(basename "$t").log" "$t"
 done
 if [ "$DRY" = 1 ]; then
   echo "dry-run: done in $(( $(date +%s) - START )) s; nothing ran on a GPU"
@@ -395,7 +395,7 @@ mod tests {
             "dry-run: step lib-monomorph_cuda, timeout 30 s",
             "dry-run: step test-conformance, timeout 120 s",
             "dry-run: step device_bench, timeout 150 s",
-            "dry-run: step test-kernels, timeout 90 s",
+            "dry-run: step test-kernels, timeout 120 s",
             "dry-run: test-conformance runs here and holds 2 tests",
             "device_bench exit code 1",
             "TIMEOUT: step timeout-probe exceeded its 1 s timeout",

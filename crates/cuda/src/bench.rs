@@ -23,8 +23,8 @@
 //!   "ratio" column shows where it stands.
 //! * **≥ 20× pytme on this project's CPU.** pytme 0.3.6 (`scan_subsets`, one job, numpyfftw)
 //!   took 534 ms per rotation for 128³/32³ FLCSphericalMask on the development machine
-//!   (Intel Xeon, 2 cores shared with other builds, so an upper bound), measured with
-//!   `/tmp/pytme_rot.py`-style timing of 20 minus 4 rotations. 20× means ≤ 27 ms per
+//!   (Intel Xeon, 2 cores shared with other builds, so an upper bound): the wall time of
+//!   `scan_subsets` over 20 rotations minus that over 4, divided by 16. 20× means ≤ 27 ms per
 //!   rotation: even the unfused path is expected near 0.1–0.2 ms, so this target is met by
 //!   two orders of magnitude; the 1.3× target above is the binding one.
 //! * **CG on a 256³ Laplacian at ≥ 70 % of HBM bandwidth per iteration.** One iteration
