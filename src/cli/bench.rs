@@ -262,7 +262,7 @@ impl BackendTask for Cell {
                     return Err(bad());
                 };
                 let n: usize = shape.iter().product();
-                let mut f = fft_pair(b, &shape)?;
+                let mut f = fft_pair(b, shape)?;
                 let t = time_reps(a.warmup, a.reps, &mut f)?;
                 // 2 transforms × 2.5 N log2 N flops each (real FFT).
                 extra.insert("flops".into(), json!(5.0 * n as f64 * (n as f64).log2()));

@@ -193,10 +193,21 @@ impl Outputs {
         dest: &Path,
         write: impl FnOnce(&Path) -> monomorph::Result<()>,
     ) -> CliResult<()> {
-        let tmp = temp_name(dest);
+        let failed = |e: monomorph::Error| {
+            let why = match e {
+                monomorph::Error::Io { message, .. } => message,
+                other => other.to_string(),
+            };
+            CliError::failure(format!("{flag} {}: {why}", dest.display()))
+        };
+        let Some(real) = renamable(dest) else {
+            // A device or a pipe (`/dev/null`, `/dev/stdout`): written in place, never
+            // replaced by a rename.
+            return write(dest).map_err(failed);
+        };
+        let tmp = temp_name(&real);
         // Record first: a half-written temporary file is removed on drop.
-        self.staged
-            .push((flag.to_string(), tmp.clone(), dest.to_path_buf()));
+        self.staged.push((flag.to_string(), tmp.clone(), real));
         write(&tmp).map_err(|e| {
             let why = match e {
                 monomorph::Error::Io { message, .. } => message,
@@ -271,6 +282,21 @@ impl Drop for Outputs {
         for d in self.created.iter().rev() {
             let _ = std::fs::remove_dir(d);
         }
+    }
+}
+
+/// The path an output `dest` is renamed onto: `dest` itself, or the file a symbolic link
+/// points to (the link stays a link); `None` when `dest` is not a regular file or a new one
+/// (a device, a pipe, a dangling link), which must be written in place.
+fn renamable(dest: &Path) -> Option<PathBuf> {
+    match std::fs::symlink_metadata(dest) {
+        Err(_) => Some(dest.to_path_buf()),
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(dest) {
+            Ok(t) if t.is_file() => Some(t),
+            _ => None,
+        },
+        Ok(m) if m.is_file() => Some(dest.to_path_buf()),
+        Ok(_) => None,
     }
 }
 
@@ -360,7 +386,17 @@ pub fn check_out_file(flag: &str, path: &Path) -> CliResult<()> {
             parent.display()
         )));
     }
-    probe_writable(flag, path, parent)
+    match renamable(path) {
+        Some(real) => {
+            let dir = real
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            probe_writable(flag, path, dir)
+        }
+        // A device or a pipe: opened for writing when the output is written.
+        None => Ok(()),
+    }
 }
 
 /// Rejects an output that would replace one of the inputs (or another output): each of
@@ -391,7 +427,8 @@ fn same_file(a: &Path, b: &Path) -> bool {
     {
         use std::os::unix::fs::MetadataExt;
         if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-            return x.dev() == y.dev() && x.ino() == y.ino();
+            // Devices (`/dev/null` twice) are no files to overwrite.
+            return x.is_file() && x.dev() == y.dev() && x.ino() == y.ino();
         }
     }
     let norm = |p: &Path| {
@@ -579,7 +616,7 @@ mod tests {
             "{}",
             e.message
         );
-        assert!(!e.message.contains("tmp"), "{}", e.message);
+        assert!(!e.message.contains(".tmp-"), "{}", e.message);
         drop(o);
         assert!(names(&dir).is_empty());
     }

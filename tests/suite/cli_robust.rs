@@ -606,3 +606,45 @@ fn numeric_flags_take_negative_values_and_name_the_flag() {
             .expect("json");
     assert_eq!(r["parameters"]["memory_limit"], 1u64 << 29, "{r}");
 }
+
+#[test]
+fn devices_and_links_as_outputs_are_written_through_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch("special");
+    let scores = fixture("matching/2d_cc/scores.npy");
+    // A device: written in place (a rename would replace /dev/null itself, as root).
+    let o = run(&[
+        "peaks",
+        "--scores",
+        p(&scores),
+        "--out",
+        "/dev/null",
+        "--png",
+        "/dev/null",
+    ]);
+    succeeds(&o, "peaks --out /dev/null");
+    let m = std::fs::symlink_metadata("/dev/null").expect("/dev/null");
+    assert!(
+        m.file_type().is_char_device(),
+        "/dev/null is no longer a device"
+    );
+    // A link to a file: the file gets the output, the link stays a link.
+    let real = dir.join("real.star");
+    std::fs::write(&real, b"old").expect("write");
+    let link = dir.join("link.star");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let o = run(&["peaks", "--scores", p(&scores), "--out", p(&link)]);
+    succeeds(&o, "peaks --out link");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .expect("link")
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::read_to_string(&real)
+            .expect("real")
+            .contains("data_")
+    );
+    assert_eq!(listing(&dir), ["link.star", "real.star"]);
+}
