@@ -454,21 +454,27 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     report(g, &s, &a.out)
 }
 
-/// A memory shortfall of the solve is a consequence of the input's size: exit 2, naming it.
+/// The solve's errors in the user's terms: a memory shortfall is a consequence of the input's
+/// size (exit 2, naming --rhs and the operator); a Jacobi preconditioner refused for a zero on
+/// the diagonal names --preconditioner and the operator.
 fn input_sized(e: monomorph::Error, a: &SolveArgs, rhs: &str) -> CliError {
-    if matches!(e, monomorph::Error::OutOfMemory { .. }) {
-        let op = match (&a.matrix, &a.csr, &a.laplacian) {
-            (Some(p), _, _) => format!(" with --matrix {}", p.display()),
-            (_, Some(p), _) => format!(" with --csr {}", p.display()),
-            (_, _, Some(s)) => format!(" with --laplacian {s}"),
-            _ => String::new(),
-        };
-        CliError::input(format!(
-            "--rhs {} (shape {rhs}){op}: too large for this machine: {e}",
+    let op = match (&a.matrix, &a.csr, &a.laplacian) {
+        (Some(p), _, _) => format!("--matrix {}", p.display()),
+        (_, Some(p), _) => format!("--csr {}", p.display()),
+        (_, _, Some(s)) => format!("--laplacian {s}"),
+        _ => String::new(),
+    };
+    match &e {
+        monomorph::Error::OutOfMemory { .. } => CliError::input(format!(
+            "--rhs {} (shape {rhs}) with {op}: too large for this machine: {e}",
             a.rhs.display(),
-        ))
-    } else {
-        e.into()
+        )),
+        monomorph::Error::InvalidArgument { name, reason } if name == "preconditioner" => {
+            CliError::input(format!(
+                "--preconditioner jacobi with {op}: {reason}; use --preconditioner none"
+            ))
+        }
+        _ => e.into(),
     }
 }
 

@@ -83,7 +83,8 @@ fn spd_of_condition_1e8_converges_within_twice_scipys_iterations() {
     let op = DenseOperator::new(&b, ah.view()).expect("dense");
     for method in [Method::Cg, Method::CgAdaptive] {
         let p = SolveParams::new(method).with_tolerances(1e-6, 0.0, 100 * n);
-        let res = conjugate_gradient(&b, &op, &rows(&b, &[y.clone()]), None, &p).expect("solve");
+        let res = conjugate_gradient(&b, &op, &rows(&b, std::slice::from_ref(&y)), None, &p)
+            .expect("solve");
         assert!(
             res.converged[0] && !res.diverged[0],
             "{method:?}: {:?}",
@@ -125,7 +126,8 @@ fn singular_case<B: Backend>(b: &B) -> (SolveResult<B>, Vec<f64>, f64) {
     let y: Vec<f64> = (0..n).map(|j| j as f64 / n as f64).collect();
     let op = LaplacianOperator::new(&grid, Boundary::Periodic).expect("laplacian");
     let p = SolveParams::default().with_tolerances(1e-5, 0.0, 1000);
-    let res = conjugate_gradient(b, &op, &rows(b, &[y.clone()]), None, &p).expect("solve");
+    let res =
+        conjugate_gradient(b, &op, &rows(b, std::slice::from_ref(&y)), None, &p).expect("solve");
     let mean = y.iter().sum::<f64>() / n as f64;
     (res, y, mean.abs() * (n as f64).sqrt())
 }

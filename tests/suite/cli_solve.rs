@@ -229,6 +229,35 @@ fn the_jacobi_preconditioner_is_selectable() {
         &out,
         &["--preconditioner", "cg-adaptive"],
     );
+    // Jacobi on a matrix with a zero on its diagonal names the flag, not an internal name.
+    let z: Vec<f64> = (0..16usize)
+        .map(|k| {
+            if k == 5 {
+                0.0
+            } else if k % 5 == 0 {
+                2.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let zm = save(&dir, "z.npy", &[4, 4], z);
+    let y4 = save(&dir, "y4.npy", &[4], vec![1.0f64; 4]);
+    fails(
+        &[
+            "solve",
+            "--matrix",
+            p(&zm),
+            "--rhs",
+            p(&y4),
+            "--preconditioner",
+            "jacobi",
+            "--out",
+            p(&out),
+        ],
+        &out,
+        &["--preconditioner jacobi", "--matrix", "row 1"],
+    );
     // The help says what the exit statuses mean and offers the preconditioner.
     let o = run(&["solve", "--help"]);
     let h = String::from_utf8_lossy(&o.stdout);

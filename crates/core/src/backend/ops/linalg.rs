@@ -7,6 +7,10 @@ use crate::error::Result;
 ///
 /// Build it with [`CsrMatrix::from_parts`], which validates the structure (monotone `indptr`,
 /// sorted, in-range indices) before anything reaches the device.
+///
+/// Non-exhaustive: outside this crate only [`CsrMatrix::from_parts`] builds a matrix, so every
+/// one was validated (the device kernels index with `indptr` and `indices` unchecked).
+#[non_exhaustive]
 pub struct CsrMatrix<B: BackendTypes, T: Element> {
     /// Number of rows.
     pub nrows: usize,
@@ -18,9 +22,6 @@ pub struct CsrMatrix<B: BackendTypes, T: Element> {
     pub indices: Arr<B, i64>,
     /// Values: `(nnz,)` shared or `(batch, nnz)` per entry.
     pub data: Arr<B, T>,
-    /// Only [`CsrMatrix::from_parts`] builds a matrix, so every one was validated: the kernels
-    /// index with its `indptr` and `indices` unchecked on the device.
-    _validated: (),
 }
 
 impl<B: BackendTypes, T: Element> CsrMatrix<B, T> {
@@ -71,7 +72,6 @@ impl<B: crate::backend::Memory, T: Element> CsrMatrix<B, T> {
             indptr: up(indptr)?,
             indices: up(indices)?,
             data: b.upload(data)?,
-            _validated: (),
         })
     }
 }
