@@ -311,7 +311,7 @@ fn npy_file(s: &NpySpec) -> (Vec<u8>, ArrayD<f64>) {
         if s.fortran { "True" } else { "False" }
     );
     let pre = if s.version == 1 { 10 } else { 12 };
-    while (pre + dict.len() + 1) % 64 != 0 {
+    while !(pre + dict.len() + 1).is_multiple_of(64) {
         dict.push(' ');
     }
     dict.push('\n');
@@ -982,7 +982,7 @@ fn found_by_the_long_run() {
     // A dtype whose first character is multi-byte: `split_at(1)` panicked inside it.
     let mut f = b"\x93NUMPY\x01\x00".to_vec();
     let mut dict = "{'descr': '\u{80}4', 'fortran_order': False, 'shape': (2,), }".to_string();
-    while (10 + dict.len() + 1) % 64 != 0 {
+    while !(10 + dict.len() + 1).is_multiple_of(64) {
         dict.push(' ');
     }
     dict.push('\n');
