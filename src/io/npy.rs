@@ -453,13 +453,13 @@ mod tests {
     #[test]
     fn a_dtype_starting_with_a_multibyte_character_is_an_error() {
         // Found by the long fuzz run: `split_at(1)` panicked inside the character.
-        let a = ArrayD::from_shape_fn(IxDyn(&[2]), |i| i[0] as f32);
+        // An empty array: the file is all header.
+        let a = ArrayD::<f32>::zeros(IxDyn(&[0]));
         let text = String::from_utf8(encode_npy(&a)[10..].to_vec()).unwrap();
         let text = text.replacen("<f4", "\u{80}4", 1);
         let mut f = encode_npy(&a)[..10].to_vec();
         f[8..10].copy_from_slice(&(text.len() as u16).to_le_bytes());
         f.extend_from_slice(text.as_bytes());
-        f.extend_from_slice(&[0u8; 8]);
         let e = decode_npy(&f).unwrap_err();
         assert!(e.contains("unsupported dtype"), "{e}");
     }
