@@ -3,8 +3,10 @@
 //!
 //! The reader checks the header before it allocates anything: the magic string, the header
 //! dictionary, the dtype, the shape (no overflow) and that the file holds exactly the bytes the
-//! header announces. A truncated file or a header that lies about its size is an
-//! [`Error::Io`](crate::Error::Io) naming the file, never a panic.
+//! header announces (a compressed file: no more than its bound, and a stream that ends there).
+//! A truncated file or a header that lies about its size is an
+//! [`Error::Io`](crate::Error::Io) naming the file, never a panic. The payload is then read
+//! straight into the final buffer (one copy), and written from it in one write.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -55,10 +57,10 @@ struct Header {
 
 fn parse_descr(d: &str) -> std::result::Result<(Kind, bool), String> {
     let supported = "expected one of <f4 <f8 <i4 <i8 (either byte order) or |i1 |u1 <i2 <u2";
-    if d.len() < 2 {
+    // `split_at_checked`: a dtype starting with a multi-byte character is an error, not a panic.
+    let Some((order, code)) = d.split_at_checked(1).filter(|_| d.len() >= 2) else {
         return Err(format!("unsupported dtype '{d}', {supported}"));
-    }
-    let (order, code) = d.split_at(1);
+    };
     let big = match order {
         ">" => true,
         "<" | "|" | "=" => false,
@@ -446,5 +448,19 @@ mod tests {
         // truncated
         let e = decode_npy(&bytes[..bytes.len() - 1]).unwrap_err();
         assert!(e.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn a_dtype_starting_with_a_multibyte_character_is_an_error() {
+        // Found by the long fuzz run: `split_at(1)` panicked inside the character.
+        // An empty array: the file is all header.
+        let a = ArrayD::<f32>::zeros(IxDyn(&[0]));
+        let text = String::from_utf8(encode_npy(&a)[10..].to_vec()).unwrap();
+        let text = text.replacen("<f4", "\u{80}4", 1);
+        let mut f = encode_npy(&a)[..10].to_vec();
+        f[8..10].copy_from_slice(&(text.len() as u16).to_le_bytes());
+        f.extend_from_slice(text.as_bytes());
+        let e = decode_npy(&f).unwrap_err();
+        assert!(e.contains("unsupported dtype"), "{e}");
     }
 }
