@@ -113,7 +113,7 @@ pub fn peaks_star_with(rows: &[PeakRow], ndim: usize, meta: &TableMeta) -> Strin
     });
     for r in rows {
         for v in r.position.iter().rev() {
-            let _ = write!(s, "{v:.1}\t");
+            let _ = write!(s, "{v}\t");
         }
         let e = r.euler.unwrap_or([0.0; 3]);
         if ndim == 3 {
@@ -243,7 +243,7 @@ mod tests {
             s.contains("_rlnAnglePsi #3") && !s.contains("_rlnAngleRot"),
             "{s}"
         );
-        assert!(s.contains("4.0\t3.0\t30.000000\t0.500000"), "{s}");
+        assert!(s.contains("4\t3\t30.000000\t0.500000"), "{s}");
         let c = peaks_csv(&[row], 2);
         assert_eq!(c.lines().next(), Some("y,x,score,rotation,psi"));
         let row3 = PeakRow {
@@ -260,7 +260,7 @@ mod tests {
         assert!(s.contains("# hello\n"), "{s}");
         assert!(s.contains("# version 40001"), "{s}");
         assert!(
-            s.contains("3.0\t2.0\t1.0\t10.000000\t20.000000\t30.000000\t\"my tomo.mrc\"\t0.250000"),
+            s.contains("3\t2\t1\t10.000000\t20.000000\t30.000000\t\"my tomo.mrc\"\t0.250000"),
             "{s}"
         );
     }
