@@ -9,11 +9,8 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::cli_peaks::{bin, p, run};
 use crate::common::fixture;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_monomorph"))
-}
 
 /// A fresh, empty scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
@@ -21,14 +18,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create scratch dir");
     d
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run monomorph")
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().expect("utf-8 path")
 }
 
 /// Checks that `o` exited with `code`, printed exactly one line on stderr starting with

@@ -3,13 +3,11 @@
 //! nothing written, no panic).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use ndarray::{ArrayD, IxDyn};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_monomorph"))
-}
+use crate::cli_peaks::{p, run};
 
 /// A fresh, empty scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
@@ -17,14 +15,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create scratch dir");
     d
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run monomorph")
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().expect("utf-8 path")
 }
 
 fn save<T: ndarray_npy::WritableElement>(
