@@ -96,39 +96,84 @@ pub fn flat<T: crate::Real>(a: &ndarray::ArrayD<T>) -> Vec<f64> {
     a.iter().map(|v| v.as_f64()).collect()
 }
 
-/// Stamps out one `#[test]` per conformance function for a backend.
+/// Stamps out the whole conformance suite for a backend: one `#[test]` per conformance
+/// function, in one module per op family (`memory::memory_roundtrip`, …).
 ///
 /// `$make` is a path to `fn() -> Option<B>`; `None` means "no device here" and the tests return
 /// early (the maker prints the skip line and decides whether a skip is a failure, e.g. under
 /// `MONOMORPH_REQUIRE_CUDA=1`).
+///
+/// A new backend can be brought up family by family: `backend_test_suite!(make; memory,
+/// elementwise)` stamps only the families named (`memory`, `elementwise`, `reduce`,
+/// `spectral`, `resample`, `filter`, `linalg`, `correlate`, `validation`), each of which is
+/// also its own macro, [`conformance_family!`](crate::conformance_family).
 #[macro_export]
 macro_rules! backend_test_suite {
     ($make:path) => {
-        $crate::backend_test_suite!(@tests $make;
-            memory_roundtrip, memory_errors, cast_roundtrip,
-            elementwise_real, elementwise_complex, elementwise_shape_errors,
-            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties,
-            fft_matches_dft, fft_batch_axes, fft_pruned_equals_full, fft_plan_errors,
-            pad_crop_flip_roll, pad_symmetric, resample_errors,
-            affine_identity_and_shift, rotate_quarter_turn_exact, spline_prefilter_interpolates,
-            max_filter_matches_brute, max_filter_footprint_matches_brute, laplace_matches_reference,
-            peak_candidates_compacts,
-            dense_matvec, csr_matvec, laplacian_stencil, row_ops, cg_update_fused,
-            running_max_strict, fused_pipeline_equals_unfused, gather_window_matches_host,
-            fft_inner_axes_odd_slabs,
-            gather_matches_host,
-            cpu_reference_argument_rules,
-            prop_fft_roundtrip, prop_rotate_back, prop_max_filter_brute, prop_reductions_f64
-        );
+        $crate::backend_test_suite!($make; memory, elementwise, reduce, spectral, resample,
+            filter, linalg, correlate, validation);
     };
-    (@tests $make:path; $($name:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                if let Some(b) = $make() {
-                    $crate::testing::$name(&b);
+    ($make:path; $($family:ident),+ $(,)?) => {
+        $( $crate::conformance_family!($family, $make); )+
+    };
+}
+
+/// Stamps one op family's conformance tests into a module named after the family
+/// (see [`backend_test_suite!`](crate::backend_test_suite)); its functions live in
+/// `testing/ops/<family>.rs`.
+#[macro_export]
+macro_rules! conformance_family {
+    (memory, $make:path) => {
+        $crate::conformance_family!(@mod memory, $make;
+            memory_roundtrip, memory_errors, cast_roundtrip);
+    };
+    (elementwise, $make:path) => {
+        $crate::conformance_family!(@mod elementwise, $make;
+            elementwise_real, elementwise_complex, elementwise_shape_errors);
+    };
+    (reduce, $make:path) => {
+        $crate::conformance_family!(@mod reduce, $make;
+            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties, prop_reductions_f64);
+    };
+    (spectral, $make:path) => {
+        $crate::conformance_family!(@mod spectral, $make;
+            fft_matches_dft, fft_batch_axes, fft_pruned_equals_full, fft_plan_errors,
+            fft_inner_axes_odd_slabs, prop_fft_roundtrip);
+    };
+    (resample, $make:path) => {
+        $crate::conformance_family!(@mod resample, $make;
+            pad_crop_flip_roll, pad_symmetric, resample_errors, affine_identity_and_shift,
+            rotate_quarter_turn_exact, spline_prefilter_interpolates, prop_rotate_back);
+    };
+    (filter, $make:path) => {
+        $crate::conformance_family!(@mod filter, $make;
+            max_filter_matches_brute, max_filter_footprint_matches_brute,
+            laplace_matches_reference, peak_candidates_compacts, gather_matches_host,
+            prop_max_filter_brute);
+    };
+    (linalg, $make:path) => {
+        $crate::conformance_family!(@mod linalg, $make;
+            dense_matvec, csr_matvec, laplacian_stencil, row_ops, cg_update_fused);
+    };
+    (correlate, $make:path) => {
+        $crate::conformance_family!(@mod correlate, $make;
+            running_max_strict, fused_pipeline_equals_unfused, gather_window_matches_host);
+    };
+    (validation, $make:path) => {
+        $crate::conformance_family!(@mod validation, $make; cpu_reference_argument_rules);
+    };
+    (@mod $family:ident, $make:path; $($name:ident),* $(,)?) => {
+        mod $family {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    if let Some(b) = $make() {
+                        $crate::testing::$name(&b);
+                    }
                 }
-            }
-        )*
+            )*
+        }
     };
 }

@@ -1,0 +1,233 @@
+//! Correlate: the matching loop's fused ops against their unfused definitions.
+
+use ndarray::{ArrayD, IxDyn};
+use num_traits::Float as _;
+
+use super::*;
+use crate::backend::*;
+use crate::dtype::Real;
+use crate::testing::{Lcg, assert_close, flat};
+
+pub fn running_max_strict<B: Backend>(b: &B) {
+    let shape = [2, 3];
+    let f = |v: &[f64]| {
+        ArrayD::from_shape_vec(
+            IxDyn(&shape),
+            v.iter().map(|&x| FloatOf::<B>::from_f64(x)).collect(),
+        )
+        .expect("shape")
+    };
+    let mut best = b
+        .full::<FloatOf<B>>(&shape, FloatOf::<B>::neg_infinity())
+        .expect("full");
+    let mut idx = b
+        .full::<IntOf<B>>(&shape, IntOf::<B>::from_f64(-1.0))
+        .expect("full");
+    let s0 = f(&[1.0, 2.0, 3.0, 0.0, f64::NAN, -1.0]);
+    let s1 = f(&[1.0, 5.0, 2.0, 0.5, 7.0, f64::NAN]);
+    b.running_max(&up(b, &s0), &mut best, &mut idx, IntOf::<B>::from_f64(0.0))
+        .expect("running_max");
+    b.running_max(&up(b, &s1), &mut best, &mut idx, IntOf::<B>::from_f64(1.0))
+        .expect("running_max");
+    assert_eq!(flat(&down(b, &best)), vec![1.0, 5.0, 3.0, 0.5, 7.0, -1.0]);
+    assert_eq!(
+        flat(&down(b, &idx)),
+        vec![0.0, 1.0, 0.0, 1.0, 1.0, 0.0],
+        "ties keep the earlier rotation; NaN never wins"
+    );
+}
+
+/// A random array zero outside the corner box `nonzero`.
+fn boxed<B: Backend>(rng: &mut Lcg, shape: &[usize], nonzero: &[usize]) -> ArrayD<FloatOf<B>> {
+    let mut h = host::<B>(rng, shape);
+    for (i, v) in h.indexed_iter_mut() {
+        if (0..shape.len()).any(|k| i[k] >= nonzero[k]) {
+            *v = FloatOf::<B>::from_f64(0.0);
+        }
+    }
+    h
+}
+
+fn spectrum<B: Backend>(b: &B, plan: &B::Fft, h: &ArrayD<FloatOf<B>>) -> Arr<B, ComplexOf<B>> {
+    let mut s = b
+        .zeros::<ComplexOf<B>>(plan.complex_shape())
+        .expect("zeros");
+    b.rfft(plan, &up(b, h), &mut s).expect("rfft");
+    s
+}
+
+/// The fused matching pipeline (`rfft_pruned_mul_conj` → `irfft_score_max_update`) equals
+/// `rfft_pruned` → `complex_mul_conj` → `irfft` → `score_max_update` for every normalisation,
+/// on geometries that take each CPU path (fused slabs or rows; the products fused with the
+/// slowest axis' transforms or formed after a full forward), with the circular window and a
+/// smaller, shifted one; and rejects mismatched factor/output counts.
+pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
+    #[allow(clippy::type_complexity)]
+    let cases: [(&[usize], &[usize], &[usize], &[isize]); 6] = [
+        (&[24, 20, 18], &[7, 5, 6], &[24, 20, 18], &[-3, -2, -4]),
+        (&[24, 20, 18], &[7, 5, 6], &[13, 15, 9], &[5, -7, 2]),
+        (
+            &[96, 96, 96],
+            &[24, 24, 24],
+            &[96, 96, 96],
+            &[-12, -12, -12],
+        ),
+        (&[96, 96, 96], &[24, 24, 24], &[60, 70, 50], &[20, -5, 7]),
+        (&[1024, 520], &[40, 33], &[1024, 520], &[-20, -16]),
+        (&[40, 36], &[9, 8], &[21, 30], &[3, 33]),
+    ];
+    let mut rng = Lcg::new(91);
+    for (fast, nz, out, shift) in cases {
+        let axes: Vec<usize> = (0..fast.len()).collect();
+        let plan = b.fft_plan(fast, &axes).expect("plan");
+        let cs = plan.complex_shape().to_vec();
+        let f = host::<B>(&mut rng, fast);
+        let f2 = f.mapv(|v| v * v);
+        let (sf, sf2) = (spectrum(b, &plan, &f), spectrum(b, &plan, &f2));
+        let t = up(b, &boxed::<B>(&mut rng, fast, nz));
+        let m = up(b, &boxed::<B>(&mut rng, fast, nz).mapv(|v| v.abs()));
+        let den = up(b, &host::<B>(&mut rng, out));
+        let window = CorrWindow { shift };
+        let scale = FloatOf::<B>::from_f64(1.0 / f.len() as f64);
+        let (n, e) = (FloatOf::<B>::from_f64(30.0), FloatOf::<B>::from_f64(1e-3));
+        let zeros = || b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
+        for kind in 0..3 {
+            let run = |fused: bool| {
+                let (mut x, mut y, mut y1, mut y2) = (zeros(), zeros(), zeros(), zeros());
+                let mut work: Vec<Arr<B, FloatOf<B>>> =
+                    (0..3).map(|_| b.zeros(fast).expect("zeros")).collect();
+                // Earlier rotations: a running max to beat, and an index to keep.
+                let mut best = up(b, &host::<B>(&mut Lcg::new(5), out));
+                let mut idx = b
+                    .full::<IntOf<B>>(out, IntOf::<B>::from_f64(0.0))
+                    .expect("full");
+                let mut ssum = b.full::<f64>(&[1], 0.5).expect("full");
+                let index = IntOf::<B>::from_f64(3.0);
+                if fused {
+                    b.rfft_pruned_mul_conj(&plan, &t, nz, &mut x, &[&sf], &mut [&mut y])
+                        .expect("rfft_pruned_mul_conj");
+                    if kind == 2 {
+                        b.rfft_pruned_mul_conj(
+                            &plan,
+                            &m,
+                            nz,
+                            &mut x,
+                            &[&sf, &sf2],
+                            &mut [&mut y1, &mut y2],
+                        )
+                        .expect("rfft_pruned_mul_conj");
+                    }
+                    let norm = match kind {
+                        0 => SpectralNorm::Scaled { scale },
+                        1 => SpectralNorm::Denominator {
+                            scale,
+                            inv_den: &den,
+                        },
+                        _ => SpectralNorm::LocalNorm {
+                            scale,
+                            c1: &mut y1,
+                            c2: &mut y2,
+                            n,
+                            eps: e,
+                        },
+                    };
+                    b.irfft_score_max_update(
+                        &plan, &mut y, norm, &mut work, window, &mut best, &mut idx, index,
+                        &mut ssum,
+                    )
+                    .expect("irfft_score_max_update");
+                } else {
+                    let (w0, wr) = work.split_at_mut(1);
+                    b.rfft_pruned(&plan, &t, nz, &mut x).expect("rfft_pruned");
+                    b.complex_mul_conj(&sf, &x, &mut y)
+                        .expect("complex_mul_conj");
+                    b.irfft(&plan, &mut y, &mut w0[0]).expect("irfft");
+                    if kind == 2 {
+                        b.rfft_pruned(&plan, &m, nz, &mut x).expect("rfft_pruned");
+                        b.complex_mul_conj(&sf, &x, &mut y1)
+                            .expect("complex_mul_conj");
+                        b.complex_mul_conj(&sf2, &x, &mut y2)
+                            .expect("complex_mul_conj");
+                        b.irfft(&plan, &mut y1, &mut wr[0]).expect("irfft");
+                        b.irfft(&plan, &mut y2, &mut wr[1]).expect("irfft");
+                    }
+                    let norm = match kind {
+                        0 => ScoreNorm::Scaled { scale },
+                        1 => ScoreNorm::Denominator {
+                            scale,
+                            inv_den: &den,
+                        },
+                        _ => ScoreNorm::LocalNorm {
+                            scale,
+                            c1: &wr[0],
+                            c2: &wr[1],
+                            n,
+                            eps: e,
+                        },
+                    };
+                    b.score_max_update(&w0[0], norm, window, &mut best, &mut idx, index, &mut ssum)
+                        .expect("score_max_update");
+                }
+                (down(b, &best), down(b, &idx), down(b, &ssum)[[0]])
+            };
+            let (fb, fi, fs) = run(true);
+            let (ub, ui, us) = run(false);
+            let what = format!("fused pipeline (norm {kind}) on {fast:?} box {nz:?} → {out:?}");
+            assert!(flat(&fi) == flat(&ui), "{what}: indices differ");
+            assert!(
+                fi.iter().any(|&v| v == IntOf::<B>::from_f64(3.0)),
+                "{what}: nothing updated"
+            );
+            assert_close(&format!("{what}: best"), &flat(&fb), &flat(&ub), 0.0, 0.0);
+            assert_close(&format!("{what}: ssum"), &[fs], &[us], 1e-9, 0.0);
+        }
+        let (mut x, mut one) = (zeros(), zeros());
+        assert!(
+            b.rfft_pruned_mul_conj(&plan, &t, nz, &mut x, &[&sf, &sf2], &mut [&mut one])
+                .is_err(),
+            "two factors, one output"
+        );
+    }
+}
+
+/// `gather_window` equals the host kernel for both extensions, negative and past-the-end
+/// starts and a window shorter than the destination, on a volume large enough to be split.
+pub fn gather_window_matches_host<B: Backend>(b: &B) {
+    let mut rng = Lcg::new(92);
+    let sshape = [37, 40, 20];
+    let src = host::<B>(&mut rng, &sshape);
+    let dshape = [50, 41, 23];
+    let period = [64, 48, 27];
+    for ext in [
+        WindowExtension::Periodic(&period),
+        WindowExtension::Symmetric,
+    ] {
+        for (start, len) in [
+            ([-5isize, 3, -7], [45usize, 38, 23]),
+            ([30, -41, 50], [50, 41, 10]),
+        ] {
+            let mut want =
+                ArrayD::<FloatOf<B>>::from_elem(IxDyn(&dshape), FloatOf::<B>::from_f64(7.0));
+            host::gather_window(
+                src.as_slice().expect("contiguous"),
+                &sshape,
+                &start,
+                &len,
+                ext,
+                want.as_slice_mut().expect("contiguous"),
+                &dshape,
+            )
+            .expect("host gather_window");
+            let mut got = up(
+                b,
+                &ArrayD::from_elem(IxDyn(&dshape), FloatOf::<B>::from_f64(7.0)),
+            );
+            b.gather_window(&up(b, &src), &start, &len, ext, &mut got)
+                .expect("gather_window");
+            assert!(
+                down(b, &got) == want,
+                "gather_window {ext:?} start {start:?} len {len:?}"
+            );
+        }
+    }
+}
