@@ -149,13 +149,14 @@ impl BackendTask for MatchJob {
     type Output = Matched;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
         let _span = info_span!("match", backend = b.name(), score = %self.score, rotations = self.rotations.len()).entered();
-        let up = |a: &HostArray| b.upload(a.to_float::<FloatOf<B>>().view());
+        // Consumed: a float input of the backend's precision is handed over without a copy.
+        let up = |a: HostArray| b.upload_owned(a.into_float::<FloatOf<B>>());
         let (target, template) = {
             let _s = info_span!("upload").entered();
-            (up(&self.target)?, up(&self.template)?)
+            (up(self.target)?, up(self.template)?)
         };
-        let tmask = self.template_mask.as_ref().map(up).transpose()?;
-        let gmask = self.target_mask.as_ref().map(up).transpose()?;
+        let tmask = self.template_mask.map(up).transpose()?;
+        let gmask = self.target_mask.map(up).transpose()?;
         let pb = progress(self.rotations.len() as u64, "rotations", self.quiet);
         let cb = |done: usize, total: usize| {
             pb.set_length(total as u64);

@@ -350,9 +350,9 @@ struct PeaksTask {
 impl BackendTask for PeaksTask {
     type Output = Called;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Called> {
-        let s = b.upload(self.scores.into_float::<FloatOf<B>>().view())?;
-        let ri = match &self.rotation_index {
-            Some(r) => Some(b.upload(r.view())?),
+        let s = b.upload_owned(self.scores.into_float::<FloatOf<B>>())?;
+        let ri = match self.rotation_index {
+            Some(r) => Some(b.upload_owned(r)?),
             None => None,
         };
         let rot = ri.as_ref().zip(self.rotations.as_ref());

@@ -138,9 +138,9 @@ impl BackendTask for SolveTask {
     type Output = Solved;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Solved> {
         let _span = info_span!("solve", backend = b.name()).entered();
-        let y = b.upload(self.y.to_float::<FloatOf<B>>().view())?;
-        let x0 = match &self.x0 {
-            Some(x) => Some(b.upload(x.to_float::<FloatOf<B>>().view())?),
+        let y = b.upload_owned(self.y.into_float::<FloatOf<B>>())?;
+        let x0 = match self.x0 {
+            Some(x) => Some(b.upload_owned(x.into_float::<FloatOf<B>>())?),
             None => None,
         };
         let r = match &self.op {

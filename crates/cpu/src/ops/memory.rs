@@ -35,6 +35,14 @@ impl<P: Precision> Memory for Cpu<P> {
         Ok(host.as_standard_layout().into_owned())
     }
 
+    fn upload_owned<T: Element>(&self, host: ArrayD<T>) -> Result<ArrayD<T>> {
+        if host.is_standard_layout() {
+            // Already allocated and in the layout the backend keeps: no copy, no new pages.
+            return Ok(host);
+        }
+        self.upload(host.view())
+    }
+
     fn download<T: Element>(&self, a: &ArrayD<T>) -> Result<ArrayD<T>> {
         Ok(a.as_standard_layout().into_owned())
     }

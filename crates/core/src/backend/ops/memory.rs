@@ -32,6 +32,12 @@ pub trait Memory: BackendTypes {
         self.fill(&mut a, value)?;
         Ok(a)
     }
+    /// Hands a host array to the device, consuming it: [`Memory::upload`] of its view by
+    /// default; a backend whose arrays live in host memory (the CPU) takes the buffer over
+    /// without a copy when it is in standard layout. Use it for large inputs read from disk.
+    fn upload_owned<T: Element>(&self, host: ArrayD<T>) -> Result<Arr<Self, T>> {
+        self.upload(host.view())
+    }
     /// A copy of `a`.
     fn duplicate<T: Element>(&self, a: &Arr<Self, T>) -> Result<Arr<Self, T>> {
         let mut b = self.zeros::<T>(a.shape())?;
