@@ -68,8 +68,9 @@ pub struct Global {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto, global = true, help_heading = "Global options")]
     pub backend: BackendArg,
     /// Float precision of the computation (scores are always written as float32). The default,
-    /// `auto`, follows the main input (the target of `match`, the scores of `peaks`, the rhs of
-    /// `solve`): double for a float64 file, single otherwise; `demo` and `bench` run single.
+    /// `auto`, follows the main input (the target of `match`, the scores of `peaks`; for
+    /// `solve` every float input: rhs, x0, matrix or CSR values): double for a float64 file,
+    /// single otherwise; `demo` and `bench` run single.
     #[arg(long, value_enum, default_value_t = PrecisionArg::Auto, global = true, help_heading = "Global options")]
     pub precision: PrecisionArg,
     /// Write a Chrome/Perfetto trace of every instrumented step to FILE.json.
@@ -152,20 +153,37 @@ impl Global {
         path: &std::path::Path,
         data: &monomorph::io::HostArray,
     ) -> CliResult<Global> {
+        self.for_inputs(&[(flag, path, data)])
+    }
+
+    /// [`Global::for_input`] for a command with several float inputs (`solve`'s rhs, x0 and
+    /// operator): under `--precision auto` one float64 input makes the run double, so no
+    /// input is narrowed silently; the float32 range check applies to every input.
+    pub fn for_inputs(
+        &self,
+        inputs: &[(&str, &std::path::Path, &monomorph::io::HostArray)],
+    ) -> CliResult<Global> {
         let mut g = self.clone();
-        g.precision = match (self.precision, PrecisionChoice::of_input(data)) {
-            (PrecisionArg::Auto, PrecisionChoice::Double) => PrecisionArg::Double,
-            (PrecisionArg::Auto, PrecisionChoice::Single) => PrecisionArg::Single,
-            (p, _) => p,
-        };
-        if g.precision == PrecisionArg::Single
-            && let Some(v) = data.first_beyond_f32()
-        {
-            return Err(CliError::input(format!(
-                "{flag} {}: holds {v:e}, beyond the float32 range, expected --precision double (the default for {} data)",
-                path.display(),
-                data.dtype()
-            )));
+        if self.precision == PrecisionArg::Auto {
+            let double = inputs
+                .iter()
+                .any(|(_, _, d)| PrecisionChoice::of_input(d) == PrecisionChoice::Double);
+            g.precision = if double {
+                PrecisionArg::Double
+            } else {
+                PrecisionArg::Single
+            };
+        }
+        if g.precision == PrecisionArg::Single {
+            for (flag, path, data) in inputs {
+                if let Some(v) = data.first_beyond_f32() {
+                    return Err(CliError::input(format!(
+                        "{flag} {}: holds {v:e}, beyond the float32 range, expected --precision double (the default for {} data)",
+                        path.display(),
+                        data.dtype()
+                    )));
+                }
+            }
         }
         Ok(g)
     }

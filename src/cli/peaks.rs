@@ -57,6 +57,11 @@ pub struct PeaksArgs {
     /// run.json beside --scores, when there is one).
     #[arg(long, value_name = "DIR")]
     pub match_run: Option<PathBuf>,
+    /// Accept NaN scores and treat them as never a peak (NaN is never above a threshold nor a
+    /// local maximum). Without it a map holding NaN is refused: NaN in a score map usually
+    /// means a broken computation upstream, and peaks called around it would look valid.
+    #[arg(long)]
+    pub allow_nan: bool,
     /// Peak caller: scikit-image's peak_local_max, pytme's maximum-filter caller, or pytme's
     /// recursive masking.
     #[arg(long, value_enum, default_value_t = Caller::Skimage)]
@@ -399,6 +404,8 @@ struct MatchRun {
     stats: RunStats,
     shape: Vec<usize>,
     target: Option<String>,
+    /// The target's voxel size `(z, y, x)` in Å, when the run recorded one.
+    voxel_size: Option<[f64; 3]>,
 }
 
 /// Reads the score statistics `match` writes into run.json (`score_statistics`).
@@ -425,11 +432,16 @@ fn read_match_run(path: &Path) -> Result<MatchRun, String> {
         .as_str()
         .and_then(|t| Path::new(t).file_name())
         .map(|n| n.to_string_lossy().into_owned());
+    let voxel_size = v["parameters"]["voxel_size"].as_array().and_then(|a| {
+        let v: Vec<f64> = a.iter().filter_map(|x| x.as_f64()).collect();
+        <[f64; 3]>::try_from(v).ok()
+    });
     Ok(MatchRun {
         path: path.to_path_buf(),
         stats: RunStats { ssum, n_rotations },
         shape,
         target,
+        voxel_size,
     })
 }
 
@@ -510,6 +522,16 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     let vol =
         monomorph::io::read_array(&a.scores).map_err(|e| CliError::from(e).about("--scores"))?;
     let g = &g.for_input("--scores", &a.scores, &vol.data)?;
+    if !a.allow_nan {
+        let nan = vol.data.count_nan();
+        if nan > 0 {
+            return Err(CliError::input(format!(
+                "--scores {}: {nan} NaN value(s), expected a score map without NaN (pass \
+                 --allow-nan to treat NaN as never a peak)",
+                a.scores.display()
+            )));
+        }
+    }
     let shape = vol.data.shape().to_vec();
     if !(shape.len() == 2 || shape.len() == 3) || shape.contains(&0) {
         return Err(CliError::input(format!(
@@ -567,8 +589,19 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         query,
     };
     let called = monomorph::dispatch(g.dispatch(None), task)?;
+    // RELION's pixel size: the scores' own voxel size (an MRC map), else the matching run's,
+    // when isotropic (RELION has one pixel size per optics group).
+    let voxel_size = vol
+        .voxel_size
+        .map(|v| v.map(f64::from))
+        .or_else(|| run.as_ref().and_then(|r| r.voxel_size));
+    let pixel_size = voxel_size.and_then(|v| {
+        let iso = v.iter().all(|&x| (x - v[2]).abs() <= 1e-5 * v[2].abs());
+        (iso && v[2].is_finite() && v[2] > 0.0).then_some(v[2])
+    });
     let mut meta = TableMeta {
         micrograph: run.as_ref().and_then(|r| r.target.clone()),
+        pixel_size,
         ..TableMeta::default()
     };
     meta.comments

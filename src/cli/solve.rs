@@ -368,7 +368,6 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     check_out_dir("--out", &a.out)?;
     let mut timings = Timings::default();
     let y = as_2d("--rhs", &a.rhs, read_npy_input("--rhs", &a.rhs)?)?;
-    let g = &g.for_input("--rhs", &a.rhs, &y)?;
     let (batch, n) = (y.shape()[0], y.shape()[1]);
     let rhs = format!("{:?}", y.shape());
     if batch == 0 || n == 0 {
@@ -395,6 +394,18 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         None => None,
     };
     let op = read_operator(&a, n, batch, &rhs)?;
+    // `--precision auto` follows the widest float input: one float64 operand (rhs, x0, matrix,
+    // CSR values) makes the whole solve float64, so no input is narrowed silently.
+    let mut inputs = vec![("--rhs", a.rhs.as_path(), &y)];
+    if let (Some(x), Some(p)) = (x0.as_ref(), a.x0.as_deref()) {
+        inputs.push(("--x0", p, x));
+    }
+    match (&op, a.matrix.as_deref(), a.csr.as_deref()) {
+        (Op::Dense(m), Some(p), _) => inputs.push(("--matrix", p, m)),
+        (Op::Csr { data, .. }, _, Some(p)) => inputs.push(("--csr", p, data)),
+        _ => {}
+    }
+    let g = &g.for_inputs(&inputs)?;
     let method = match a.method {
         MethodArg::Cg => Method::Cg,
         MethodArg::CgAdaptive => Method::CgAdaptive,

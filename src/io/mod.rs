@@ -133,6 +133,15 @@ impl HostArray {
         })
     }
 
+    /// The number of NaN values (0 for integer data).
+    pub fn count_nan(&self) -> usize {
+        match self {
+            HostArray::F32(a) => a.iter().filter(|v| v.is_nan()).count(),
+            HostArray::F64(a) => a.iter().filter(|v| v.is_nan()).count(),
+            _ => 0,
+        }
+    }
+
     /// Number of NaN or infinite values.
     pub fn count_nonfinite(&self) -> usize {
         match self {

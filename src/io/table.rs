@@ -33,6 +33,11 @@ pub struct TableMeta {
     pub comments: Vec<String>,
     /// `_rlnMicrographName` of every row (the target the scores came from), when known.
     pub micrograph: Option<String>,
+    /// The pixel size in Å (the target's voxel size), when known: a STAR file then carries a
+    /// RELION 3.1+ `data_optics` block (one optics group with `_rlnImagePixelSize`, as pytme
+    /// writes) and every particle `_rlnOpticsGroup 1`. Without it the block is left out (with
+    /// a comment saying why) rather than written with an invented pixel size.
+    pub pixel_size: Option<f64>,
 }
 
 /// Formats peaks as CSV with a header line: `z,y,x,score` (2-D `y,x,score`), plus
@@ -77,7 +82,8 @@ pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
 /// Formats peaks as a RELION 4 particle STAR file (`# version 40001`, `data_particles`):
 /// `_rlnCoordinateX/Y[/Z]` in voxels from the array's x, y[, z] (axes 2, 1[, 0]), RELION's
 /// angles `_rlnAngleRot/Tilt/Psi` in degrees (2-D: `_rlnAnglePsi` alone),
-/// `_rlnMicrographName` when known, and the score as `_rlnAutopickFigureOfMerit`.
+/// `_rlnMicrographName` when known, and the score as `_rlnAutopickFigureOfMerit`; with a known
+/// pixel size ([`TableMeta::pixel_size`]) also a `data_optics` block and `_rlnOpticsGroup`.
 pub fn peaks_star(rows: &[PeakRow], ndim: usize) -> String {
     peaks_star_with(rows, ndim, &TableMeta::default())
 }
@@ -90,7 +96,24 @@ pub fn peaks_star_with(rows: &[PeakRow], ndim: usize, meta: &TableMeta) -> Strin
             let _ = writeln!(s, "# {line}");
         }
     }
-    s.push_str("\n# version 40001\n\ndata_particles\n\nloop_\n");
+    let pixel = meta.pixel_size.filter(|p| p.is_finite() && *p > 0.0);
+    if pixel.is_none() {
+        s.push_str(
+            "# no data_optics block: no single pixel size is known (the scores and the matching \
+             run carry none, or an anisotropic one)\n",
+        );
+    }
+    s.push_str("\n# version 40001\n\n");
+    if let Some(px) = pixel {
+        let _ = write!(
+            s,
+            "data_optics\n\nloop_\n_rlnOpticsGroup #1\n_rlnOpticsGroupName #2\n\
+             _rlnImagePixelSize #3\n1\topticsGroup1\t{}\n\n\n# version 40001\n\n",
+            // MRC headers hold f32: its shortest form, not the f64 widening's digits.
+            px as f32
+        );
+    }
+    s.push_str("data_particles\n\nloop_\n");
     let mut cols = vec!["_rlnCoordinateX", "_rlnCoordinateY"];
     if ndim == 3 {
         cols.extend(["_rlnCoordinateZ", "_rlnAngleRot", "_rlnAngleTilt"]);
@@ -100,6 +123,9 @@ pub fn peaks_star_with(rows: &[PeakRow], ndim: usize, meta: &TableMeta) -> Strin
         cols.push("_rlnMicrographName");
     }
     cols.push("_rlnAutopickFigureOfMerit");
+    if pixel.is_some() {
+        cols.push("_rlnOpticsGroup");
+    }
     for (i, c) in cols.iter().enumerate() {
         let _ = writeln!(s, "{c} #{}", i + 1);
     }
@@ -123,7 +149,11 @@ pub fn peaks_star_with(rows: &[PeakRow], ndim: usize, meta: &TableMeta) -> Strin
         if let Some(n) = &name {
             let _ = write!(s, "{n}\t");
         }
-        let _ = writeln!(s, "{:.6}", r.score);
+        let _ = write!(s, "{:.6}", r.score);
+        if pixel.is_some() {
+            s.push_str("\t1");
+        }
+        s.push('\n');
     }
     s
 }
@@ -255,13 +285,35 @@ mod tests {
         let meta = TableMeta {
             comments: vec!["hello".into()],
             micrograph: Some("my tomo.mrc".into()),
+            pixel_size: None,
         };
-        let s = peaks_star_with(&[row3], 3, &meta);
+        let s = peaks_star_with(std::slice::from_ref(&row3), 3, &meta);
         assert!(s.contains("# hello\n"), "{s}");
         assert!(s.contains("# version 40001"), "{s}");
         assert!(
-            s.contains("3\t2\t1\t10.000000\t20.000000\t30.000000\t\"my tomo.mrc\"\t0.250000"),
+            s.contains("3\t2\t1\t10.000000\t20.000000\t30.000000\t\"my tomo.mrc\"\t0.250000\n"),
             "{s}"
         );
+        // No pixel size: no optics block (and a comment saying why), no optics-group column.
+        assert!(
+            !s.contains("\ndata_optics") && !s.contains("_rlnOpticsGroup"),
+            "{s}"
+        );
+        assert!(s.contains("# no data_optics block"), "{s}");
+        // A pixel size: RELION 3.1+'s optics block before the particles, group 1 on each row.
+        let meta = TableMeta {
+            pixel_size: Some(f64::from(13.48f32)),
+            ..meta
+        };
+        let s = peaks_star_with(&[row3], 3, &meta);
+        let optics = s.find("data_optics").expect("optics block");
+        let particles = s.find("data_particles").expect("particles block");
+        assert!(optics < particles, "{s}");
+        assert!(
+            s.contains("_rlnImagePixelSize #3\n1\topticsGroup1\t13.48\n"),
+            "{s}"
+        );
+        assert!(s.contains("_rlnOpticsGroup #9\n"), "{s}");
+        assert!(s.contains("\t0.250000\t1\n"), "{s}");
     }
 }

@@ -363,3 +363,50 @@ fn false_positive_rule_is_reported_and_checked() {
     ]);
     assert!(e.contains("--false-positives"), "{e}");
 }
+
+/// A score map holding NaN is refused (exit 2, naming --scores, the count and the remedy)
+/// unless `--allow-nan` says NaN means "never a peak"; then the peaks are those of the map
+/// without the NaN voxels, and the NaN voxel is not one of them.
+#[test]
+fn nan_scores_are_refused_unless_allowed() {
+    let dir = scratch("nan-scores");
+    let mut m = Array3::<f32>::zeros((12, 12, 12));
+    m[[3, 3, 3]] = 1.0;
+    m[[8, 8, 8]] = 0.5;
+    m[[6, 6, 6]] = f32::NAN;
+    m[[6, 6, 7]] = f32::NAN;
+    let scores = dir.join("s.npy");
+    ndarray_npy::write_npy(&scores, &m).expect("write");
+    let out = dir.join("p.csv");
+    let line = fails2(&[
+        "peaks",
+        "--scores",
+        p(&scores),
+        "--min-distance",
+        "1",
+        "--out",
+        p(&out),
+    ]);
+    for needle in ["--scores", "s.npy", "2 NaN", "--allow-nan"] {
+        assert!(line.contains(needle), "{line:?} lacks {needle:?}");
+    }
+    assert!(!out.exists(), "nothing written on a refused map");
+    ok(&[
+        "-q",
+        "peaks",
+        "--scores",
+        p(&scores),
+        "--min-distance",
+        "1",
+        "--allow-nan",
+        "--out",
+        p(&out),
+    ]);
+    let text = std::fs::read_to_string(&out).expect("peaks csv");
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(
+        rows[0].starts_with("3,3,3,") && rows[1].starts_with("8,8,8,"),
+        "{text}"
+    );
+}

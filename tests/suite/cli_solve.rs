@@ -390,3 +390,95 @@ fn bad_input_names_the_flag_and_writes_nothing() {
         );
     }
 }
+
+/// `--precision auto` follows the widest float input: a float32 rhs with a float64 matrix,
+/// x0 or CSR values solves in double (the matrix is not narrowed to float32 silently); all
+/// float32 solves in single; and with `--precision single` a float64 matrix value beyond the
+/// float32 range is refused, naming `--matrix`.
+#[test]
+fn auto_precision_follows_every_float_input_of_solve() {
+    let dir = scratch("auto-precision");
+    let n = 8usize;
+    let diag = |big: f64| -> Vec<f64> {
+        (0..n * n)
+            .map(|k| if k / n == k % n { 2.0 + big } else { 0.0 })
+            .collect()
+    };
+    let y32 = save(&dir, "y32.npy", &[n], vec![1.0f32; n]);
+    let y64 = save(&dir, "y64.npy", &[n], vec![1.0f64; n]);
+    let a64 = save(&dir, "a64.npy", &[n, n], diag(0.0));
+    let a32 = save(
+        &dir,
+        "a32.npy",
+        &[n, n],
+        diag(0.0).iter().map(|&v| v as f32).collect(),
+    );
+    let x064 = save(&dir, "x064.npy", &[n], vec![0.0f64; n]);
+    let precision = |args: &[&str], tag: &str| -> String {
+        let out = dir.join(tag);
+        let mut all = vec!["-q", "solve"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--out", p(&out)]);
+        let o = run(&all);
+        assert_eq!(o.status.code(), Some(0), "{tag}: {:?}", stderr_lines(&o));
+        result_json(&out)["precision"]
+            .as_str()
+            .expect("precision")
+            .to_string()
+    };
+    assert_eq!(
+        precision(&["--matrix", p(&a64), "--rhs", p(&y32)], "m64"),
+        "double"
+    );
+    assert_eq!(
+        precision(&["--matrix", p(&a32), "--rhs", p(&y32)], "m32"),
+        "single"
+    );
+    assert_eq!(
+        precision(&["--matrix", p(&a32), "--rhs", p(&y64)], "y64"),
+        "double"
+    );
+    assert_eq!(
+        precision(
+            &["--matrix", p(&a32), "--rhs", p(&y32), "--x0", p(&x064)],
+            "x064"
+        ),
+        "double"
+    );
+    let csr = dir.join("csr64");
+    std::fs::create_dir_all(&csr).expect("csr dir");
+    save(
+        &csr,
+        "indptr.npy",
+        &[n + 1],
+        (0..=n as i64).collect::<Vec<i64>>(),
+    );
+    save(
+        &csr,
+        "indices.npy",
+        &[n],
+        (0..n as i64).collect::<Vec<i64>>(),
+    );
+    save(&csr, "data.npy", &[n], vec![2.0f64; n]);
+    assert_eq!(
+        precision(&["--csr", p(&csr), "--rhs", p(&y32)], "csr64"),
+        "double"
+    );
+    let huge = save(&dir, "huge.npy", &[n, n], diag(1e300));
+    let out = dir.join("huge-out");
+    fails(
+        &[
+            "--precision",
+            "single",
+            "solve",
+            "--matrix",
+            p(&huge),
+            "--rhs",
+            p(&y32),
+            "--out",
+            p(&out),
+        ],
+        &out,
+        &["--matrix", "huge.npy", "float32 range"],
+    );
+}

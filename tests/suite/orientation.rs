@@ -321,6 +321,21 @@ fn star_output_matches_pytme_relion4() {
         assert_eq!(oc[..6], tc[..6], "{name}: columns {oc:?} vs {tc:?}");
         assert!(oc.contains(&"_rlnMicrographName".to_string()), "{oc:?}");
         assert!(ours.contains("# version 40001") && theirs.contains("# version 40001"));
+        // RELION 3.1+'s optics block with pytme's pixel size (the MRC target's voxel size).
+        let pixel = |s: &str| -> f64 {
+            let i = s.find("data_optics").expect("data_optics block");
+            let row = s[i..]
+                .lines()
+                .find(|l| l.trim_start().starts_with('1'))
+                .expect("optics row");
+            row.split_whitespace()
+                .nth(2)
+                .expect("pixel size")
+                .parse()
+                .expect("number")
+        };
+        assert_eq!(pixel(&ours), pixel(&theirs), "{name}: pixel size");
+        assert!(oc.contains(&"_rlnOpticsGroup".to_string()), "{oc:?}");
         assert_same_particles(&ours, &theirs, name);
         // Every planted particle is called with its rotation.
         let (_, rows) = star_rows(&ours);
