@@ -22,7 +22,7 @@ impl<B: Backend> LinearOperator<B> for Chain {
     fn apply(&self, b: &B, x: &Arr<B, FloatOf<B>>, y: &mut Arr<B, FloatOf<B>>) -> Result<()> {
         let mut shifted = b.zeros::<FloatOf<B>>(x.shape())?;
         b.copy(x, y)?;
-        b.scalar_assign(BinaryOp::Mul, y, FloatOf::<B>::from_f64(self.sigma))?; // y = σx
+        b.scalar_assign(BinaryOp::Mul, y, self.sigma)?; // y = σx
         for shift in [1, -1] {
             b.roll(x, &[0, shift], &mut shifted)?; // along each row, not across the batch
             b.binary_assign(BinaryOp::Sub, y, &shifted)?;

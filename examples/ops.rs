@@ -23,11 +23,7 @@ pub fn cross_correlate<B: Backend>(
     b.complex_mul_conj(&gs, &fs, &mut prod)?; // G · conj(F)
     let mut c = b.zeros::<FloatOf<B>>(plan.real_shape())?;
     b.irfft(&plan, &mut prod, &mut c)?; // unnormalised
-    b.scalar_assign(
-        BinaryOp::Div,
-        &mut c,
-        FloatOf::<B>::from_f64(f.len() as f64),
-    )?;
+    b.scalar_assign(BinaryOp::Div, &mut c, f.len() as f64)?;
     Ok(c)
 }
 
@@ -66,11 +62,7 @@ pub fn gaussian_blur<B: Backend>(
     b.complex_mul(&is, &ks, &mut prod)?;
     let mut out = b.zeros::<FloatOf<B>>(plan.real_shape())?;
     b.irfft(&plan, &mut prod, &mut out)?;
-    b.scalar_assign(
-        BinaryOp::Div,
-        &mut out,
-        FloatOf::<B>::from_f64((ny * nx) as f64),
-    )?;
+    b.scalar_assign(BinaryOp::Div, &mut out, (ny * nx) as f64)?;
     Ok(out)
 }
 

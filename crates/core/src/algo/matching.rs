@@ -435,11 +435,11 @@ fn check_finite<B: Backend>(b: &B, what: &str, a: &Arr<B, FloatOf<B>>) -> Result
 fn standardize_global<B: Backend>(b: &B, a: &mut Arr<B, FloatOf<B>>) -> Result<()> {
     let (mean, sd) = b.mean_std(a)?;
     let rms2 = b.sum_sq(a)? / a.len() as f64;
-    b.scalar_assign(BinaryOp::Sub, a, FloatOf::<B>::from_f64(mean))?;
+    b.scalar_assign(BinaryOp::Sub, a, mean)?;
     if sd * sd <= 1e-12 * rms2 || sd == 0.0 {
         b.fill(a, FloatOf::<B>::from_f64(0.0))
     } else {
-        b.scalar_assign(BinaryOp::Mul, a, FloatOf::<B>::from_f64(1.0 / sd))
+        b.scalar_assign(BinaryOp::Mul, a, 1.0 / sd)
     }
 }
 
@@ -463,8 +463,8 @@ fn standardize_masked<B: Backend>(
     if var.is_nan() || var <= 1e-12 * (s2 / n).abs() || !var.is_finite() {
         return b.fill(t, FloatOf::<B>::from_f64(0.0));
     }
-    b.scalar_assign(BinaryOp::Sub, t, FloatOf::<B>::from_f64(mean))?;
-    b.scalar_assign(BinaryOp::Mul, t, FloatOf::<B>::from_f64(1.0 / var.sqrt()))?;
+    b.scalar_assign(BinaryOp::Sub, t, mean)?;
+    b.scalar_assign(BinaryOp::Mul, t, 1.0 / var.sqrt())?;
     if let Some((m, _)) = mask {
         b.binary_assign(BinaryOp::Mul, t, m)?;
     }

@@ -180,7 +180,7 @@ pub(crate) fn sanitize<'a, B: Backend, T: Float>(
     }
     let mut owned = b.duplicate(scores)?;
     // max(NaN, −∞) = −∞ ("NaN loses"); ±∞ are unchanged.
-    b.scalar_assign(BinaryOp::Max, &mut owned, T::neg_infinity())?;
+    b.scalar_assign(BinaryOp::Max, &mut owned, f64::NEG_INFINITY)?;
     Ok(Sanitized::Owned(owned))
 }
 

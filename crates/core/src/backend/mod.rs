@@ -101,7 +101,7 @@ pub type IntOf<B> = <<B as BackendTypes>::Precision as Precision>::Int;
 /// fn axpy_sum<B: Backend>(b: &B, a: f64, x: &Array1<f64>, y: &Array1<f64>) -> Result<(Array1<f64>, f64)> {
 ///     let x = b.upload_array(x)?;
 ///     let mut y = b.upload_array(y)?;
-///     b.axpy(FloatOf::<B>::from_f64(a), &x, &mut y)?;
+///     b.axpy(a, &x, &mut y)?;
 ///     Ok((b.download_as::<f64, Ix1>(&y)?, b.sum(&y)?))
 /// }
 ///

@@ -78,7 +78,8 @@ impl<P: Precision> Elementwise for Cpu<P> {
         Ok(())
     }
 
-    fn scalar_assign<T: Float>(&self, op: BinaryOp, a: &mut ArrayD<T>, s: T) -> Result<()> {
+    fn scalar_assign<T: Float>(&self, op: BinaryOp, a: &mut ArrayD<T>, s: f64) -> Result<()> {
+        let s = T::from_f64(s);
         each(data_mut("a", a)?, |a| {
             for v in a {
                 *v = op.apply(*v, s);
@@ -96,7 +97,8 @@ impl<P: Precision> Elementwise for Cpu<P> {
         Ok(())
     }
 
-    fn axpy<T: Float>(&self, alpha: T, x: &ArrayD<T>, y: &mut ArrayD<T>) -> Result<()> {
+    fn axpy<T: Float>(&self, alpha: f64, x: &ArrayD<T>, y: &mut ArrayD<T>) -> Result<()> {
+        let alpha = T::from_f64(alpha);
         same_shape("axpy: y vs x", x.shape(), y.shape())?;
         let x = data("x", x)?;
         zip2(data_mut("y", y)?, x, |y, x| {
@@ -141,7 +143,8 @@ impl<P: Precision> Elementwise for Cpu<P> {
         Ok(())
     }
 
-    fn complex_scale<T: Float>(&self, a: &mut ArrayD<Complex<T>>, s: T) -> Result<()> {
+    fn complex_scale<T: Float>(&self, a: &mut ArrayD<Complex<T>>, s: f64) -> Result<()> {
+        let s = T::from_f64(s);
         each(data_mut("a", a)?, |a| {
             for v in a {
                 *v = *v * s;

@@ -74,7 +74,8 @@ impl<P: Precision> Elementwise for Cuda<P> {
         Ok(())
     }
 
-    fn scalar_assign<T: Float>(&self, op: BinaryOp, a: &mut CudaArray<T>, s: T) -> Result<()> {
+    fn scalar_assign<T: Float>(&self, op: BinaryOp, a: &mut CudaArray<T>, s: f64) -> Result<()> {
+        let s = T::from_f64(s);
         let (n, code) = (a.len() as i64, bop(op));
         if n == 0 {
             return Ok(());
@@ -108,7 +109,8 @@ impl<P: Precision> Elementwise for Cuda<P> {
         Ok(())
     }
 
-    fn axpy<T: Float>(&self, alpha: T, x: &CudaArray<T>, y: &mut CudaArray<T>) -> Result<()> {
+    fn axpy<T: Float>(&self, alpha: f64, x: &CudaArray<T>, y: &mut CudaArray<T>) -> Result<()> {
+        let alpha = T::from_f64(alpha);
         same_shape("axpy: y vs x", x.shape(), y.shape())?;
         let n = x.len() as i64;
         if n == 0 {
@@ -153,7 +155,8 @@ impl<P: Precision> Elementwise for Cuda<P> {
         self.complex3("c_mul", tn::<T>()?, a, b, out)
     }
 
-    fn complex_scale<T: Float>(&self, a: &mut CudaArray<Complex<T>>, s: T) -> Result<()> {
+    fn complex_scale<T: Float>(&self, a: &mut CudaArray<Complex<T>>, s: f64) -> Result<()> {
+        let s = T::from_f64(s);
         let n = a.len() as i64;
         if n == 0 {
             return Ok(());

@@ -82,7 +82,7 @@ fn mfc_raw<B: Backend, T: Float>(
         .into_iter()
         .filter(|&(_, v)| v >= m)
         .collect();
-    b.scalar_assign(crate::backend::BinaryOp::Sub, &mut mf, T::one())?;
+    b.scalar_assign(crate::backend::BinaryOp::Sub, &mut mf, 1.0)?;
     out.extend(
         b.peak_candidates(src, &mf, lowest, &border)?
             .into_iter()

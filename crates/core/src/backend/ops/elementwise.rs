@@ -88,12 +88,14 @@ pub trait Elementwise: BackendTypes {
         a: &mut Arr<Self, T>,
         b: &Arr<Self, T>,
     ) -> Result<()>;
-    /// `a = a op s` for a scalar `s`.
-    fn scalar_assign<T: Float>(&self, op: BinaryOp, a: &mut Arr<Self, T>, s: T) -> Result<()>;
+    /// `a = a op s` for a scalar `s`, given as `f64` whatever `T` is (as the algorithms take
+    /// their parameters) and rounded to `T` once: exact for `f64` arrays, and for any `f32`
+    /// value passed as `v.as_f64()`.
+    fn scalar_assign<T: Float>(&self, op: BinaryOp, a: &mut Arr<Self, T>, s: f64) -> Result<()>;
     /// `a = op(a)`.
     fn unary_assign<T: Float>(&self, op: UnaryOp, a: &mut Arr<Self, T>) -> Result<()>;
-    /// `y = y + alpha·x`.
-    fn axpy<T: Float>(&self, alpha: T, x: &Arr<Self, T>, y: &mut Arr<Self, T>) -> Result<()>;
+    /// `y = y + alpha·x`, `alpha` rounded to `T` once (see [`Elementwise::scalar_assign`]).
+    fn axpy<T: Float>(&self, alpha: f64, x: &Arr<Self, T>, y: &mut Arr<Self, T>) -> Result<()>;
     /// `out = a · conj(b)` (the cross-power spectrum of a correlation).
     fn complex_mul_conj<T: Float>(
         &self,
@@ -108,8 +110,9 @@ pub trait Elementwise: BackendTypes {
         b: &Arr<Self, Complex<T>>,
         out: &mut Arr<Self, Complex<T>>,
     ) -> Result<()>;
-    /// `a = a · s` for a real scalar `s`.
-    fn complex_scale<T: Float>(&self, a: &mut Arr<Self, Complex<T>>, s: T) -> Result<()>;
+    /// `a = a · s` for a real scalar `s`, rounded to `T` once (see
+    /// [`Elementwise::scalar_assign`]).
+    fn complex_scale<T: Float>(&self, a: &mut Arr<Self, Complex<T>>, s: f64) -> Result<()>;
     /// `dst = |src|²` per element.
     fn complex_norm_sq<T: Float>(
         &self,

@@ -49,7 +49,7 @@ pub fn elementwise_real<B: Backend>(b: &B) {
         );
         let mut a3 = b.duplicate(&da).expect("dup");
         let s = FloatOf::<B>::from_f64(0.75);
-        b.scalar_assign(op, &mut a3, s).expect("scalar_assign");
+        b.scalar_assign(op, &mut a3, 0.75).expect("scalar_assign");
         let expect: Vec<f64> = ha.iter().map(|&x| op.apply(x, s).as_f64()).collect();
         assert_close(
             &format!("scalar_assign {op:?}"),
@@ -81,8 +81,7 @@ pub fn elementwise_real<B: Backend>(b: &B) {
         );
     }
     let mut y = b.duplicate(&db).expect("dup");
-    b.axpy(FloatOf::<B>::from_f64(-1.5), &da, &mut y)
-        .expect("axpy");
+    b.axpy(-1.5, &da, &mut y).expect("axpy");
     let expect: Vec<f64> = ha
         .iter()
         .zip(hb.iter())
@@ -136,8 +135,7 @@ pub fn elementwise_complex<B: Backend>(b: &B) {
         tol,
     );
     let mut a = b.duplicate(&da).expect("dup");
-    b.complex_scale(&mut a, FloatOf::<B>::from_f64(-2.0))
-        .expect("scale");
+    b.complex_scale(&mut a, -2.0).expect("scale");
     let expect = ha.mapv(|c| c * FloatOf::<B>::from_f64(-2.0));
     assert_close(
         "complex_scale",
@@ -161,7 +159,7 @@ pub fn elementwise_shape_errors<B: Backend>(b: &B) {
         Err(crate::Error::Shape { .. })
     ));
     let mut a2 = b.duplicate(&a).expect("dup");
-    assert!(b.axpy(FloatOf::<B>::from_f64(1.0), &c, &mut a2).is_err());
+    assert!(b.axpy(1.0, &c, &mut a2).is_err());
     let mut bad_out = b.zeros::<FloatOf<B>>(&[6]).expect("zeros");
     assert!(b.binary(BinaryOp::Mul, &a, &a, &mut bad_out).is_err());
 }
