@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use super::{data, data_mut};
 use crate::Cpu;
-use crate::util::{PAR_MIN, same_shape};
+use crate::util::PAR_MIN;
 
 /// `f(out_chunk, a_chunk)` over matching chunks, in parallel when large.
 pub(crate) fn zip2<A: Sync, O: Send>(out: &mut [O], a: &[A], f: impl Fn(&mut [O], &[A]) + Sync) {
@@ -51,8 +51,11 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<T>,
         out: &mut ArrayD<T>,
     ) -> Result<()> {
-        same_shape("binary: b vs a", a.shape(), b.shape())?;
-        same_shape("binary: out vs a", a.shape(), out.shape())?;
+        monomorph_core::check_elementwise(
+            "binary",
+            ("a", a.shape()),
+            &[("b", b.shape()), ("out", out.shape())],
+        )?;
         let (a, b) = (data("a", a)?, data("b", b)?);
         zip3(data_mut("out", out)?, a, b, |o, a, b| {
             for i in 0..o.len() {
@@ -68,7 +71,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         a: &mut ArrayD<T>,
         b: &ArrayD<T>,
     ) -> Result<()> {
-        same_shape("binary_assign: b vs a", a.shape(), b.shape())?;
+        monomorph_core::check_elementwise("binary_assign", ("a", a.shape()), &[("b", b.shape())])?;
         let b = data("b", b)?;
         zip2(data_mut("a", a)?, b, |a, b| {
             for i in 0..a.len() {
@@ -97,7 +100,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
     }
 
     fn axpy<T: Float>(&self, alpha: T, x: &ArrayD<T>, y: &mut ArrayD<T>) -> Result<()> {
-        same_shape("axpy: y vs x", x.shape(), y.shape())?;
+        monomorph_core::check_elementwise("axpy", ("x", x.shape()), &[("y", y.shape())])?;
         let x = data("x", x)?;
         zip2(data_mut("y", y)?, x, |y, x| {
             for i in 0..y.len() {
@@ -113,8 +116,11 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<Complex<T>>,
         out: &mut ArrayD<Complex<T>>,
     ) -> Result<()> {
-        same_shape("complex_mul_conj: b vs a", a.shape(), b.shape())?;
-        same_shape("complex_mul_conj: out vs a", a.shape(), out.shape())?;
+        monomorph_core::check_elementwise(
+            "complex_mul_conj",
+            ("a", a.shape()),
+            &[("b", b.shape()), ("out", out.shape())],
+        )?;
         let (a, b) = (data("a", a)?, data("b", b)?);
         zip3(data_mut("out", out)?, a, b, |o, a, b| {
             for i in 0..o.len() {
@@ -130,8 +136,11 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<Complex<T>>,
         out: &mut ArrayD<Complex<T>>,
     ) -> Result<()> {
-        same_shape("complex_mul: b vs a", a.shape(), b.shape())?;
-        same_shape("complex_mul: out vs a", a.shape(), out.shape())?;
+        monomorph_core::check_elementwise(
+            "complex_mul",
+            ("a", a.shape()),
+            &[("b", b.shape()), ("out", out.shape())],
+        )?;
         let (a, b) = (data("a", a)?, data("b", b)?);
         zip3(data_mut("out", out)?, a, b, |o, a, b| {
             for i in 0..o.len() {
@@ -155,7 +164,11 @@ impl<P: Precision> Elementwise for Cpu<P> {
         src: &ArrayD<Complex<T>>,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        same_shape("complex_norm_sq: dst vs src", src.shape(), dst.shape())?;
+        monomorph_core::check_elementwise(
+            "complex_norm_sq",
+            ("src", src.shape()),
+            &[("dst", dst.shape())],
+        )?;
         let s = data("src", src)?;
         zip2(data_mut("dst", dst)?, s, |d, s| {
             for i in 0..d.len() {

@@ -117,3 +117,17 @@ pub trait Elementwise: BackendTypes {
         dst: &mut Arr<Self, T>,
     ) -> Result<()>;
 }
+
+/// The argument check of every [`Elementwise`] op (`op` names it), shared by the backends so
+/// that they fail alike: each of `others` (name, shape) has the shape of `first` (name, shape);
+/// the error reads `{op}: {other} vs {first}`.
+pub fn check_elementwise(
+    op: &str,
+    first: (&str, &[usize]),
+    others: &[(&str, &[usize])],
+) -> Result<()> {
+    for (name, shape) in others {
+        crate::shape::same_shape(&format!("{op}: {name} vs {}", first.0), first.1, shape)?;
+    }
+    Ok(())
+}
