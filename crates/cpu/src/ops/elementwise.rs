@@ -1,4 +1,4 @@
-use monomorph_core::{BinaryOp, Elementwise, Float, Precision, Result, UnaryOp};
+use monomorph_core::{BinaryOp, Elementwise, Float, Precision, Result, UnaryOp, check_binary};
 use ndarray::ArrayD;
 use num_complex::Complex;
 use rayon::prelude::*;
@@ -43,6 +43,24 @@ pub(crate) fn each<O: Send>(out: &mut [O], f: impl Fn(&mut [O]) + Sync) {
     }
 }
 
+/// `out = f(a, b)` element by element (the complex binary ops), in parallel when large.
+fn complex_binary<T: Float>(
+    op: &str,
+    a: &ArrayD<Complex<T>>,
+    b: &ArrayD<Complex<T>>,
+    out: &mut ArrayD<Complex<T>>,
+    f: impl Fn(Complex<T>, Complex<T>) -> Complex<T> + Sync,
+) -> Result<()> {
+    check_binary(op, a.shape(), b.shape(), out.shape())?;
+    let (a, b) = (data("a", a)?, data("b", b)?);
+    zip3(data_mut("out", out)?, a, b, |o, a, b| {
+        for i in 0..o.len() {
+            o[i] = f(a[i], b[i]);
+        }
+    });
+    Ok(())
+}
+
 impl<P: Precision> Elementwise for Cpu<P> {
     fn binary<T: Float>(
         &self,
@@ -51,11 +69,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<T>,
         out: &mut ArrayD<T>,
     ) -> Result<()> {
-        monomorph_core::check_elementwise(
-            "binary",
-            ("a", a.shape()),
-            &[("b", b.shape()), ("out", out.shape())],
-        )?;
+        check_binary("binary", a.shape(), b.shape(), out.shape())?;
         let (a, b) = (data("a", a)?, data("b", b)?);
         zip3(data_mut("out", out)?, a, b, |o, a, b| {
             for i in 0..o.len() {
@@ -116,18 +130,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<Complex<T>>,
         out: &mut ArrayD<Complex<T>>,
     ) -> Result<()> {
-        monomorph_core::check_elementwise(
-            "complex_mul_conj",
-            ("a", a.shape()),
-            &[("b", b.shape()), ("out", out.shape())],
-        )?;
-        let (a, b) = (data("a", a)?, data("b", b)?);
-        zip3(data_mut("out", out)?, a, b, |o, a, b| {
-            for i in 0..o.len() {
-                o[i] = a[i] * b[i].conj();
-            }
-        });
-        Ok(())
+        complex_binary("complex_mul_conj", a, b, out, |x, y| x * y.conj())
     }
 
     fn complex_mul<T: Float>(
@@ -136,18 +139,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<Complex<T>>,
         out: &mut ArrayD<Complex<T>>,
     ) -> Result<()> {
-        monomorph_core::check_elementwise(
-            "complex_mul",
-            ("a", a.shape()),
-            &[("b", b.shape()), ("out", out.shape())],
-        )?;
-        let (a, b) = (data("a", a)?, data("b", b)?);
-        zip3(data_mut("out", out)?, a, b, |o, a, b| {
-            for i in 0..o.len() {
-                o[i] = a[i] * b[i];
-            }
-        });
-        Ok(())
+        complex_binary("complex_mul", a, b, out, |x, y| x * y)
     }
 
     fn complex_scale<T: Float>(&self, a: &mut ArrayD<Complex<T>>, s: T) -> Result<()> {

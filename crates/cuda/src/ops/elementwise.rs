@@ -36,11 +36,7 @@ impl<P: Precision> Elementwise for Cuda<P> {
         b: &CudaArray<T>,
         out: &mut CudaArray<T>,
     ) -> Result<()> {
-        monomorph_core::check_elementwise(
-            "binary",
-            ("a", a.shape()),
-            &[("b", b.shape()), ("out", out.shape())],
-        )?;
+        monomorph_core::check_binary("binary", a.shape(), b.shape(), out.shape())?;
         let (n, code) = (a.len() as i64, bop(op));
         if n == 0 {
             return Ok(());
@@ -139,11 +135,7 @@ impl<P: Precision> Elementwise for Cuda<P> {
         b: &CudaArray<Complex<T>>,
         out: &mut CudaArray<Complex<T>>,
     ) -> Result<()> {
-        monomorph_core::check_elementwise(
-            "complex_mul_conj",
-            ("a", a.shape()),
-            &[("b", b.shape()), ("out", out.shape())],
-        )?;
+        monomorph_core::check_binary("complex_mul_conj", a.shape(), b.shape(), out.shape())?;
         self.complex3("c_mul_conj", a, b, out)
     }
 
@@ -153,11 +145,7 @@ impl<P: Precision> Elementwise for Cuda<P> {
         b: &CudaArray<Complex<T>>,
         out: &mut CudaArray<Complex<T>>,
     ) -> Result<()> {
-        monomorph_core::check_elementwise(
-            "complex_mul",
-            ("a", a.shape()),
-            &[("b", b.shape()), ("out", out.shape())],
-        )?;
+        monomorph_core::check_binary("complex_mul", a.shape(), b.shape(), out.shape())?;
         self.complex3("c_mul", a, b, out)
     }
 

@@ -131,3 +131,9 @@ pub fn check_elementwise(
     }
     Ok(())
 }
+
+/// [`check_elementwise`] for the binary ops (`binary`, `complex_mul`, `complex_mul_conj`):
+/// `b` and `out` have `a`'s shape.
+pub fn check_binary(op: &str, a: &[usize], b: &[usize], out: &[usize]) -> Result<()> {
+    check_elementwise(op, ("a", a), &[("b", b), ("out", out)])
+}
