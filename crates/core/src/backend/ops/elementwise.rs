@@ -127,7 +127,7 @@ pub fn check_elementwise(
     others: &[(&str, &[usize])],
 ) -> Result<()> {
     for (name, shape) in others {
-        crate::shape::same_shape(&format!("{op}: {name} vs {}", first.0), first.1, shape)?;
+        super::same_shape_named(|| format!("{op}: {name} vs {}", first.0), first.1, shape)?;
     }
     Ok(())
 }

@@ -286,7 +286,7 @@ pub fn check_laplacian(
     }
     let n = crate::shape::checked_len(grid)
         .ok_or_else(|| Error::invalid("grid", "number of points overflows usize"))?;
-    let (rows, xn) = crate::shape::rows_of(&format!("x of {op}"), x)?;
+    let (rows, xn) = super::rows_of_named(|| format!("x of {op}"), x)?;
     if xn != n {
         return Err(Error::shape(
             format!("x of {op}"),
@@ -294,7 +294,7 @@ pub fn check_laplacian(
             fmt_shape(x),
         ));
     }
-    crate::shape::same_shape(&format!("y of {op}"), x, y)?;
+    super::same_shape_named(|| format!("y of {op}"), x, y)?;
     let mut grid3 = [1usize; 3];
     grid3[3 - grid.len()..].copy_from_slice(grid);
     Ok(LaplacianDims { rows, n, grid3 })
@@ -303,7 +303,7 @@ pub fn check_laplacian(
 /// The `active` flags of a masked op (`laplacian_dot`, `xpay_rows_where`, …): exactly one per
 /// row (a short list is an error, not "all active"), for every backend alike.
 pub fn check_active(op: &str, active: &[bool], rows: usize) -> Result<()> {
-    crate::shape::per_row(&format!("active of {op}"), active, rows)
+    super::per_row_named(|| format!("active of {op}"), active, rows)
 }
 
 /// The argument checks of [`Linalg::scale_rows`], shared by the backends: `x` is `(batch, n)`
@@ -334,9 +334,9 @@ pub fn check_xpay_rows<A>(
     y: &[usize],
     active: Option<&[bool]>,
 ) -> Result<(usize, usize)> {
-    crate::shape::same_shape(&format!("{op}: y vs x"), x, y)?;
-    let (rows, n) = crate::shape::rows_of(&format!("x of {op}"), x)?;
-    crate::shape::per_row(&format!("beta of {op}"), beta, rows)?;
+    super::same_shape_named(|| format!("{op}: y vs x"), x, y)?;
+    let (rows, n) = super::rows_of_named(|| format!("x of {op}"), x)?;
+    super::per_row_named(|| format!("beta of {op}"), beta, rows)?;
     if let Some(active) = active {
         check_active(op, active, rows)?;
     }
@@ -355,10 +355,10 @@ pub fn check_axpy_pair_rows<A>(
     r: &[usize],
 ) -> Result<(usize, usize)> {
     for (name, s) in [("q", q), ("x", x), ("r", r)] {
-        crate::shape::same_shape(&format!("{op}: {name} vs d"), d, s)?;
+        super::same_shape_named(|| format!("{op}: {name} vs d"), d, s)?;
     }
-    let (rows, n) = crate::shape::rows_of(&format!("d of {op}"), d)?;
-    crate::shape::per_row(&format!("alpha of {op}"), alpha, rows)?;
+    let (rows, n) = super::rows_of_named(|| format!("d of {op}"), d)?;
+    super::per_row_named(|| format!("alpha of {op}"), alpha, rows)?;
     Ok((rows, n))
 }
 

@@ -64,7 +64,7 @@ pub fn array_bytes<T: Element>(shape: &[usize]) -> Result<u64> {
 /// The argument check of [`Memory::copy`] and [`Memory::cast`] (`op` names which), shared by
 /// the backends so that they fail alike: `dst` has `src`'s shape.
 pub fn check_copy(op: &str, src: &[usize], dst: &[usize]) -> Result<()> {
-    crate::shape::same_shape(&format!("{op}: dst vs src"), src, dst)
+    super::same_shape_named(|| format!("{op}: dst vs src"), src, dst)
 }
 
 /// The argument check of [`Memory::reshape`], shared by the backends: the new shape has the

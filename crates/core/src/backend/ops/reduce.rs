@@ -54,13 +54,13 @@ pub trait Reduce: BackendTypes {
 /// The argument check of [`Reduce::dot`] and [`Reduce::dot_rows`] (`op` names which), shared
 /// by the backends: `b` has `a`'s shape.
 pub fn check_dot(op: &str, a: &[usize], b: &[usize]) -> Result<()> {
-    crate::shape::same_shape(&format!("{op}: b vs a"), a, b)
+    super::same_shape_named(|| format!("{op}: b vs a"), a, b)
 }
 
 /// The argument check of the per-row reductions (`sum_rows`, `dot_rows`, `sum_sq_rows`; `op`
 /// names which), shared by the backends: `a` is a `(rows, n)` array. Returns `(rows, n)`.
 pub fn check_rows(op: &str, a: &[usize]) -> Result<(usize, usize)> {
-    crate::shape::rows_of(&format!("a of {op}"), a)
+    super::rows_of_named(|| format!("a of {op}"), a)
 }
 
 /// The argument check of the reductions that need data (`min`, `max`, `argmax`,
