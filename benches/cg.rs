@@ -121,7 +121,7 @@ fn kernels(reps: usize) -> [(&'static str, f64); 3] {
             .expect("laplacian");
     });
     let t_upd = best_of(reps, || {
-        b.cg_update_xr(&[1e-9], &d, &q, &mut x, &mut r)
+        b.axpy_pair_rows(&[1e-9], &d, &q, &mut x, &mut r)
             .expect("update");
     });
     let mut dd = v(1.0);

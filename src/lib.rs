@@ -79,6 +79,10 @@
 //! work inside `rayon::ThreadPoolBuilder::new().num_threads(n).build()?.install(|| …)`.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// No `unsafe` in the facade but one audited call: `io::stream`'s `madvise` (huge-page advice
+// for large reads; libc's call has no safe wrapper). `forbid` would not let that one function
+// opt out, so `deny` here and `#[allow(unsafe_code)]` on it alone.
+#![deny(unsafe_code)]
 
 pub mod dispatch;
 #[cfg(feature = "io")]

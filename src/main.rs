@@ -1,5 +1,6 @@
 //! The `monomorph` command: template matching, peak calling and batched CG on `.npy`/MRC files.
 //! See `monomorph --help`.
+#![forbid(unsafe_code)]
 
 mod cli;
 

@@ -96,7 +96,8 @@ pub fn zeroed_vec<T: Pod>(n: usize) -> Result<Vec<T>, String> {
 /// Asks Linux to back the 2 MiB-aligned middle of a large, not yet touched buffer with huge
 /// pages, so that the read that fills it faults once per 2 MiB instead of once per 4 KiB (a
 /// 64 MiB payload: 32 faults instead of 16 384). Advice only: failure (THP off, another OS)
-/// changes nothing but speed.
+/// changes nothing but speed. The facade's one `unsafe` call (the crate denies the rest).
+#[allow(unsafe_code)]
 fn advise_huge_pages(buf: &mut [u8]) {
     #[cfg(target_os = "linux")]
     {

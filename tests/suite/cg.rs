@@ -600,7 +600,7 @@ fn update_kernels_leave_rows_with_zero_step_untouched() {
     let mut r = mk(&|i| (i % 7) as f64);
     let (x0, r0) = (b.download(&x).unwrap(), b.download(&r).unwrap());
     let (rr, rq) = b
-        .cg_update_xr_dots(&[0.0, 0.5], &d, &q, &mut x, &mut r)
+        .axpy_pair_rows_dots(&[0.0, 0.5], &d, &q, &mut x, &mut r)
         .unwrap();
     let (xh, rh) = (b.download(&x).unwrap(), b.download(&r).unwrap());
     assert_eq!(xh.index_axis(Axis(0), 0), x0.index_axis(Axis(0), 0));

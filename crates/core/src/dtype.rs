@@ -173,15 +173,15 @@ impl<T: Float> Element for Complex<T> {
 
 /// A compile-time set of element types (pytme's dtype sets), a type parameter of every backend.
 ///
-/// Spectra are `num_complex::Complex<Self::Float>` ([`ComplexOf`]): the complex type is derived
-/// from the float type so that no backend can pair `f32` scores with `Complex<f64>` spectra.
+/// Spectra are `num_complex::Complex<Self::Float>` ([`ComplexOf`](crate::ComplexOf) of a
+/// backend): the complex type is derived from the float type so that no backend can pair `f32`
+/// scores with `Complex<f64>` spectra. Sums and dot products accumulate in `f64` whatever the
+/// precision (the [`Reduce`](crate::Reduce) ops return `f64`).
 pub trait Precision: 'static + Send + Sync + Debug + Default + Copy {
     /// Scores, volumes, solves.
     type Float: Float;
     /// Index maps (best rotation per voxel).
     type Int: Index;
-    /// Overflow-safe accumulator for sums and dot products (always `f64`).
-    type Accum: Float;
     /// `"single"` or `"double"`.
     const NAME: &'static str;
 }
@@ -196,15 +196,10 @@ pub struct Double;
 impl Precision for Single {
     type Float = f32;
     type Int = i32;
-    type Accum = f64;
     const NAME: &'static str = "single";
 }
 impl Precision for Double {
     type Float = f64;
     type Int = i64;
-    type Accum = f64;
     const NAME: &'static str = "double";
 }
-
-/// The complex type of a precision set.
-pub type ComplexOf<P> = Complex<<P as Precision>::Float>;

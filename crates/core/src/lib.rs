@@ -24,6 +24,7 @@
 //! `testing`).
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 pub mod algo;
 pub mod backend;

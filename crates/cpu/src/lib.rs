@@ -14,9 +14,12 @@
 //! # Ok::<(), monomorph_core::Error>(())
 //! ```
 #![warn(missing_docs)]
+// Every `unsafe` block states why it is sound (`// SAFETY: …`).
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod fft;
 mod ops;
+mod simd;
 mod transpose;
 mod util;
 

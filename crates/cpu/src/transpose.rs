@@ -23,7 +23,7 @@ pub(crate) unsafe fn transpose<E: Copy>(
     cols: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::mem::size_of::<E>() == 4 && std::arch::is_x86_feature_detected!("avx512f") {
+    if std::mem::size_of::<E>() == 4 && crate::simd::has_avx512() {
         let (r16, c16) = (rows & !15, cols & !15);
         // SAFETY: AVX-512F is available; `E` is 4 bytes, moved bit for bit as `f32`
         // lanes by unaligned loads and stores; the tiles cover `r16 × c16`, and the two
@@ -55,24 +55,26 @@ unsafe fn transpose8<E: Copy>(
     let (mut r8, mut c8) = (rows & !7, cols & !7);
     let mut tiled = false;
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
+    if crate::simd::has_avx() {
         let bytes = std::mem::size_of::<E>();
         if bytes == 8 {
             // 4×4 tiles: the corner is the 4-aligned one.
             (r8, c8) = (rows & !3, cols & !3);
         }
-        // SAFETY: AVX is available; `E` is 4 (8) bytes, so the element grid is the same
-        // in units of `f32` (`f64`) lanes, moved bit for bit by unaligned loads and
-        // stores; the tiles cover `r8 × c8`, inside the caller's rectangle.
         if bytes == 4 {
+            // SAFETY: AVX is available; `E` is 4 bytes, so the element grid is the same in
+            // units of `f32` lanes, moved bit for bit by unaligned loads and stores; the
+            // tiles cover `r8 × c8`, inside the caller's rectangle.
             unsafe { avx::tiles32(src.cast(), ss, dst.cast(), ds, r8, c8) };
             tiled = true;
         } else if bytes == 8 {
+            // SAFETY: as above with 8-byte elements moved as `f64` lanes (4×4 tiles, so
+            // `r8 × c8` is the 4-aligned corner, inside the caller's rectangle).
             unsafe { avx::tiles64(src.cast(), ss, dst.cast(), ds, r8, c8) };
             tiled = true;
         }
     }
-    // SAFETY (all below): every index is `< rows` / `< cols`, covered by the contract.
+    // SAFETY: every index is `< rows` / `< cols`, covered by the contract.
     unsafe {
         if !tiled {
             portable_tiles(src, ss, dst, ds, r8, c8);

@@ -1,4 +1,5 @@
-//! Host helpers: memory figures, CPU name, shape checks for ndarray arrays, parallel thresholds.
+//! Host helpers: memory figures, CPU name, parallel thresholds and task sizes, the one pointer
+//! wrapper that parallel tasks share, scratch growth, strides.
 
 /// Below this many elements an op runs on the calling thread (rayon overhead dominates).
 pub(crate) const PAR_MIN: usize = 1 << 15;
@@ -59,9 +60,27 @@ pub(crate) fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     let _ = (ptr, bytes);
 }
 
-pub(crate) use monomorph_core::shape::{per_row, rows_of, same_shape};
+pub(crate) use monomorph_core::shape::{same_shape, strides};
 
-/// A raw pointer that parallel tasks share; each task touches a disjoint set of elements.
+/// Rows per parallel task among `nrows`: about `per_thread` tasks per thread of the current
+/// pool (for balance), but at least `min_rows` rows per task (so that no task is too small for
+/// rayon's overhead) and at least one.
+pub(crate) fn rows_per_task(nrows: usize, per_thread: usize, min_rows: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    nrows.div_ceil(threads * per_thread).max(min_rows).max(1)
+}
+
+/// Grows a scratch vector to at least `len` elements (the new ones are default values and, in
+/// every use, written before they are read).
+pub(crate) fn grow<E: Default + Clone>(v: &mut Vec<E>, len: usize) {
+    if v.len() < len {
+        v.resize(len, E::default());
+    }
+}
+
+/// A raw pointer that parallel tasks share; each task touches a disjoint set of elements. The
+/// backend's one such wrapper (the FFT passes, the line blocks of the filters and the spline
+/// prefilter, the score update all use it).
 #[derive(Clone, Copy)]
 pub(crate) struct SharedMut<E>(pub(crate) *mut E);
 // SAFETY: the pointer is only dereferenced by tasks that access pairwise disjoint elements of
@@ -73,6 +92,7 @@ unsafe impl<E: Send> Sync for SharedMut<E> {}
 
 impl<E> SharedMut<E> {
     /// The pointer (a method, so that closures capture the `Sync` wrapper, not the field).
+    #[inline(always)]
     pub(crate) fn get(self) -> *mut E {
         self.0
     }

@@ -85,9 +85,9 @@ __device__ void mm_laplacian_dot(const T *x, T *y, i64 nz, i64 ny, i64 nx, int n
     mm_block_sum(acc, partial, row * bpr + blockIdx.x);
 }
 
-// cg_update_xr that also returns r.q: partial[0 .. rows*bpr) = r.r, then r.q.
+// axpy_pair_rows that also returns r.q: partial[0 .. rows*bpr) = r.r, then r.q.
 template <typename T>
-__device__ void mm_cg_update_dots(const T *alpha, const T *d, const T *q, T *x, T *r, i64 n,
+__device__ void mm_axpy_pair_rows_dots(const T *alpha, const T *d, const T *q, T *x, T *r, i64 n,
                                   i64 rows, i64 bpr, i64 row0, double *partial) {
     const i64 row = row0 + blockIdx.y;
     const T a = alpha[row];
@@ -107,7 +107,7 @@ __device__ void mm_cg_update_dots(const T *alpha, const T *d, const T *q, T *x, 
 }
 
 template <typename T>
-__device__ void mm_cg_update(const T *alpha, const T *d, const T *q, T *x, T *r, i64 n, i64 bpr,
+__device__ void mm_axpy_pair_rows(const T *alpha, const T *d, const T *q, T *x, T *r, i64 n, i64 bpr,
                              i64 row0, double *partial) {
     __shared__ double sh[MM_BLOCK];
     const i64 row = row0 + blockIdx.y;
@@ -167,14 +167,14 @@ __device__ void mm_cg_update(const T *alpha, const T *d, const T *q, T *x, T *r,
                                                  i64 bpr, i64 row0, double *partial) {     \
         mm_laplacian_dot<T>(x, y, nz, ny, nx, nd, periodic, active, bpr, row0, partial);    \
     }                                                                                       \
-    extern "C" __global__ void cg_update_xr_dots_##n(const T *alpha, const T *d, const T *q, \
+    extern "C" __global__ void axpy_pair_rows_dots_##n(const T *alpha, const T *d, const T *q, \
                                                      T *x, T *r, i64 len, i64 rows, i64 bpr,\
                                                      i64 row0, double *partial) {           \
-        mm_cg_update_dots<T>(alpha, d, q, x, r, len, rows, bpr, row0, partial);              \
+        mm_axpy_pair_rows_dots<T>(alpha, d, q, x, r, len, rows, bpr, row0, partial);              \
     }                                                                                       \
-    extern "C" __global__ void cg_update_xr_##n(const T *alpha, const T *d, const T *q, T *x,\
+    extern "C" __global__ void axpy_pair_rows_##n(const T *alpha, const T *d, const T *q, T *x,\
                                                 T *r, i64 len, i64 bpr, i64 row0,           \
                                                 double *partial) {                          \
-        mm_cg_update<T>(alpha, d, q, x, r, len, bpr, row0, partial);                         \
+        mm_axpy_pair_rows<T>(alpha, d, q, x, r, len, bpr, row0, partial);                         \
     }
 MM_FLOATS(MM_LA)

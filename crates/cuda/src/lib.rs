@@ -20,6 +20,8 @@
 //! }
 //! ```
 #![warn(missing_docs)]
+// Every `unsafe` block states why it is sound (`// SAFETY: …`).
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod array;
 pub mod bench;

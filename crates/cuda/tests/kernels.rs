@@ -66,7 +66,7 @@ fn expected_kernels() -> Vec<String> {
             "scale_rows",
             "axpy_rows",
             "xpay_rows",
-            "cg_update_xr",
+            "axpy_pair_rows",
             "affine",
             "laplace",
         ] {

@@ -25,7 +25,9 @@ mod stats;
 use ndarray::ArrayView3;
 
 use crate::backend::Arr;
-use crate::backend::{ArrayMeta, Backend, BinaryOp, BorderMode};
+use crate::backend::{
+    ArrayMeta, BackendTypes, BinaryOp, BorderMode, Elementwise, Filter, Memory, Reduce,
+};
 use crate::dtype::{Float, Index};
 use crate::error::{Error, Result, fmt_shape};
 use crate::shape::{expect_nonempty, expect_shape};
@@ -157,12 +159,12 @@ pub(crate) fn ravel(coord: &[usize], shape: &[usize]) -> usize {
 }
 
 /// `scores` itself when it holds no NaN, otherwise a device copy with NaN replaced by −∞.
-pub(crate) enum Sanitized<'a, B: Backend, T: Float> {
+pub(crate) enum Sanitized<'a, B: BackendTypes, T: Float> {
     Borrowed(&'a Arr<B, T>),
     Owned(Arr<B, T>),
 }
 
-impl<B: Backend, T: Float> Sanitized<'_, B, T> {
+impl<B: BackendTypes, T: Float> Sanitized<'_, B, T> {
     pub(crate) fn get(&self) -> &Arr<B, T> {
         match self {
             Sanitized::Borrowed(a) => a,
@@ -171,7 +173,7 @@ impl<B: Backend, T: Float> Sanitized<'_, B, T> {
     }
 }
 
-pub(crate) fn sanitize<'a, B: Backend, T: Float>(
+pub(crate) fn sanitize<'a, B: Memory + Elementwise + Reduce + Filter, T: Float>(
     b: &B,
     scores: &'a Arr<B, T>,
 ) -> Result<Sanitized<'a, B, T>> {
@@ -185,7 +187,10 @@ pub(crate) fn sanitize<'a, B: Backend, T: Float>(
 }
 
 /// Minimum and maximum over the non-NaN values, `None` when every value is NaN.
-pub(crate) fn min_max<B: Backend, T: Float>(b: &B, a: &Arr<B, T>) -> Result<Option<(T, T)>> {
+pub(crate) fn min_max<B: Memory + Elementwise + Reduce + Filter, T: Float>(
+    b: &B,
+    a: &Arr<B, T>,
+) -> Result<Option<(T, T)>> {
     match (b.min(a), b.max(a)) {
         (Ok(lo), Ok(hi)) => Ok(Some((lo, hi))),
         (Err(Error::NonFinite { .. }), _) | (_, Err(Error::NonFinite { .. })) => Ok(None),
@@ -248,7 +253,7 @@ fn border_widths(params: &PeakParams, ndim: usize) -> Result<Vec<usize>> {
 /// assert_eq!(peaks[0].score, 3.0);
 /// # Ok::<(), monomorph::Error>(())
 /// ```
-pub fn find_peaks<B: Backend, T: Float>(
+pub fn find_peaks<B: Memory + Elementwise + Reduce + Filter, T: Float>(
     b: &B,
     scores: &Arr<B, T>,
     params: &PeakParams,
@@ -436,7 +441,7 @@ pub(crate) fn sort_desc<T: Float>(c: &mut [(usize, T)]) {
 ///
 /// Errors: a map whose shape is not `scores_shape`, rotations that are not d×d, an index at a
 /// peak that is negative or not below the number of rotations.
-pub fn attach_rotations<B: Backend, I: Index>(
+pub fn attach_rotations<B: Memory + Elementwise + Reduce + Filter, I: Index>(
     b: &B,
     peaks: &mut [Peak],
     scores_shape: &[usize],
@@ -473,7 +478,7 @@ pub fn attach_rotations<B: Backend, I: Index>(
             )
         })?;
         let m: Vec<f64> = rotations
-            .slice(ndarray::s![k, .., ..])
+            .index_axis(ndarray::Axis(0), k)
             .iter()
             .copied()
             .collect();
@@ -483,7 +488,7 @@ pub fn attach_rotations<B: Backend, I: Index>(
 }
 
 /// [`find_peaks`] followed by [`attach_rotations`]: each peak carries its best rotation.
-pub fn find_peaks_with_rotations<B: Backend, T: Float, I: Index>(
+pub fn find_peaks_with_rotations<B: Memory + Elementwise + Reduce + Filter, T: Float, I: Index>(
     b: &B,
     scores: &Arr<B, T>,
     params: &PeakParams,

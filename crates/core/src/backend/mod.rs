@@ -26,6 +26,53 @@
 //!   returns host values (reductions, downloads) synchronises.
 //! * Fused kernels (one pass over memory for what an inner loop needs) have default bodies made
 //!   of primitives; a backend overrides them where one pass is faster.
+//! * Argument checks live beside each trait, as `check_*` functions in the family's file (e.g.
+//!   [`check_pad`], [`check_max_filter`], [`check_laplacian`]); every backend calls them before
+//!   touching data, so the same mistake gives the same error, word for word, on every backend.
+//!
+//! # Adding a backend
+//!
+//! A backend is a crate (`crates/<name>`) with a type implementing [`BackendTypes`], every op
+//! family and [`Backend`]. It is brought up family by family, each proven by its slice of the
+//! conformance suite before the next is started:
+//!
+//! | family | the contract (core) | the backend implements | conformance tests |
+//! |---|---|---|---|
+//! | memory | `crates/core/src/backend/ops/memory.rs` | `src/ops/memory.rs` | `testing/ops/memory.rs` |
+//! | elementwise | `backend/ops/elementwise.rs` | `src/ops/elementwise.rs` | `testing/ops/elementwise.rs` |
+//! | reduce | `backend/ops/reduce.rs` | `src/ops/reduce.rs` | `testing/ops/reduce.rs` |
+//! | spectral | `backend/ops/spectral.rs` | `src/ops/spectral.rs` (+ its FFT plans) | `testing/ops/spectral.rs` |
+//! | resample | `backend/ops/resample.rs` | `src/ops/resample.rs` | `testing/ops/resample.rs` |
+//! | filter | `backend/ops/filter.rs` | `src/ops/filter.rs` | `testing/ops/filter.rs` |
+//! | linalg | `backend/ops/linalg.rs` | `src/ops/linalg.rs` | `testing/ops/linalg.rs` |
+//! | correlate | `backend/ops/correlate.rs` | `src/ops/correlate.rs` | `testing/ops/correlate.rs` |
+//! | (all) | the `check_*` functions of each file above | calls them first | `testing/ops/validation.rs` |
+//!
+//! (Core paths are under `crates/core/src/`; the backend's under `crates/<name>/`. The CPU
+//! backend, `crates/cpu`, and the CUDA backend, `crates/cuda` with its kernels in
+//! `crates/cuda/kernels/<family>.cu`, follow this layout file for file.)
+//!
+//! 1. `crates/<name>/src/lib.rs`: the backend type, its [`BackendTypes`] (precision, array
+//!    type implementing [`ArrayMeta`], FFT plan type implementing [`FftPlan`]) and
+//!    [`Backend`] (`name`, `device`).
+//! 2. One `crates/<name>/src/ops/<family>.rs` per family, in the order of the table (memory
+//!    first: every test uploads and downloads). Start each op with the family's `check_*`
+//!    function; keep the default bodies of fused ops (they are the specification) until a
+//!    faster override is proven equal to them by the family's tests.
+//! 3. `crates/<name>/tests/conformance.rs` stamps the suite, one family at a time while the
+//!    backend grows:
+//!    ```ignore
+//!    fn make() -> Option<MyBackend<Single>> { MyBackend::new().ok() }
+//!    monomorph_core::backend_test_suite!(make; memory, elementwise); // the families so far
+//!    // or one family: monomorph_core::conformance_family!(reduce, make);
+//!    // when all are done: monomorph_core::backend_test_suite!(make);
+//!    ```
+//!    `make` returns `None` where the device is missing (the tests then skip); stamp it for
+//!    every precision the backend serves. The `validation` family checks the exact text of
+//!    each argument error, so it passes once every op calls the shared checks.
+//! 4. The facade: a cargo feature and dependency in the root `Cargo.toml`, the re-export in
+//!    `src/lib.rs`, and a `BackendChoice`
+//!    arm in `src/dispatch.rs` so that the command can pick it.
 
 pub mod ops;
 pub mod transfer;

@@ -153,14 +153,17 @@ macro_rules! conformance_family {
     };
     (linalg, $make:path) => {
         $crate::conformance_family!(@mod linalg, $make;
-            dense_matvec, csr_matvec, laplacian_stencil, row_ops, cg_update_fused);
+            dense_matvec, csr_matvec, laplacian_stencil, row_ops, axpy_pair_rows_fused);
     };
     (correlate, $make:path) => {
         $crate::conformance_family!(@mod correlate, $make;
             running_max_strict, fused_pipeline_equals_unfused, gather_window_matches_host);
     };
     (validation, $make:path) => {
-        $crate::conformance_family!(@mod validation, $make; cpu_reference_argument_rules);
+        $crate::conformance_family!(@mod validation, $make;
+            cpu_reference_argument_rules, validation_memory, validation_elementwise,
+            validation_reduce, validation_spectral, validation_resample, validation_filter,
+            validation_linalg);
     };
     (@mod $family:ident, $make:path; $($name:ident),* $(,)?) => {
         mod $family {

@@ -47,7 +47,7 @@ use rustfft::{Fft, FftNum};
 use super::real::{HalfPlans, ROWS, Twiddle};
 use super::{CPass, Check, Geometry};
 use crate::transpose;
-use crate::util::SharedMut;
+use crate::util::{self, SharedMut, grow};
 
 /// Lines gathered into one block for a strided pass.
 const TILE: usize = 16;
@@ -155,12 +155,6 @@ impl<T: FftNum + Default> Scratch<T> {
         grow(&mut self.stage, stage + k.block);
         let (spec, stage) = self.stage.split_at_mut(k.block);
         (&mut self.block, spec, &mut self.fft, stage)
-    }
-}
-
-fn grow<E: Default + Clone>(v: &mut Vec<E>, len: usize) {
-    if v.len() < len {
-        v.resize(len, E::default());
     }
 }
 
@@ -787,11 +781,7 @@ fn c2r_rows<T: FftFloat>(
 
 /// Slabs per parallel task: about 8 tasks per thread, but none under [`PAR_WORK`] elements.
 fn rows_per_task(total_rows: usize, row_elems: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    total_rows
-        .div_ceil(8 * threads)
-        .max(min_tasks(row_elems))
-        .max(1)
+    util::rows_per_task(total_rows, 8, min_tasks(row_elems))
 }
 
 /// The fused slab of a geometry: the outer slabs of the first complex pass, if there are

@@ -34,9 +34,6 @@ use rustfft::FftPlanner;
 use crate::util::SharedMut;
 pub(crate) use exec::Kernels;
 
-/// Most transformed axes a plan takes.
-pub const MAX_FFT_AXES: usize = 3;
-
 /// A cached r2c/c2r plan for one real shape, one set of axes and one float type.
 ///
 /// Cheap to clone (two `Arc`s). Made by `Spectral::fft_plan` of a [`Cpu`](crate::Cpu) backend;
@@ -200,58 +197,6 @@ impl Geometry {
     }
 }
 
-/// Errors unless `shape` and `axes` make a valid plan; also rejects element counts that
-/// overflow `usize`.
-pub(crate) fn validate(shape: &[usize], axes: &[usize]) -> Result<()> {
-    if axes.is_empty() || axes.len() > MAX_FFT_AXES {
-        return Err(Error::invalid(
-            "axes",
-            format!(
-                "an FFT transforms 1 to {MAX_FFT_AXES} axes, got {} ({axes:?})",
-                axes.len()
-            ),
-        ));
-    }
-    if let Some(&a) = axes.iter().find(|&&a| a >= shape.len()) {
-        return Err(Error::invalid(
-            "axes",
-            format!(
-                "axis {a} is out of range for a {}-d array of shape {}",
-                shape.len(),
-                fmt_shape(shape)
-            ),
-        ));
-    }
-    if let Some(w) = axes.windows(2).find(|w| w[0] >= w[1]) {
-        let why = if w[0] == w[1] {
-            format!("axis {} is repeated", w[0])
-        } else {
-            format!("{} comes before {}", w[0], w[1])
-        };
-        return Err(Error::invalid(
-            "axes",
-            format!("axes must be unique and ascending, got {axes:?} ({why})"),
-        ));
-    }
-    if shape.contains(&0) {
-        return Err(Error::Empty(format!(
-            "shape {} of fft_plan",
-            fmt_shape(shape)
-        )));
-    }
-    let total = shape
-        .iter()
-        .try_fold(1usize, |acc, &s| acc.checked_mul(s))
-        .and_then(|t| t.checked_mul(2));
-    if total.is_none() {
-        return Err(Error::invalid(
-            "shape",
-            format!("{} has more elements than fit in memory", fmt_shape(shape)),
-        ));
-    }
-    Ok(())
-}
-
 /// The planners of one float type (kept so that repeated lengths share twiddles).
 struct Planners<T: rustfft::FftNum> {
     real: RealFftPlanner<T>,
@@ -312,7 +257,7 @@ impl fmt::Debug for PlanCache {
 impl PlanCache {
     /// The plan for `shape`/`axes` in float type `F` (`f32` or `f64`), built on first use.
     pub(crate) fn get<F: 'static>(&self, shape: &[usize], axes: &[usize]) -> Result<CpuFftPlan> {
-        validate(shape, axes)?;
+        monomorph_core::check_fft_plan(shape, axes)?;
         let is_f64 = if TypeId::of::<F>() == TypeId::of::<f32>() {
             false
         } else if TypeId::of::<F>() == TypeId::of::<f64>() {
@@ -372,25 +317,10 @@ impl Dir {
 }
 
 impl CpuFftPlan {
-    /// Errors unless the real and complex arrays have this plan's shapes.
+    /// Errors unless the real and complex arrays have this plan's shapes (the check every
+    /// backend shares).
     fn check(&self, dir: Dir, real: &[usize], complex: &[usize]) -> Result<()> {
-        let g = &self.geom;
-        if real != g.real_shape.as_slice() || complex != g.complex_shape.as_slice() {
-            let (rn, cn) = match dir {
-                Dir::Inverse => ("out", "input"),
-                _ => ("input", "out"),
-            };
-            return Err(Error::FftPlan {
-                plan: g.describe(),
-                got: format!(
-                    "{}: real `{rn}` {} and complex `{cn}` {}",
-                    dir.name(),
-                    fmt_shape(real),
-                    fmt_shape(complex)
-                ),
-            });
-        }
-        Ok(())
+        monomorph_core::check_fft_arrays(self, dir.name(), real, complex)
     }
 
     fn wrong_float<F>(&self, dir: Dir) -> Error {
@@ -403,29 +333,6 @@ impl CpuFftPlan {
             ),
         }
     }
-}
-
-/// Validates `nonzero` for a pruned transform of `plan`.
-fn check_nonzero(g: &Geometry, nonzero: &[usize]) -> Result<()> {
-    if nonzero.len() != g.real_shape.len() {
-        return Err(Error::shape(
-            "`nonzero` of rfft_pruned",
-            format!("{} extents (one per axis)", g.real_shape.len()),
-            format!("{} ({nonzero:?})", nonzero.len()),
-        ));
-    }
-    if let Some(k) = (0..nonzero.len()).find(|&k| nonzero[k] > g.real_shape[k]) {
-        return Err(Error::invalid(
-            "nonzero",
-            format!(
-                "extent {} on axis {k} exceeds the array's {} (shape {})",
-                nonzero[k],
-                g.real_shape[k],
-                fmt_shape(&g.real_shape)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Spectrum products a forward transform writes instead of its spectrum (see
@@ -454,7 +361,7 @@ pub(crate) fn forward<F: bytemuck::Pod>(
     };
     plan.check(dir, in_shape, out_shape)?;
     if let Some(nz) = nonzero {
-        check_nonzero(&plan.geom, nz)?;
+        monomorph_core::check_rfft_pruned_nonzero(&plan.geom.real_shape, nz)?;
     }
     let g = &plan.geom;
     if let Some(pa) = &products {

@@ -82,7 +82,7 @@ impl Twiddle for f64 {}
 impl Twiddle for f32 {
     fn r2c_post(z: &[Complex<f32>], tw: &[Complex<f32>], x: &mut [Complex<f32>]) {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx") {
+        if crate::simd::has_avx() {
             // SAFETY: AVX is available.
             let k = unsafe { avx::r2c_post(z, tw, x) };
             r2c_post_scalar(z, tw, x, k);
@@ -93,7 +93,7 @@ impl Twiddle for f32 {
 
     fn c2r_pre(x: &[Complex<f32>], tw: &[Complex<f32>], y: &mut [Complex<f32>]) {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx") {
+        if crate::simd::has_avx() {
             // SAFETY: AVX is available.
             let k = unsafe { avx::c2r_pre(x, tw, y) };
             c2r_pre_scalar(x, tw, y, k);

@@ -14,60 +14,13 @@ use crate::{Cpu, CpuFftPlan, fft};
 type F<P> = <P as Precision>::Float;
 type C<P> = num_complex::Complex<F<P>>;
 
-/// Axis-0 rows per parallel task for an output of `row_len` elements per row.
+/// Axis-0 rows per parallel task for an output of `row_len` elements per row: several tasks
+/// per thread for balance, but at least ~PAR_MIN/4 elements each.
 fn rows_per_task(nrows: usize, row_len: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    // Several tasks per thread for balance, but at least ~PAR_MIN/4 elements each.
-    let by_size = (PAR_MIN / 4).div_ceil(row_len.max(1));
-    nrows.div_ceil(threads * 4).max(by_size).max(1)
+    crate::util::rows_per_task(nrows, 4, (PAR_MIN / 4).div_ceil(row_len.max(1)))
 }
 
-/// Defines `fn $name` running the always-inlined kernel `$body` compiled for the widest vector
-/// unit the CPU has: AVX-512F, else AVX2+FMA, else AVX (runtime detection), else the baseline.
-/// The arithmetic, hence the result, is the same on every path (no contraction into FMA happens
-/// implicitly); only the vector width changes.
-macro_rules! widest_simd {
-    ($(#[$m:meta])* fn $name:ident<$($g:ident: $bound:ident),*>($($a:ident: $t:ty),* $(,)?)
-        -> $r:ty = $body:path;) => {
-        $(#[$m])*
-        #[allow(clippy::too_many_arguments)]
-        fn $name<$($g: $bound),*>($($a: $t),*) -> $r {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f,avx2,fma")]
-                #[allow(clippy::too_many_arguments)]
-                fn avx512<$($g: $bound),*>($($a: $t),*) -> $r {
-                    $body($($a),*)
-                }
-                #[target_feature(enable = "avx2,fma")]
-                #[allow(clippy::too_many_arguments)]
-                fn avx2<$($g: $bound),*>($($a: $t),*) -> $r {
-                    $body($($a),*)
-                }
-                #[target_feature(enable = "avx")]
-                #[allow(clippy::too_many_arguments)]
-                fn avx<$($g: $bound),*>($($a: $t),*) -> $r {
-                    $body($($a),*)
-                }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU supports AVX-512F (checked just above).
-                    return unsafe { avx512($($a),*) };
-                }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-                    return unsafe { avx2($($a),*) };
-                }
-                if std::arch::is_x86_feature_detected!("avx") {
-                    // SAFETY: the CPU supports AVX (checked just above).
-                    return unsafe { avx($($a),*) };
-                }
-            }
-            $body($($a),*)
-        }
-    };
-}
+use crate::simd::widest_simd;
 
 widest_simd! {
     /// [`host::score_max_update`] at the widest vector width: the FLC normalisation (f64

@@ -1,11 +1,11 @@
-use monomorph_core::{BinaryOp, Elementwise, Float, Precision, Result, UnaryOp};
+use monomorph_core::{BinaryOp, Elementwise, Float, Precision, Result, UnaryOp, check_binary};
 use ndarray::ArrayD;
 use num_complex::Complex;
 use rayon::prelude::*;
 
 use super::{data, data_mut};
 use crate::Cpu;
-use crate::util::{PAR_MIN, same_shape};
+use crate::util::PAR_MIN;
 
 /// `f(out_chunk, a_chunk)` over matching chunks, in parallel when large.
 pub(crate) fn zip2<A: Sync, O: Send>(out: &mut [O], a: &[A], f: impl Fn(&mut [O], &[A]) + Sync) {
@@ -43,6 +43,24 @@ pub(crate) fn each<O: Send>(out: &mut [O], f: impl Fn(&mut [O]) + Sync) {
     }
 }
 
+/// `out = f(a, b)` element by element (the complex binary ops), in parallel when large.
+fn complex_binary<T: Float>(
+    op: &str,
+    a: &ArrayD<Complex<T>>,
+    b: &ArrayD<Complex<T>>,
+    out: &mut ArrayD<Complex<T>>,
+    f: impl Fn(Complex<T>, Complex<T>) -> Complex<T> + Sync,
+) -> Result<()> {
+    check_binary(op, a.shape(), b.shape(), out.shape())?;
+    let (a, b) = (data("a", a)?, data("b", b)?);
+    zip3(data_mut("out", out)?, a, b, |o, a, b| {
+        for i in 0..o.len() {
+            o[i] = f(a[i], b[i]);
+        }
+    });
+    Ok(())
+}
+
 impl<P: Precision> Elementwise for Cpu<P> {
     fn binary<T: Float>(
         &self,
@@ -51,8 +69,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<T>,
         out: &mut ArrayD<T>,
     ) -> Result<()> {
-        same_shape("binary: b vs a", a.shape(), b.shape())?;
-        same_shape("binary: out vs a", a.shape(), out.shape())?;
+        check_binary("binary", a.shape(), b.shape(), out.shape())?;
         let (a, b) = (data("a", a)?, data("b", b)?);
         zip3(data_mut("out", out)?, a, b, |o, a, b| {
             for i in 0..o.len() {
@@ -68,7 +85,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         a: &mut ArrayD<T>,
         b: &ArrayD<T>,
     ) -> Result<()> {
-        same_shape("binary_assign: b vs a", a.shape(), b.shape())?;
+        monomorph_core::check_elementwise("binary_assign", ("a", a.shape()), &[("b", b.shape())])?;
         let b = data("b", b)?;
         zip2(data_mut("a", a)?, b, |a, b| {
             for i in 0..a.len() {
@@ -99,7 +116,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
 
     fn axpy<T: Float>(&self, alpha: f64, x: &ArrayD<T>, y: &mut ArrayD<T>) -> Result<()> {
         let alpha = T::from_f64(alpha);
-        same_shape("axpy: y vs x", x.shape(), y.shape())?;
+        monomorph_core::check_elementwise("axpy", ("x", x.shape()), &[("y", y.shape())])?;
         let x = data("x", x)?;
         zip2(data_mut("y", y)?, x, |y, x| {
             for i in 0..y.len() {
@@ -115,15 +132,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<Complex<T>>,
         out: &mut ArrayD<Complex<T>>,
     ) -> Result<()> {
-        same_shape("complex_mul_conj: b vs a", a.shape(), b.shape())?;
-        same_shape("complex_mul_conj: out vs a", a.shape(), out.shape())?;
-        let (a, b) = (data("a", a)?, data("b", b)?);
-        zip3(data_mut("out", out)?, a, b, |o, a, b| {
-            for i in 0..o.len() {
-                o[i] = a[i] * b[i].conj();
-            }
-        });
-        Ok(())
+        complex_binary("complex_mul_conj", a, b, out, |x, y| x * y.conj())
     }
 
     fn complex_mul<T: Float>(
@@ -132,15 +141,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<Complex<T>>,
         out: &mut ArrayD<Complex<T>>,
     ) -> Result<()> {
-        same_shape("complex_mul: b vs a", a.shape(), b.shape())?;
-        same_shape("complex_mul: out vs a", a.shape(), out.shape())?;
-        let (a, b) = (data("a", a)?, data("b", b)?);
-        zip3(data_mut("out", out)?, a, b, |o, a, b| {
-            for i in 0..o.len() {
-                o[i] = a[i] * b[i];
-            }
-        });
-        Ok(())
+        complex_binary("complex_mul", a, b, out, |x, y| x * y)
     }
 
     fn complex_scale<T: Float>(&self, a: &mut ArrayD<Complex<T>>, s: f64) -> Result<()> {
@@ -158,7 +159,11 @@ impl<P: Precision> Elementwise for Cpu<P> {
         src: &ArrayD<Complex<T>>,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        same_shape("complex_norm_sq: dst vs src", src.shape(), dst.shape())?;
+        monomorph_core::check_elementwise(
+            "complex_norm_sq",
+            ("src", src.shape()),
+            &[("dst", dst.shape())],
+        )?;
         let s = data("src", src)?;
         zip2(data_mut("dst", dst)?, s, |d, s| {
             for i in 0..d.len() {

@@ -22,8 +22,7 @@
 //! largest number, depending on its position (scipy's own result is order dependent too). It
 //! never panics, and windows that contain no NaN are exact.
 
-use monomorph_core::error::fmt_shape;
-use monomorph_core::{BorderMode, Error, Filter, Float, Precision, Real, Result};
+use monomorph_core::{BorderMode, Filter, Float, Precision, Real, Result};
 use ndarray::ArrayD;
 use rayon::prelude::*;
 use std::sync::{Mutex, PoisonError};
@@ -31,24 +30,7 @@ use std::sync::{Mutex, PoisonError};
 use super::{data, data_mut};
 use crate::Cpu;
 use crate::transpose;
-use crate::util::PAR_MIN;
-
-/// A raw pointer that may cross threads; users guarantee disjoint access.
-#[derive(Clone, Copy)]
-pub(super) struct SendPtr<T>(pub(super) *mut T);
-// SAFETY: only used to hand disjoint sets of elements of one slice to parallel tasks (see
-// `LineBlocks`); the pointee type is `Send`.
-unsafe impl<T: Send> Send for SendPtr<T> {}
-// SAFETY: as above; tasks never touch the same element.
-unsafe impl<T: Send> Sync for SendPtr<T> {}
-
-impl<T> SendPtr<T> {
-    /// The pointer (a method, so closures capture the whole `Send` wrapper).
-    #[inline(always)]
-    pub(super) fn get(self) -> *mut T {
-        self.0
-    }
-}
+use crate::util::{PAR_MIN, SharedMut, grow, strides};
 
 /// The most lanes a block may have.
 pub(super) const MAX_LANES: usize = 64;
@@ -127,16 +109,6 @@ fn cval_of<T: Real>(mode: BorderMode) -> T {
     match mode {
         BorderMode::Constant(c) => T::from_f64(c),
         _ => T::zero(),
-    }
-}
-
-fn check_mode(mode: BorderMode) -> Result<()> {
-    match mode {
-        BorderMode::Constant(c) if c.is_nan() => Err(Error::invalid(
-            "mode",
-            "BorderMode::Constant(cval) needs a number, got NaN",
-        )),
-        _ => Ok(()),
     }
 }
 
@@ -256,13 +228,6 @@ impl<T> ScratchPool<T> {
     }
 }
 
-/// Grows `v` to at least `len` elements (the new ones are never read before being written).
-fn grow<T: Real>(v: &mut Vec<T>, len: usize) {
-    if v.len() < len {
-        v.resize(len, T::zero());
-    }
-}
-
 /// Van Herk / Gil-Werman along the rows of a block: row `k < n` of the lines at `src + k·ss`,
 /// `w` elements, output row `k` at `dst + k·ds`. The rows of the extended line outside
 /// `0..n` (the border) are built once in `sc.border`; the others are read where they are, so
@@ -293,12 +258,12 @@ unsafe fn van_herk_block<T: Real>(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if crate::simd::has_avx512() {
             // SAFETY: AVX-512F is available; the rest is this function's contract.
             return unsafe { van_herk_block_avx512(src, ss, dst, ds, w, n, size, mode, sc) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 is available; the rest is this function's contract.
+        if crate::simd::has_avx2_fma() {
+            // SAFETY: AVX2 (and FMA) are available; the rest is this function's contract.
             return unsafe { van_herk_block_avx2(src, ss, dst, ds, w, n, size, mode, sc) };
         }
     }
@@ -374,9 +339,10 @@ unsafe fn van_herk_block_impl<T: Real>(
             (n + b - left) as isize
         };
         match border_index(p, n, mode) {
-            // SAFETY: source row `k < n`, valid for `w` reads (contract).
             Some(k) => {
-                row.copy_from_slice(unsafe { std::slice::from_raw_parts(src.add(k * ss), w) })
+                // SAFETY: source row `k < n`, valid for `w` reads (this function's contract).
+                let line = unsafe { std::slice::from_raw_parts(src.add(k * ss), w) };
+                row.copy_from_slice(line)
             }
             None => row.fill(cval),
         }
@@ -384,13 +350,13 @@ unsafe fn van_herk_block_impl<T: Real>(
     let border = sc.border.as_ptr();
     let row = |j: usize| -> *const T {
         if j < left {
-            // SAFETY (pointer arithmetic only): border row `j` of `size − 1`.
+            // SAFETY: pointer arithmetic only, border row `j` of `size − 1`.
             unsafe { border.add(j * w) }
         } else if j < left + n {
-            // SAFETY (pointer arithmetic only): source row `j − left < n`.
+            // SAFETY: pointer arithmetic only, source row `j − left < n`.
             unsafe { src.add((j - left) * ss) }
         } else {
-            // SAFETY (pointer arithmetic only): border row `j − n < size − 1`.
+            // SAFETY: pointer arithmetic only, border row `j − n < size − 1`.
             unsafe { border.add((j - n) * w) }
         }
     };
@@ -537,9 +503,9 @@ fn max_pass<T: Real>(
     let n = shape[axis];
     let stride: usize = shape[axis + 1..].iter().product();
     let outer: usize = shape[..axis].iter().product();
-    let ptr = SendPtr(out.as_mut_ptr());
+    let ptr = SharedMut(out.as_mut_ptr());
     let total = out.len();
-    let inp = input.map(|s| SendPtr(s.as_ptr() as *mut T));
+    let inp = input.map(|s| SharedMut(s.as_ptr() as *mut T));
     // the source of the pass: the input, or `out` itself (in place)
     let src = inp.unwrap_or(ptr);
     let parallel = parallel && total >= PAR_MIN;
@@ -655,23 +621,6 @@ fn max_pass<T: Real>(
     };
     debug_assert!(blocks.count() * MF_LANES >= total / n);
     for_blocks(blocks.count(), &run);
-}
-
-fn check_same(what: &str, a: &[usize], b: &[usize]) -> Result<()> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(Error::shape(what, fmt_shape(a), fmt_shape(b)))
-    }
-}
-
-/// Row-major strides of `shape`.
-fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1usize; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        s[k] = s[k + 1] * shape[k + 1];
-    }
-    s
 }
 
 fn footprint_impl<T: Real>(
@@ -827,25 +776,7 @@ impl<P: Precision> Filter for Cpu<P> {
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
         let shape = src.shape().to_vec();
-        check_same("max_filter: dst", &shape, dst.shape())?;
-        check_mode(mode)?;
-        if size.len() != shape.len() {
-            return Err(Error::shape(
-                "max_filter: size",
-                format!(
-                    "{} entries (one per axis of {})",
-                    shape.len(),
-                    fmt_shape(&shape)
-                ),
-                format!("{} entries", size.len()),
-            ));
-        }
-        if let Some(k) = size.iter().position(|&s| s == 0) {
-            return Err(Error::invalid(
-                "max_filter: size",
-                format!("window size on axis {k} is 0; sizes must be >= 1"),
-            ));
-        }
+        monomorph_core::check_max_filter(&shape, size, mode, dst.shape())?;
         let s = data("max_filter: src", src)?;
         let o = data_mut("max_filter: dst", dst)?;
         if o.is_empty() {
@@ -903,33 +834,13 @@ impl<P: Precision> Filter for Cpu<P> {
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
         let shape = src.shape().to_vec();
-        check_same("max_filter_footprint: dst", &shape, dst.shape())?;
-        check_mode(mode)?;
-        if footprint_shape.len() != shape.len() {
-            return Err(Error::shape(
-                "max_filter_footprint: footprint_shape",
-                format!("{} axes like src {}", shape.len(), fmt_shape(&shape)),
-                format!(
-                    "{} axes {}",
-                    footprint_shape.len(),
-                    fmt_shape(footprint_shape)
-                ),
-            ));
-        }
-        let flen: usize = footprint_shape.iter().product();
-        if footprint.len() != flen {
-            return Err(Error::shape(
-                "max_filter_footprint: footprint",
-                format!("{flen} entries for shape {}", fmt_shape(footprint_shape)),
-                format!("{} entries", footprint.len()),
-            ));
-        }
-        if !footprint.iter().any(|&v| v) {
-            return Err(Error::invalid(
-                "max_filter_footprint: footprint",
-                "has no true entry (an empty neighbourhood)",
-            ));
-        }
+        monomorph_core::check_max_filter_footprint(
+            &shape,
+            footprint,
+            footprint_shape,
+            mode,
+            dst.shape(),
+        )?;
         let s = data("max_filter_footprint: src", src)?;
         let o = data_mut("max_filter_footprint: dst", dst)?;
         if o.is_empty() {
@@ -950,8 +861,7 @@ impl<P: Precision> Filter for Cpu<P> {
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
         let shape = src.shape().to_vec();
-        check_same("laplace: dst", &shape, dst.shape())?;
-        check_mode(mode)?;
+        monomorph_core::check_laplace(&shape, mode, dst.shape())?;
         let s = data("laplace: src", src)?;
         let o = data_mut("laplace: dst", dst)?;
         if o.is_empty() {
@@ -975,18 +885,7 @@ impl<P: Precision> Filter for Cpu<P> {
         border: &[usize],
     ) -> Result<Vec<(usize, T)>> {
         let shape = src.shape().to_vec();
-        check_same("peak_candidates: filtered", &shape, filtered.shape())?;
-        if border.len() != shape.len() {
-            return Err(Error::shape(
-                "peak_candidates: border",
-                format!(
-                    "{} entries (one per axis of {})",
-                    shape.len(),
-                    fmt_shape(&shape)
-                ),
-                format!("{} entries", border.len()),
-            ));
-        }
+        monomorph_core::check_peak_candidates(&shape, filtered.shape(), border)?;
         let s = data("peak_candidates: src", src)?;
         let f = data("peak_candidates: filtered", filtered)?;
         if s.is_empty() {

@@ -6,17 +6,17 @@
 //! result is the same bit for bit whether it is solved alone or in a batch. Inner loops keep
 //! [`LANES`] independent f64 accumulators so that they vectorise.
 
-use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    Boundary, CsrMatrix, DenseDims, Error, Float, Linalg, Precision, Result, check_matvec_csr,
-    check_matvec_dense,
+    Boundary, CsrMatrix, DenseDims, Float, LaplacianDims, Linalg, Precision, Result, check_active,
+    check_axpy_pair_rows, check_axpy_rows, check_laplacian, check_matvec_csr, check_matvec_csr_dot,
+    check_matvec_dense, check_matvec_dense_dot, check_scale_rows, check_xpay_rows,
 };
 use ndarray::ArrayD;
 use rayon::prelude::*;
 
 use super::{data, data_mut};
 use crate::Cpu;
-use crate::util::{PAR_MIN, per_row, rows_of, same_shape};
+use crate::util::PAR_MIN;
 
 /// Independent accumulators of the fused reductions.
 const LANES: usize = 8;
@@ -164,37 +164,6 @@ fn update_chunk<T: Float, const RQ: bool>(
     (s, sq)
 }
 
-/// Checks `active` has one flag per row.
-fn check_mask(what: &str, active: &[bool], rows: usize) -> Result<()> {
-    per_row(what, active, rows)
-}
-
-/// Checks a Laplacian call and returns the grid padded to 3 axes `(nz, ny, nx)`.
-fn laplacian_grid(grid: &[usize], x: &[usize], y: &[usize]) -> Result<[usize; 3]> {
-    if grid.is_empty() || grid.len() > 3 || grid.contains(&0) {
-        return Err(Error::invalid(
-            "grid",
-            format!("1 to 3 non-zero axes expected, got {}", fmt_shape(grid)),
-        ));
-    }
-    let n = grid
-        .iter()
-        .try_fold(1usize, |a, &g| a.checked_mul(g))
-        .ok_or_else(|| Error::invalid("grid", "number of points overflows usize"))?;
-    let (_, xn) = rows_of("x of laplacian", x)?;
-    if xn != n {
-        return Err(Error::shape(
-            "x of laplacian",
-            format!("(batch, {n})"),
-            fmt_shape(x),
-        ));
-    }
-    same_shape("y of laplacian", x, y)?;
-    let mut g = [1usize; 3];
-    g[3 - grid.len()..].copy_from_slice(grid);
-    Ok(g)
-}
-
 /// The Laplacian of one row, `out` = lines `[line0, line0 + out.len()/nx)` of the padded
 /// `(nz, ny, nx)` grid; returns Σ x·out over those lines when `dot`. Sum order per point, as
 /// PhiFlow's `laplace`: centre, then slowest axis to fastest, lower neighbour then upper.
@@ -283,10 +252,10 @@ impl<P: Precision> Cpu<P> {
         active: &[bool],
         dot: bool,
     ) -> Result<Vec<f64>> {
-        let g = laplacian_grid(grid, x.shape(), y.shape())?;
-        let (rows, n) = rows_of("x of laplacian", x.shape())?;
-        if !active.is_empty() {
-            check_mask("active of laplacian_dot", active, rows)?;
+        let op = if dot { "laplacian_dot" } else { "laplacian" };
+        let LaplacianDims { rows, n, grid3: g } = check_laplacian(op, grid, x.shape(), y.shape())?;
+        if dot {
+            check_active(op, active, rows)?;
         }
         let nx = g[2];
         let zeros = vec![T::zero(); nx];
@@ -362,8 +331,7 @@ impl<P: Precision> Linalg for Cpu<P> {
     }
 
     fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut ArrayD<T>) -> Result<()> {
-        let (rows, n) = rows_of("x of scale_rows", x.shape())?;
-        per_row("alpha of scale_rows", alpha, rows)?;
+        let (_, n) = check_scale_rows(alpha, x.shape())?;
         rows_mut(data_mut("x", x)?, n, |r, _, c| {
             let a = alpha[r];
             for v in c {
@@ -374,9 +342,7 @@ impl<P: Precision> Linalg for Cpu<P> {
     }
 
     fn axpy_rows<T: Float>(&self, alpha: &[T], x: &ArrayD<T>, y: &mut ArrayD<T>) -> Result<()> {
-        same_shape("axpy_rows: y vs x", x.shape(), y.shape())?;
-        let (rows, n) = rows_of("x of axpy_rows", x.shape())?;
-        per_row("alpha of axpy_rows", alpha, rows)?;
+        let (_, n) = check_axpy_rows(alpha, x.shape(), y.shape())?;
         let dx = data("x", x)?;
         rows_mut(data_mut("y", y)?, n, |r, off, c| {
             let a = alpha[r];
@@ -392,9 +358,7 @@ impl<P: Precision> Linalg for Cpu<P> {
     }
 
     fn xpay_rows<T: Float>(&self, x: &ArrayD<T>, beta: &[T], y: &mut ArrayD<T>) -> Result<()> {
-        same_shape("xpay_rows: y vs x", x.shape(), y.shape())?;
-        let (rows, n) = rows_of("x of xpay_rows", x.shape())?;
-        per_row("beta of xpay_rows", beta, rows)?;
+        let (_, n) = check_xpay_rows("xpay_rows", x.shape(), beta, y.shape(), None)?;
         let dx = data("x", x)?;
         rows_mut(data_mut("y", y)?, n, |r, off, c| {
             let b = beta[r];
@@ -406,7 +370,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         Ok(())
     }
 
-    fn cg_update_xr<T: Float>(
+    fn axpy_pair_rows<T: Float>(
         &self,
         alpha: &[T],
         d: &ArrayD<T>,
@@ -417,7 +381,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         self.update_xr(alpha, d, q, x, r, false).map(|(rr, _)| rr)
     }
 
-    fn cg_update_xr_dots<T: Float>(
+    fn axpy_pair_rows_dots<T: Float>(
         &self,
         alpha: &[T],
         d: &ArrayD<T>,
@@ -456,8 +420,6 @@ impl<P: Precision> Linalg for Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        let (rows, _) = rows_of("x of laplacian_dot", x.shape())?;
-        check_mask("active of laplacian_dot", active, rows)?;
         self.laplacian_impl(grid, boundary, x, y, active, true)
     }
 
@@ -468,15 +430,10 @@ impl<P: Precision> Linalg for Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        let (rows, n) = rows_of("x of matvec_dense_dot", x.shape())?;
-        check_mask("active of matvec_dense_dot", active, rows)?;
+        let DenseDims { batch: rows, n, .. } =
+            check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
         // Dense products are O(n²) per row: the extra O(n) pass for the dot costs nothing.
         self.matvec_dense(a, x, y)?;
-        same_shape(
-            "matvec_dense_dot: y vs x (square matrix)",
-            x.shape(),
-            y.shape(),
-        )?;
         let (dx, dy) = (data("x", x)?, data("y", y)?);
         Ok((0..rows)
             .map(|r| {
@@ -496,15 +453,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        let (rows, _) = rows_of("x of matvec_csr_dot", x.shape())?;
-        check_mask("active of matvec_csr_dot", active, rows)?;
-        if a.nrows != a.ncols {
-            return Err(Error::shape(
-                "CSR matrix of matvec_csr_dot",
-                "a square matrix",
-                format!("({}, {})", a.nrows, a.ncols),
-            ));
-        }
+        check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
         self.csr_impl(a, x, y, active, true)
     }
 }
@@ -564,11 +513,13 @@ impl<P: Precision> Cpu<P> {
         r: &mut ArrayD<T>,
         rq: bool,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
-        same_shape("cg_update_xr: q vs d", d.shape(), q.shape())?;
-        same_shape("cg_update_xr: x vs d", d.shape(), x.shape())?;
-        same_shape("cg_update_xr: r vs d", d.shape(), r.shape())?;
-        let (rows, n) = rows_of("d of cg_update_xr", d.shape())?;
-        per_row("alpha of cg_update_xr", alpha, rows)?;
+        let op = if rq {
+            "axpy_pair_rows_dots"
+        } else {
+            "axpy_pair_rows"
+        };
+        let (rows, n) =
+            check_axpy_pair_rows(op, alpha, d.shape(), q.shape(), x.shape(), r.shape())?;
         let (dd, dq) = (data("d", d)?, data("q", q)?);
         let dxm = data_mut("x", x)?;
         let drm = data_mut("r", r)?;
@@ -629,10 +580,12 @@ impl<P: Precision> Cpu<P> {
         active: &[bool],
         dot: bool,
     ) -> Result<Vec<f64>> {
-        same_shape("xpay_rows: y vs x", x.shape(), y.shape())?;
-        let (rows, n) = rows_of("x of xpay_rows", x.shape())?;
-        per_row("beta of xpay_rows", beta, rows)?;
-        check_mask("active of xpay_rows", active, rows)?;
+        let op = if dot {
+            "xpay_rows_dot"
+        } else {
+            "xpay_rows_where"
+        };
+        let (_, n) = check_xpay_rows(op, x.shape(), beta, y.shape(), Some(active))?;
         let dx = data("x", x)?;
         Ok(row_chunks_sum(
             data_mut("y", y)?,

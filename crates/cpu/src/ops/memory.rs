@@ -1,11 +1,11 @@
-use monomorph_core::backend::array_bytes;
+use monomorph_core::backend::{array_bytes, check_copy};
 use monomorph_core::{Element, Error, Memory, Precision, Real, Result};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use rayon::prelude::*;
 
 use super::{data, data_mut};
 use crate::Cpu;
-use crate::util::{PAR_MIN, advise_huge_pages, host_memory, same_shape};
+use crate::util::{PAR_MIN, advise_huge_pages, host_memory};
 
 impl<P: Precision> Memory for Cpu<P> {
     fn zeros<T: Element>(&self, shape: &[usize]) -> Result<ArrayD<T>> {
@@ -48,7 +48,7 @@ impl<P: Precision> Memory for Cpu<P> {
     }
 
     fn copy<T: Element>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
-        same_shape("copy: dst vs src", src.shape(), dst.shape())?;
+        check_copy("copy", src.shape(), dst.shape())?;
         let s = data("src", src)?;
         let d = data_mut("dst", dst)?;
         if s.len() >= PAR_MIN {
@@ -72,14 +72,7 @@ impl<P: Precision> Memory for Cpu<P> {
     }
 
     fn reshape<T: Element>(&self, a: ArrayD<T>, shape: &[usize]) -> Result<ArrayD<T>> {
-        let n: usize = shape.iter().product();
-        if n != a.len() {
-            return Err(Error::shape(
-                "reshape",
-                format!("a shape with {} elements", a.len()),
-                monomorph_core::error::fmt_shape(shape),
-            ));
-        }
+        monomorph_core::check_reshape(a.len(), shape)?;
         let a = if a.is_standard_layout() {
             a
         } else {
@@ -90,7 +83,7 @@ impl<P: Precision> Memory for Cpu<P> {
     }
 
     fn cast<S: Real, D: Real>(&self, src: &ArrayD<S>, dst: &mut ArrayD<D>) -> Result<()> {
-        same_shape("cast: dst vs src", src.shape(), dst.shape())?;
+        check_copy("cast", src.shape(), dst.shape())?;
         let s = data("src", src)?;
         let d = data_mut("dst", dst)?;
         let conv = |d: &mut [D], s: &[S]| {

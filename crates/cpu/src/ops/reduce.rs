@@ -1,10 +1,13 @@
-use monomorph_core::{Error, Float, Precision, Real, Reduce, Result};
+use monomorph_core::{
+    Float, Precision, Real, Reduce, Result, all_nan_error, check_dot, check_reduce_nonempty,
+    check_rows,
+};
 use ndarray::ArrayD;
 use rayon::prelude::*;
 
 use super::data;
 use crate::Cpu;
-use crate::util::{PAR_MIN, rows_of, same_shape};
+use crate::util::PAR_MIN;
 
 /// Deterministic chunked reduction: partial results per fixed-size chunk (in parallel), then
 /// combined in chunk order, so results do not depend on the thread count.
@@ -24,13 +27,11 @@ fn chunked<T: Sync, R: Send>(
     parts.into_iter().reduce(combine)
 }
 
-fn nonempty<'a, T>(what: &str, a: &'a ArrayD<T>) -> Result<&'a [T]> {
-    let d = data(what, a)?;
-    if d.is_empty() {
-        Err(Error::Empty(what.to_string()))
-    } else {
-        Ok(d)
-    }
+/// The data of `a`, which must have some ([`check_reduce_nonempty`]).
+fn nonempty<T>(a: &ArrayD<T>) -> Result<&[T]> {
+    let d = data("a", a)?;
+    check_reduce_nonempty(d.len())?;
+    Ok(d)
 }
 
 /// Σ over a slice in f64, with 4 independent accumulators (faster, still deterministic).
@@ -96,12 +97,12 @@ fn pick_first_max<T: Real>(a: Option<(usize, T)>, b: Option<(usize, T)>) -> Opti
 }
 
 fn per_row<T: Sync>(
-    what: &str,
+    op: &str,
     a: &ArrayD<T>,
     f: impl Fn(usize, &[T]) -> f64 + Sync,
 ) -> Result<Vec<f64>> {
-    let (rows, n) = rows_of(what, a.shape())?;
-    let d = data(what, a)?;
+    let (rows, n) = check_rows(op, a.shape())?;
+    let d = data("a", a)?;
     if n == 0 {
         return Ok(vec![0.0; rows]);
     }
@@ -139,7 +140,7 @@ impl<P: Precision> Reduce for Cpu<P> {
     }
 
     fn dot<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<f64> {
-        same_shape("dot: b vs a", a.shape(), b.shape())?;
+        check_dot("dot", a.shape(), b.shape())?;
         let (da, db) = (data("a", a)?, data("b", b)?);
         Ok(chunked(
             da,
@@ -150,7 +151,7 @@ impl<P: Precision> Reduce for Cpu<P> {
     }
 
     fn min<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
-        let d = nonempty("a", a)?;
+        let d = nonempty(a)?;
         let m = chunked(
             d,
             |_, c| {
@@ -173,10 +174,7 @@ impl<P: Precision> Reduce for Cpu<P> {
             },
         )
         .flatten();
-        m.ok_or_else(|| Error::NonFinite {
-            what: "a (all NaN)".into(),
-            count: d.len(),
-        })
+        m.ok_or_else(|| all_nan_error(d.len()))
     }
 
     fn max<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
@@ -184,13 +182,10 @@ impl<P: Precision> Reduce for Cpu<P> {
     }
 
     fn argmax<T: Real>(&self, a: &ArrayD<T>) -> Result<(usize, T)> {
-        let d = nonempty("a", a)?;
+        let d = nonempty(a)?;
         chunked(d, argmax_slice, pick_first_max)
             .flatten()
-            .ok_or_else(|| Error::NonFinite {
-                what: "a (all NaN)".into(),
-                count: d.len(),
-            })
+            .ok_or_else(|| all_nan_error(d.len()))
     }
 
     fn top_k<T: Real>(&self, a: &ArrayD<T>, k: usize) -> Result<Vec<(usize, T)>> {
@@ -242,12 +237,12 @@ impl<P: Precision> Reduce for Cpu<P> {
     }
 
     fn sum_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
-        per_row("a", a, |_, c| sum_f64(c, |v| v.as_f64()))
+        per_row("sum_rows", a, |_, c| sum_f64(c, |v| v.as_f64()))
     }
 
     fn dot_rows<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<Vec<f64>> {
-        same_shape("dot_rows: b vs a", a.shape(), b.shape())?;
-        let (rows, n) = rows_of("a", a.shape())?;
+        check_dot("dot_rows", a.shape(), b.shape())?;
+        let (rows, n) = check_rows("dot_rows", a.shape())?;
         let (da, db) = (data("a", a)?, data("b", b)?);
         if n == 0 {
             return Ok(vec![0.0; rows]);
@@ -272,7 +267,7 @@ impl<P: Precision> Reduce for Cpu<P> {
     }
 
     fn sum_sq_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
-        per_row("a", a, |_, c| {
+        per_row("sum_sq_rows", a, |_, c| {
             sum_f64(c, |v| {
                 let v = v.as_f64();
                 v * v
@@ -281,7 +276,7 @@ impl<P: Precision> Reduce for Cpu<P> {
     }
 
     fn mean_std<T: Float>(&self, a: &ArrayD<T>) -> Result<(f64, f64)> {
-        let d = nonempty("a", a)?;
+        let d = nonempty(a)?;
         let n = d.len() as f64;
         let mean = self.sum(a)? / n;
         let var = chunked(

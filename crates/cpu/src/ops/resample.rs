@@ -12,15 +12,14 @@
 //!   coordinates are computed in `f64` in scipy's order (`Σ_l o_l·m[h][l]`, then `+ offset[h]`),
 //!   so points on the edge (`0` or `n − 1` exactly) land on the same side as in scipy.
 
-use monomorph_core::error::fmt_shape;
-use monomorph_core::{Element, Error, Float, Interpolation, PadMode, Precision, Resample, Result};
+use monomorph_core::{Element, Float, Interpolation, PadMode, Precision, Resample, Result};
 use ndarray::ArrayD;
 use rayon::prelude::*;
 
-use super::filter::{LineBlocks, SendPtr};
+use super::filter::LineBlocks;
 use super::{data, data_mut};
 use crate::Cpu;
-use crate::util::PAR_MIN;
+use crate::util::{PAR_MIN, SharedMut};
 
 /// Source index along one axis for each destination index; `None` means "zero".
 type AxisMap = Vec<Option<usize>>;
@@ -147,30 +146,6 @@ fn mirror_index(idx: isize, n: usize) -> usize {
     i as usize
 }
 
-fn check_rank(what: &str, expected: usize, got: usize) -> Result<()> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Error::shape(
-            what,
-            format!("{expected} entries (one per axis)"),
-            format!("{got} entries"),
-        ))
-    }
-}
-
-fn check_ndim(what: &str, src: &[usize], dst: &[usize]) -> Result<()> {
-    if src.len() == dst.len() {
-        Ok(())
-    } else {
-        Err(Error::shape(
-            what,
-            format!("{} axes like src {}", src.len(), fmt_shape(src)),
-            format!("{} axes {}", dst.len(), fmt_shape(dst)),
-        ))
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Spline prefilter
 
@@ -232,7 +207,7 @@ fn spline_prefilter_impl<T: Float>(a: &mut [T], shape: &[usize]) {
         return;
     }
     let parallel = a.len() >= PAR_MIN;
-    let ptr = SendPtr(a.as_mut_ptr());
+    let ptr = SharedMut(a.as_mut_ptr());
     for axis in 0..shape.len() {
         let n = shape[axis];
         if n <= 1 {
@@ -526,23 +501,7 @@ impl<P: Precision> Resample for Cpu<P> {
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
         let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        check_ndim("pad: dst", &ss, &ds)?;
-        check_rank("pad: before", ss.len(), before.len())?;
-        for k in 0..ss.len() {
-            if before[k].checked_add(ss[k]).is_none_or(|e| e > ds[k]) {
-                return Err(Error::shape(
-                    format!("pad: dst axis {k}"),
-                    format!("at least before[{k}] + src = {} + {}", before[k], ss[k]),
-                    format!("{} (dst {})", ds[k], fmt_shape(&ds)),
-                ));
-            }
-            if mode == PadMode::Symmetric && ss[k] == 0 && ds[k] > 0 {
-                return Err(Error::Empty(format!(
-                    "pad: src {} (symmetric padding needs data on axis {k})",
-                    fmt_shape(&ss)
-                )));
-            }
-        }
+        monomorph_core::check_pad(&ss, before, mode, &ds)?;
         let maps: Vec<AxisMap> = (0..ss.len())
             .map(|k| {
                 (0..ds[k])
@@ -568,17 +527,7 @@ impl<P: Precision> Resample for Cpu<P> {
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
         let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        check_ndim("crop: dst", &ss, &ds)?;
-        check_rank("crop: offset", ss.len(), offset.len())?;
-        for k in 0..ss.len() {
-            if offset[k].checked_add(ds[k]).is_none_or(|e| e > ss[k]) {
-                return Err(Error::shape(
-                    format!("crop: window on axis {k}"),
-                    format!("offset + dst <= src = {} (src {})", ss[k], fmt_shape(&ss)),
-                    format!("{} + {} (dst {})", offset[k], ds[k], fmt_shape(&ds)),
-                ));
-            }
-        }
+        monomorph_core::check_crop(&ss, offset, &ds)?;
         let maps: Vec<AxisMap> = (0..ss.len())
             .map(|k| (0..ds[k]).map(|o| Some(o + offset[k])).collect())
             .collect();
@@ -589,10 +538,7 @@ impl<P: Precision> Resample for Cpu<P> {
 
     fn flip<T: Element>(&self, src: &ArrayD<T>, axes: &[usize], dst: &mut ArrayD<T>) -> Result<()> {
         let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        if ss != ds {
-            return Err(Error::shape("flip: dst", fmt_shape(&ss), fmt_shape(&ds)));
-        }
-        let flipped = monomorph_core::check_flip_axes(ss.len(), axes)?;
+        let flipped = monomorph_core::check_flip(&ss, axes, &ds)?;
         let maps: Vec<AxisMap> = (0..ss.len())
             .map(|k| {
                 (0..ds[k])
@@ -612,10 +558,7 @@ impl<P: Precision> Resample for Cpu<P> {
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
         let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        if ss != ds {
-            return Err(Error::shape("roll: dst", fmt_shape(&ss), fmt_shape(&ds)));
-        }
-        check_rank("roll: shifts", ss.len(), shifts.len())?;
+        monomorph_core::check_roll(&ss, shifts, &ds)?;
         let maps: Vec<AxisMap> = (0..ss.len())
             .map(|k| {
                 let n = ss[k] as isize;

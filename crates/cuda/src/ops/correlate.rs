@@ -5,7 +5,7 @@ use monomorph_core::{
     ScoreNorm, WindowExtension,
 };
 
-use super::{Geom, MAXD, bn, same_shape, tn};
+use super::{Geom, MAXD, same_shape};
 use crate::error::Ck;
 use crate::{Cuda, CudaArray};
 
@@ -69,7 +69,7 @@ impl<P: Precision> Correlate for Cuda<P> {
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("running_max_{}_{}", tn::<T>()?, tn::<I>()?))?;
+        let f = self.kernel2::<T, I>("running_max")?;
         let bytes = bytemuck::bytes_of(&index);
         let cfg = self.grid(n as usize);
         let mut l = self.inner.stream.launch_builder(&f);
@@ -121,7 +121,7 @@ impl<P: Precision> Correlate for Cuda<P> {
         for k in 0..d {
             g.p[k] = offset[k] as i64;
         }
-        let f = self.func(&format!("insert_block_{}", bn::<T>()?))?;
+        let f = self.kernel_sized::<T>("insert_block")?;
         let (t64, cfg) = (n as i64, self.grid(n));
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&src.buf).arg(&mut dst.buf).arg(&g).arg(&t64);
@@ -179,7 +179,7 @@ impl<P: Precision> Correlate for Cuda<P> {
         if src.is_empty() {
             return Err(Error::Empty("src of gather_window".into()));
         }
-        let f = self.func(&format!("gather_window_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("gather_window")?;
         let (t64, cfg) = (n as i64, self.grid(n));
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&src.buf)
@@ -208,7 +208,7 @@ impl<P: Precision> Correlate for Cuda<P> {
         if total == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("inverse_denominator_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("inverse_denominator")?;
         let (sc, nn, ep) = (
             <T as Real>::as_f64(scale),
             <T as Real>::as_f64(n),
@@ -276,7 +276,7 @@ impl<P: Precision> Correlate for Cuda<P> {
                 )
             }
         };
-        let f = self.func(&format!("score_max_{}_{}", tn::<T>()?, tn::<I>()?))?;
+        let f = self.kernel2::<T, I>("score_max")?;
         let (s32, s64) = Self::push_float(scale);
         let ib = bytemuck::bytes_of(&index);
         let (i32v, i64v): (i32, i64);
@@ -347,10 +347,9 @@ impl<P: Precision> Correlate for Cuda<P> {
         let cfg = self.grid(n);
         let blocks = cfg.grid_dim.0 as usize;
         let mut pmax = self.inner.stream.alloc_zeros::<u8>(2 * blocks * 8).ck()?;
-        let t = tn::<T>()?;
         let (f1, f2) = (
-            self.func(&format!("mcc_pass1_{t}"))?,
-            self.func(&format!("mcc_pass2_{t}"))?,
+            self.kernel::<T>("mcc_pass1")?,
+            self.kernel::<T>("mcc_pass2")?,
         );
         let (n64, nb64) = (n as i64, blocks as i64);
         let mut l = self.inner.stream.launch_builder(&f1);

@@ -2,7 +2,6 @@ use cudarc::driver::PushKernelArg;
 use monomorph_core::{ArrayMeta, BinaryOp, Elementwise, Float, Precision, Real, Result, UnaryOp};
 use num_complex::Complex;
 
-use super::{same_shape, tn};
 use crate::error::Ck;
 use crate::{Cuda, CudaArray};
 
@@ -37,13 +36,12 @@ impl<P: Precision> Elementwise for Cuda<P> {
         b: &CudaArray<T>,
         out: &mut CudaArray<T>,
     ) -> Result<()> {
-        same_shape("binary: b vs a", a.shape(), b.shape())?;
-        same_shape("binary: out vs a", a.shape(), out.shape())?;
+        monomorph_core::check_binary("binary", a.shape(), b.shape(), out.shape())?;
         let (n, code) = (a.len() as i64, bop(op));
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("ew_binary_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("ew_binary")?;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&code)
             .arg(&a.buf)
@@ -61,12 +59,12 @@ impl<P: Precision> Elementwise for Cuda<P> {
         a: &mut CudaArray<T>,
         b: &CudaArray<T>,
     ) -> Result<()> {
-        same_shape("binary_assign: b vs a", a.shape(), b.shape())?;
+        monomorph_core::check_elementwise("binary_assign", ("a", a.shape()), &[("b", b.shape())])?;
         let (n, code) = (a.len() as i64, bop(op));
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("ew_binary_assign_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("ew_binary_assign")?;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&code).arg(&mut a.buf).arg(&b.buf).arg(&n);
         // SAFETY: both buffers hold `n` elements of T.
@@ -80,7 +78,7 @@ impl<P: Precision> Elementwise for Cuda<P> {
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("ew_scalar_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("ew_scalar")?;
         let s = <T as Real>::as_f64(s);
         let (s32, s64) = (s as f32, s);
         let mut l = self.inner.stream.launch_builder(&f);
@@ -101,7 +99,7 @@ impl<P: Precision> Elementwise for Cuda<P> {
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("ew_unary_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("ew_unary")?;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&code).arg(&mut a.buf).arg(&n);
         // SAFETY: the buffer holds `n` elements of T.
@@ -111,12 +109,12 @@ impl<P: Precision> Elementwise for Cuda<P> {
 
     fn axpy<T: Float>(&self, alpha: f64, x: &CudaArray<T>, y: &mut CudaArray<T>) -> Result<()> {
         let alpha = T::from_f64(alpha);
-        same_shape("axpy: y vs x", x.shape(), y.shape())?;
+        monomorph_core::check_elementwise("axpy", ("x", x.shape()), &[("y", y.shape())])?;
         let n = x.len() as i64;
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("ew_axpy_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("ew_axpy")?;
         let (a32, a64) = (
             <T as Real>::as_f64(alpha) as f32,
             <T as Real>::as_f64(alpha),
@@ -139,9 +137,8 @@ impl<P: Precision> Elementwise for Cuda<P> {
         b: &CudaArray<Complex<T>>,
         out: &mut CudaArray<Complex<T>>,
     ) -> Result<()> {
-        same_shape("complex_mul_conj: b vs a", a.shape(), b.shape())?;
-        same_shape("complex_mul_conj: out vs a", a.shape(), out.shape())?;
-        self.complex3("c_mul_conj", tn::<T>()?, a, b, out)
+        monomorph_core::check_binary("complex_mul_conj", a.shape(), b.shape(), out.shape())?;
+        self.complex3("c_mul_conj", a, b, out)
     }
 
     fn complex_mul<T: Float>(
@@ -150,9 +147,8 @@ impl<P: Precision> Elementwise for Cuda<P> {
         b: &CudaArray<Complex<T>>,
         out: &mut CudaArray<Complex<T>>,
     ) -> Result<()> {
-        same_shape("complex_mul: b vs a", a.shape(), b.shape())?;
-        same_shape("complex_mul: out vs a", a.shape(), out.shape())?;
-        self.complex3("c_mul", tn::<T>()?, a, b, out)
+        monomorph_core::check_binary("complex_mul", a.shape(), b.shape(), out.shape())?;
+        self.complex3("c_mul", a, b, out)
     }
 
     fn complex_scale<T: Float>(&self, a: &mut CudaArray<Complex<T>>, s: f64) -> Result<()> {
@@ -161,7 +157,7 @@ impl<P: Precision> Elementwise for Cuda<P> {
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("c_scale_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("c_scale")?;
         let (s32, s64) = (<T as Real>::as_f64(s) as f32, <T as Real>::as_f64(s));
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&mut a.buf);
@@ -181,12 +177,16 @@ impl<P: Precision> Elementwise for Cuda<P> {
         src: &CudaArray<Complex<T>>,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        same_shape("complex_norm_sq: dst vs src", src.shape(), dst.shape())?;
+        monomorph_core::check_elementwise(
+            "complex_norm_sq",
+            ("src", src.shape()),
+            &[("dst", dst.shape())],
+        )?;
         let n = src.len() as i64;
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("c_norm_sq_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("c_norm_sq")?;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&src.buf).arg(&mut dst.buf).arg(&n);
         // SAFETY: `src` holds n complex values, `dst` n reals.
@@ -199,7 +199,6 @@ impl<P: Precision> Cuda<P> {
     fn complex3<T: Float>(
         &self,
         kernel: &str,
-        t: &str,
         a: &CudaArray<Complex<T>>,
         b: &CudaArray<Complex<T>>,
         out: &mut CudaArray<Complex<T>>,
@@ -208,7 +207,7 @@ impl<P: Precision> Cuda<P> {
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("{kernel}_{t}"))?;
+        let f = self.kernel::<T>(kernel)?;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&a.buf).arg(&b.buf).arg(&mut out.buf).arg(&n);
         // SAFETY: all three buffers hold `n` complex values.

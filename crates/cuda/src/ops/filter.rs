@@ -1,10 +1,9 @@
 use cudarc::driver::PushKernelArg;
-use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    ArrayMeta, BorderMode, Element, Error, Filter, Float, Memory, Precision, Real, Result,
+    ArrayMeta, BorderMode, Element, Filter, Float, Memory, Precision, Real, Result,
 };
 
-use super::{Geom, border_code, same_shape, tn};
+use super::{Geom, border_code};
 use crate::error::Ck;
 use crate::{Cuda, CudaArray};
 
@@ -32,17 +31,6 @@ macro_rules! push_t {
     };
 }
 
-/// A NaN constant is rejected, as on the CPU backend.
-fn check_mode(mode: BorderMode) -> Result<()> {
-    match mode {
-        BorderMode::Constant(c) if c.is_nan() => Err(Error::invalid(
-            "mode",
-            "BorderMode::Constant(cval) needs a number, got NaN",
-        )),
-        _ => Ok(()),
-    }
-}
-
 impl<P: Precision> Filter for Cuda<P> {
     fn max_filter<T: Real>(
         &self,
@@ -51,21 +39,7 @@ impl<P: Precision> Filter for Cuda<P> {
         mode: BorderMode,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        same_shape("max_filter: dst vs src", src.shape(), dst.shape())?;
-        if size.len() != src.ndim() {
-            return Err(Error::shape(
-                "size of max_filter",
-                format!("{} sizes (one per axis)", src.ndim()),
-                format!("{} sizes", size.len()),
-            ));
-        }
-        check_mode(mode)?;
-        if size.contains(&0) {
-            return Err(Error::invalid(
-                "size",
-                format!("sizes must be >= 1, got {size:?}"),
-            ));
-        }
+        monomorph_core::check_max_filter(src.shape(), size, mode, dst.shape())?;
         let total = src.len();
         if total == 0 {
             return Ok(());
@@ -75,8 +49,8 @@ impl<P: Precision> Filter for Cuda<P> {
             return self.copy(src, dst);
         }
         let (code, cval) = border_code(mode);
-        let f = self.func(&format!("maxf1d_{}", tn::<T>()?))?;
-        let f_vh = self.func(&format!("maxf1d_vh_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("maxf1d")?;
+        let f_vh = self.kernel::<T>("maxf1d_vh")?;
         let mut tmp = if axes.len() > 1 {
             Some(self.zeros::<T>(src.shape())?)
         } else {
@@ -123,24 +97,14 @@ impl<P: Precision> Filter for Cuda<P> {
         mode: BorderMode,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        same_shape("max_filter_footprint: dst vs src", src.shape(), dst.shape())?;
+        monomorph_core::check_max_filter_footprint(
+            src.shape(),
+            footprint,
+            footprint_shape,
+            mode,
+            dst.shape(),
+        )?;
         let nd = src.ndim();
-        if footprint_shape.len() != nd {
-            return Err(Error::shape(
-                "footprint_shape",
-                format!("{nd} axes like src"),
-                fmt_shape(footprint_shape),
-            ));
-        }
-        let fl: usize = footprint_shape.iter().product();
-        if footprint.len() != fl {
-            return Err(Error::shape(
-                "footprint",
-                format!("{fl} flags for shape {}", fmt_shape(footprint_shape)),
-                format!("{} flags", footprint.len()),
-            ));
-        }
-        check_mode(mode)?;
         let fstrides = monomorph_core::shape::strides(footprint_shape);
         let mut offs: Vec<i64> = Vec::new();
         for (flat, _) in footprint.iter().enumerate().filter(|(_, b)| **b) {
@@ -148,12 +112,6 @@ impl<P: Precision> Filter for Cuda<P> {
                 let c = (flat / fstrides[k]) % footprint_shape[k];
                 offs.push(c as i64 - (footprint_shape[k] / 2) as i64);
             }
-        }
-        if offs.is_empty() {
-            return Err(Error::invalid(
-                "footprint",
-                "at least one element must be true",
-            ));
         }
         let total = src.len();
         if total == 0 {
@@ -163,7 +121,7 @@ impl<P: Precision> Filter for Cuda<P> {
         let noffs = (offs.len() / nd.max(1)) as i64;
         let dev_offs = self.upload_small(&offs)?;
         let (code, cval) = border_code(mode);
-        let f = self.func(&format!("maxfp_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("maxfp")?;
         let t64 = total as i64;
         let (mut s32, mut s64, mut i32v, mut i64v) = (0f32, 0f64, 0i32, 0i64);
         let _ = (s32, s64, i32v, i64v);
@@ -187,8 +145,7 @@ impl<P: Precision> Filter for Cuda<P> {
         mode: BorderMode,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        same_shape("laplace: dst vs src", src.shape(), dst.shape())?;
-        check_mode(mode)?;
+        monomorph_core::check_laplace(src.shape(), mode, dst.shape())?;
         let total = src.len();
         if total == 0 {
             return Ok(());
@@ -198,7 +155,7 @@ impl<P: Precision> Filter for Cuda<P> {
         }
         let g = Geom::new("laplace", src.shape(), src.shape())?;
         let (code, cval) = border_code(mode);
-        let f = self.func(&format!("laplace_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("laplace")?;
         let t64 = total as i64;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&src.buf)
@@ -217,13 +174,7 @@ impl<P: Precision> Filter for Cuda<P> {
         src: &monomorph_core::Arr<Self, T>,
         indices: &[usize],
     ) -> Result<Vec<T>> {
-        let n = src.len();
-        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
-            return Err(Error::invalid(
-                "indices",
-                format!("flat index {bad} is out of range for an array of {n} elements"),
-            ));
-        }
+        monomorph_core::check_gather(src.len(), indices)?;
         if indices.is_empty() {
             return Ok(Vec::new());
         }
@@ -236,7 +187,7 @@ impl<P: Precision> Filter for Cuda<P> {
             .stream
             .alloc_zeros::<u8>(count * std::mem::size_of::<T>())
             .ck()?;
-        let f = self.func(&format!("gather_{}", super::bn::<T>()?))?;
+        let f = self.kernel_sized::<T>("gather")?;
         let c64 = count as i64;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&src.buf).arg(&dev_idx).arg(&mut out).arg(&c64);
@@ -252,19 +203,8 @@ impl<P: Precision> Filter for Cuda<P> {
         threshold: T,
         border: &[usize],
     ) -> Result<Vec<(usize, T)>> {
-        same_shape(
-            "peak_candidates: filtered vs src",
-            src.shape(),
-            filtered.shape(),
-        )?;
+        monomorph_core::check_peak_candidates(src.shape(), filtered.shape(), border)?;
         let nd = src.ndim();
-        if border.len() != nd {
-            return Err(Error::shape(
-                "border of peak_candidates",
-                format!("{nd} values (one per axis)"),
-                format!("{} values", border.len()),
-            ));
-        }
         let total = src.len();
         if total == 0 {
             return Ok(Vec::new());
@@ -273,7 +213,7 @@ impl<P: Precision> Filter for Cuda<P> {
         for k in 0..nd {
             g.p[k] = border[k] as i64;
         }
-        let f = self.func(&format!("peaks_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("peaks")?;
         let t64 = total as i64;
         let tsize = std::mem::size_of::<T>();
         let mut cap = total.min(1 << 16);

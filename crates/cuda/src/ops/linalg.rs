@@ -1,11 +1,10 @@
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    ArrayMeta, Boundary, CsrMatrix, DenseDims, Error, Float, Linalg, Memory, Precision, Result,
-    check_matvec_csr, check_matvec_dense,
+    ArrayMeta, Boundary, CsrMatrix, DenseDims, Float, LaplacianDims, Linalg, Memory, Precision,
+    Result, check_active, check_axpy_pair_rows, check_axpy_rows, check_laplacian, check_matvec_csr,
+    check_matvec_dense, check_scale_rows, check_xpay_rows,
 };
 
-use super::{per_row, rows_of, same_shape, tn};
 use crate::error::Ck;
 use crate::{BLOCK, Cuda, CudaArray};
 
@@ -34,7 +33,7 @@ impl<P: Precision> Cuda<P> {
             return Ok(());
         }
         let s = self.upload_small(scalars)?;
-        let f = self.func(&format!("{name}_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>(name)?;
         let (r64, n64) = (rows as i64, n as i64);
         let mut l = self.inner.stream.launch_builder(&f);
         match (first, scalars_second) {
@@ -68,7 +67,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         if n == 0 {
             return self.fill(y, T::zero());
         }
-        let f = self.func(&format!("matvec_dense_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("matvec_dense")?;
         let (b64, m64, n64, pe) = (batch as i64, m as i64, n as i64, per_entry as i32);
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&a.buf)
@@ -95,7 +94,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         if batch * a.nrows == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("matvec_csr_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("matvec_csr")?;
         let (b64, m64, n64, z64, pe) = (
             batch as i64,
             a.nrows as i64,
@@ -126,34 +125,21 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
     ) -> Result<()> {
-        if grid.is_empty() || grid.len() > 3 || grid.contains(&0) {
-            return Err(Error::invalid(
-                "grid",
-                format!("1 to 3 non-zero axes expected, got {}", fmt_shape(grid)),
-            ));
-        }
-        let n: usize = grid.iter().product();
-        let (batch, xn) = rows_of("x of laplacian", x.shape())?;
-        if xn != n {
-            return Err(Error::shape(
-                "x of laplacian",
-                format!("(batch, {n})"),
-                fmt_shape(x.shape()),
-            ));
-        }
-        same_shape("y of laplacian", x.shape(), y.shape())?;
+        let LaplacianDims {
+            rows: batch,
+            n,
+            grid3: g,
+        } = check_laplacian("laplacian", grid, x.shape(), y.shape())?;
         if batch == 0 {
             return Ok(());
         }
-        let mut g = [1usize; 3];
-        g[3 - grid.len()..].copy_from_slice(grid);
         let [nz, ny, nx] = g.map(|v| v as i64);
         let (b64, nd, per) = (
             batch as i64,
             grid.len() as i32,
             (boundary == Boundary::Periodic) as i32,
         );
-        let f = self.func(&format!("laplacian_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("laplacian")?;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&x.buf)
             .arg(&mut y.buf)
@@ -169,8 +155,7 @@ impl<P: Precision> Linalg for Cuda<P> {
     }
 
     fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut CudaArray<T>) -> Result<()> {
-        let (rows, n) = rows_of("x of scale_rows", x.shape())?;
-        per_row("alpha of scale_rows", alpha, rows)?;
+        let (rows, n) = check_scale_rows(alpha, x.shape())?;
         self.row_kernel("scale_rows", alpha, None, x, false, rows, n)
     }
 
@@ -180,9 +165,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
     ) -> Result<()> {
-        same_shape("axpy_rows: y vs x", x.shape(), y.shape())?;
-        let (rows, n) = rows_of("x of axpy_rows", x.shape())?;
-        per_row("alpha of axpy_rows", alpha, rows)?;
+        let (rows, n) = check_axpy_rows(alpha, x.shape(), y.shape())?;
         self.row_kernel("axpy_rows", alpha, Some(x), y, false, rows, n)
     }
 
@@ -192,13 +175,11 @@ impl<P: Precision> Linalg for Cuda<P> {
         beta: &[T],
         y: &mut CudaArray<T>,
     ) -> Result<()> {
-        same_shape("xpay_rows: y vs x", x.shape(), y.shape())?;
-        let (rows, n) = rows_of("x of xpay_rows", x.shape())?;
-        per_row("beta of xpay_rows", beta, rows)?;
+        let (rows, n) = check_xpay_rows("xpay_rows", x.shape(), beta, y.shape(), None)?;
         self.row_kernel("xpay_rows", beta, Some(x), y, true, rows, n)
     }
 
-    fn cg_update_xr<T: Float>(
+    fn axpy_pair_rows<T: Float>(
         &self,
         alpha: &[T],
         d: &CudaArray<T>,
@@ -206,11 +187,14 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &mut CudaArray<T>,
         r: &mut CudaArray<T>,
     ) -> Result<Vec<f64>> {
-        same_shape("cg_update_xr: q vs d", d.shape(), q.shape())?;
-        same_shape("cg_update_xr: x vs d", d.shape(), x.shape())?;
-        same_shape("cg_update_xr: r vs d", d.shape(), r.shape())?;
-        let (rows, n) = rows_of("d of cg_update_xr", d.shape())?;
-        per_row("alpha of cg_update_xr", alpha, rows)?;
+        let (rows, n) = check_axpy_pair_rows(
+            "axpy_pair_rows",
+            alpha,
+            d.shape(),
+            q.shape(),
+            x.shape(),
+            r.shape(),
+        )?;
         if rows == 0 {
             return Ok(Vec::new());
         }
@@ -220,7 +204,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         let a = self.upload_small(alpha)?;
         let bpr = self.blocks_per_row(rows, n);
         let mut partial = self.inner.stream.alloc_zeros::<u8>(rows * bpr * 8).ck()?;
-        let f = self.func(&format!("cg_update_xr_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("axpy_pair_rows")?;
         let (n64, bpr64) = (n as i64, bpr as i64);
         let mut row0 = 0usize;
         while row0 < rows {
@@ -249,7 +233,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         Ok(host.chunks(bpr).map(|c| c.iter().sum()).collect())
     }
 
-    fn cg_update_xr_dots<T: Float>(
+    fn axpy_pair_rows_dots<T: Float>(
         &self,
         alpha: &[T],
         d: &CudaArray<T>,
@@ -257,11 +241,14 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &mut CudaArray<T>,
         r: &mut CudaArray<T>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
-        same_shape("cg_update_xr_dots: q vs d", d.shape(), q.shape())?;
-        same_shape("cg_update_xr_dots: x vs d", d.shape(), x.shape())?;
-        same_shape("cg_update_xr_dots: r vs d", d.shape(), r.shape())?;
-        let (rows, n) = rows_of("d of cg_update_xr_dots", d.shape())?;
-        per_row("alpha of cg_update_xr_dots", alpha, rows)?;
+        let (rows, n) = check_axpy_pair_rows(
+            "axpy_pair_rows_dots",
+            alpha,
+            d.shape(),
+            q.shape(),
+            x.shape(),
+            r.shape(),
+        )?;
         if rows == 0 {
             return Ok((Vec::new(), Vec::new()));
         }
@@ -275,7 +262,7 @@ impl<P: Precision> Linalg for Cuda<P> {
             .stream
             .alloc_zeros::<u8>(2 * rows * bpr * 8)
             .ck()?;
-        let f = self.func(&format!("cg_update_xr_dots_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("axpy_pair_rows_dots")?;
         let (n64, rows64, bpr64) = (n as i64, rows as i64, bpr as i64);
         let mut row0 = 0usize;
         while row0 < rows {
@@ -312,36 +299,19 @@ impl<P: Precision> Linalg for Cuda<P> {
         y: &mut CudaArray<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        if grid.is_empty() || grid.len() > 3 || grid.contains(&0) {
-            return Err(Error::invalid(
-                "grid",
-                format!("1 to 3 non-zero axes expected, got {}", fmt_shape(grid)),
-            ));
-        }
-        let n: usize = grid.iter().product();
-        let (rows, xn) = rows_of("x of laplacian_dot", x.shape())?;
-        if xn != n {
-            return Err(Error::shape(
-                "x of laplacian_dot",
-                format!("(batch, {n})"),
-                fmt_shape(x.shape()),
-            ));
-        }
-        same_shape("y of laplacian_dot", x.shape(), y.shape())?;
-        // As on the CPU: one flag per row (a short list was silently read as "all active").
-        monomorph_core::shape::per_row("active of laplacian_dot", active, rows)?;
+        let LaplacianDims { rows, n, grid3: g } =
+            check_laplacian("laplacian_dot", grid, x.shape(), y.shape())?;
+        check_active("laplacian_dot", active, rows)?;
         if rows == 0 {
             return Ok(Vec::new());
         }
         let flags: Vec<i32> = active.iter().map(|&a| a as i32).collect();
         let dev_flags = self.upload_small(&flags)?;
-        let mut g = [1usize; 3];
-        g[3 - grid.len()..].copy_from_slice(grid);
         let [nz, ny, nx] = g.map(|v| v as i64);
         let (nd, per) = (grid.len() as i32, (boundary == Boundary::Periodic) as i32);
         let bpr = self.blocks_per_row(rows, n);
         let mut partial = self.inner.stream.alloc_zeros::<u8>(rows * bpr * 8).ck()?;
-        let f = self.func(&format!("laplacian_dot_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("laplacian_dot")?;
         let bpr64 = bpr as i64;
         let mut row0 = 0usize;
         while row0 < rows {

@@ -2,11 +2,9 @@ use std::marker::PhantomData;
 
 use cudarc::driver::PushKernelArg;
 use monomorph_core::backend::array_bytes;
-use monomorph_core::error::fmt_shape;
 use monomorph_core::{ArrayMeta, Element, Error, Memory, Precision, Real, Result};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
-use super::{bn, same_shape, tn};
 use crate::error::Ck;
 use crate::{Cuda, CudaArray};
 
@@ -55,7 +53,7 @@ impl<P: Precision> Memory for Cuda<P> {
     }
 
     fn copy<T: Element>(&self, src: &CudaArray<T>, dst: &mut CudaArray<T>) -> Result<()> {
-        same_shape("copy: dst vs src", src.shape(), dst.shape())?;
+        monomorph_core::check_copy("copy", src.shape(), dst.shape())?;
         let nb = src.num_bytes();
         if nb == 0 {
             return Ok(());
@@ -71,7 +69,7 @@ impl<P: Precision> Memory for Cuda<P> {
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("fill_{}", bn::<T>()?))?;
+        let f = self.kernel_sized::<T>("fill")?;
         let bytes = bytemuck::bytes_of(&value);
         let cfg = self.grid(a.len());
         let s = &self.inner.stream;
@@ -104,25 +102,18 @@ impl<P: Precision> Memory for Cuda<P> {
     }
 
     fn reshape<T: Element>(&self, mut a: CudaArray<T>, shape: &[usize]) -> Result<CudaArray<T>> {
-        let n: Option<usize> = monomorph_core::shape::checked_len(shape);
-        if n != Some(a.len()) {
-            return Err(Error::shape(
-                "reshape",
-                format!("a shape with {} elements", a.len()),
-                fmt_shape(shape),
-            ));
-        }
+        monomorph_core::check_reshape(a.len(), shape)?;
         a.shape = shape.to_vec();
         Ok(a)
     }
 
     fn cast<S: Real, D: Real>(&self, src: &CudaArray<S>, dst: &mut CudaArray<D>) -> Result<()> {
-        same_shape("cast: dst vs src", src.shape(), dst.shape())?;
+        monomorph_core::check_copy("cast", src.shape(), dst.shape())?;
         let n = src.len() as i64;
         if n == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("cast_{}_{}", tn::<S>()?, tn::<D>()?))?;
+        let f = self.kernel2::<S, D>("cast")?;
         let cfg = self.grid(src.len());
         let mut b = self.inner.stream.launch_builder(&f);
         b.arg(&src.buf).arg(&mut dst.buf).arg(&n);

@@ -9,7 +9,7 @@ mod reduce;
 mod resample;
 mod spectral;
 
-use cudarc::driver::{CudaSlice, DeviceRepr};
+use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr};
 use monomorph_core::error::fmt_shape;
 use monomorph_core::{DType, Element, Error, Precision, Result};
 
@@ -47,7 +47,7 @@ pub(crate) fn bn<T: Element>() -> Result<&'static str> {
     }
 }
 
-pub(crate) use monomorph_core::shape::{per_row, rows_of, same_shape};
+pub(crate) use monomorph_core::shape::same_shape;
 
 /// Shapes and per-axis parameters of an n-d index mapping (`struct Geom` in `common.cuh`).
 #[repr(C)]
@@ -103,6 +103,23 @@ pub(crate) fn border_code(mode: monomorph_core::BorderMode) -> (i32, f64) {
 }
 
 impl<P: Precision> Cuda<P> {
+    /// The kernel `{base}_{t}` instantiated for the real or integer type `T` (`t` from
+    /// [`tn`]: `f32`, `f64`, `i32`, `i64`): every typed kernel of the module is named so.
+    pub(crate) fn kernel<T: Element>(&self, base: &str) -> Result<CudaFunction> {
+        self.func(&format!("{base}_{}", tn::<T>()?))
+    }
+
+    /// The kernel `{base}_{s}_{t}` instantiated for two types (a conversion `S → T`, or a
+    /// score type and an index type).
+    pub(crate) fn kernel2<S: Element, T: Element>(&self, base: &str) -> Result<CudaFunction> {
+        self.func(&format!("{base}_{}_{}", tn::<S>()?, tn::<T>()?))
+    }
+
+    /// The kernel `{base}_b{size}` that only moves elements of `T`'s size (suffix from [`bn`]).
+    pub(crate) fn kernel_sized<T: Element>(&self, base: &str) -> Result<CudaFunction> {
+        self.func(&format!("{base}_{}", bn::<T>()?))
+    }
+
     /// Uploads a small host slice (per-row scalars, offsets) as raw bytes.
     pub(crate) fn upload_small<T: bytemuck::Pod>(&self, v: &[T]) -> Result<CudaSlice<u8>> {
         let bytes: &[u8] = bytemuck::cast_slice(v);

@@ -1,7 +1,9 @@
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use monomorph_core::{ArrayMeta, Error, Float, Precision, Real, Reduce, Result};
+use monomorph_core::{
+    ArrayMeta, Float, Precision, Real, Reduce, Result, all_nan_error, check_dot,
+    check_reduce_nonempty, check_rows,
+};
 
-use super::{rows_of, same_shape, tn};
 use crate::error::Ck;
 use crate::{BLOCK, Cuda, CudaArray};
 
@@ -41,7 +43,7 @@ impl<P: Precision> Cuda<P> {
         let bpr = self.blocks_per_row(rows, n);
         let partial = self.inner.stream.alloc_zeros::<u8>(rows * bpr * 8).ck()?;
         let mut partial = partial;
-        let f = self.func(&format!("reduce_rows_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("reduce_rows")?;
         let (n64, bpr64) = (n as i64, bpr as i64);
         let other = b.unwrap_or(a);
         let mut row0 = 0usize;
@@ -88,9 +90,7 @@ impl<P: Precision> Cuda<P> {
     /// element is NaN.
     fn extreme<T: Real>(&self, a: &CudaArray<T>, want_max: bool) -> Result<Option<(usize, T)>> {
         let n = a.len();
-        if n == 0 {
-            return Err(Error::Empty("a".into()));
-        }
+        check_reduce_nonempty(n)?;
         let blocks = n.div_ceil(BLOCK as usize).clamp(1, 1024);
         let mut oi = self.inner.stream.alloc_zeros::<u8>(blocks * 8).ck()?;
         let mut ov = self
@@ -98,7 +98,7 @@ impl<P: Precision> Cuda<P> {
             .stream
             .alloc_zeros::<u8>(blocks * std::mem::size_of::<T>())
             .ck()?;
-        let f = self.func(&format!("extreme_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("extreme")?;
         let (wm, n64) = (want_max as i32, n as i64);
         let cfg = LaunchConfig {
             grid_dim: (blocks as u32, 1, 1),
@@ -133,13 +133,6 @@ impl<P: Precision> Cuda<P> {
     }
 }
 
-fn all_nan(n: usize) -> Error {
-    Error::NonFinite {
-        what: "a (all NaN)".into(),
-        count: n,
-    }
-}
-
 impl<P: Precision> Reduce for Cuda<P> {
     fn sum<T: Real>(&self, a: &CudaArray<T>) -> Result<f64> {
         self.whole(SUM, a, None, 0.0)
@@ -150,14 +143,14 @@ impl<P: Precision> Reduce for Cuda<P> {
     }
 
     fn dot<T: Float>(&self, a: &CudaArray<T>, b: &CudaArray<T>) -> Result<f64> {
-        same_shape("dot: b vs a", a.shape(), b.shape())?;
+        check_dot("dot", a.shape(), b.shape())?;
         self.whole(DOT, a, Some(b), 0.0)
     }
 
     fn min<T: Real>(&self, a: &CudaArray<T>) -> Result<T> {
         self.extreme(a, false)?
             .map(|x| x.1)
-            .ok_or_else(|| all_nan(a.len()))
+            .ok_or_else(|| all_nan_error(a.len()))
     }
 
     fn max<T: Real>(&self, a: &CudaArray<T>) -> Result<T> {
@@ -165,7 +158,7 @@ impl<P: Precision> Reduce for Cuda<P> {
     }
 
     fn argmax<T: Real>(&self, a: &CudaArray<T>) -> Result<(usize, T)> {
-        self.extreme(a, true)?.ok_or_else(|| all_nan(a.len()))
+        self.extreme(a, true)?.ok_or_else(|| all_nan_error(a.len()))
     }
 
     fn top_k<T: Real>(&self, a: &CudaArray<T>, k: usize) -> Result<Vec<(usize, T)>> {
@@ -201,26 +194,24 @@ impl<P: Precision> Reduce for Cuda<P> {
     }
 
     fn sum_rows<T: Float>(&self, a: &CudaArray<T>) -> Result<Vec<f64>> {
-        let (rows, n) = rows_of("a", a.shape())?;
+        let (rows, n) = check_rows("sum_rows", a.shape())?;
         self.reduce_rows(SUM, a, None, 0.0, rows, n)
     }
 
     fn dot_rows<T: Float>(&self, a: &CudaArray<T>, b: &CudaArray<T>) -> Result<Vec<f64>> {
-        same_shape("dot_rows: b vs a", a.shape(), b.shape())?;
-        let (rows, n) = rows_of("a", a.shape())?;
+        check_dot("dot_rows", a.shape(), b.shape())?;
+        let (rows, n) = check_rows("dot_rows", a.shape())?;
         self.reduce_rows(DOT, a, Some(b), 0.0, rows, n)
     }
 
     fn sum_sq_rows<T: Float>(&self, a: &CudaArray<T>) -> Result<Vec<f64>> {
-        let (rows, n) = rows_of("a", a.shape())?;
+        let (rows, n) = check_rows("sum_sq_rows", a.shape())?;
         self.reduce_rows(SUM_SQ, a, None, 0.0, rows, n)
     }
 
     fn mean_std<T: Float>(&self, a: &CudaArray<T>) -> Result<(f64, f64)> {
         let n = a.len();
-        if n == 0 {
-            return Err(Error::Empty("a".into()));
-        }
+        check_reduce_nonempty(n)?;
         // Two passes, as the CPU backend: the mean, then Σ (a − mean)².
         let mean = self.sum(a)? / n as f64;
         let var = self.whole(CENTRED_SQ, a, None, mean)? / n as f64;

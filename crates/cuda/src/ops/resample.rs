@@ -1,10 +1,9 @@
 use cudarc::driver::{DeviceRepr, PushKernelArg};
-use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    ArrayMeta, Element, Error, Float, Interpolation, Memory, PadMode, Precision, Resample, Result,
+    ArrayMeta, Element, Float, Interpolation, Memory, PadMode, Precision, Resample, Result,
 };
 
-use super::{Geom, MAXD, bn, tn};
+use super::{Geom, MAXD};
 use crate::error::Ck;
 use crate::{Cuda, CudaArray};
 
@@ -41,7 +40,7 @@ impl<P: Precision> Cuda<P> {
         if total == 0 {
             return Ok(());
         }
-        let f = self.func(&format!("rearrange_{}", bn::<T>()?))?;
+        let f = self.kernel_sized::<T>("rearrange")?;
         let cfg = self.grid(n);
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&mode)
@@ -55,18 +54,6 @@ impl<P: Precision> Cuda<P> {
     }
 }
 
-fn ndim_check(what: &str, got: usize, nd: usize) -> Result<()> {
-    if got == nd {
-        Ok(())
-    } else {
-        Err(Error::shape(
-            what,
-            format!("{nd} values (one per axis)"),
-            format!("{got} values"),
-        ))
-    }
-}
-
 impl<P: Precision> Resample for Cuda<P> {
     fn pad<T: Float>(
         &self,
@@ -75,27 +62,15 @@ impl<P: Precision> Resample for Cuda<P> {
         mode: PadMode,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
+        monomorph_core::check_pad(src.shape(), before, mode, dst.shape())?;
         let mut g = Geom::new("pad", src.shape(), dst.shape())?;
-        ndim_check("before of pad", before.len(), src.ndim())?;
         for k in 0..src.ndim() {
-            if before[k] + src.shape()[k] > dst.shape()[k] {
-                return Err(Error::shape(
-                    "dst of pad",
-                    format!(
-                        "axis {k} of at least before + src = {}",
-                        before[k] + src.shape()[k]
-                    ),
-                    fmt_shape(dst.shape()),
-                ));
-            }
             g.p[k] = before[k] as i64;
         }
         if src.is_empty() {
-            return if mode == PadMode::Zero {
-                self.fill(dst, T::zero())
-            } else {
-                Err(Error::Empty("src of symmetric pad".into()))
-            };
+            // Zero padding of nothing (a symmetric pad of nothing into a non-empty `dst` was
+            // refused above; into an empty one there is nothing to write).
+            return self.fill(dst, T::zero());
         }
         let code = if mode == PadMode::Zero {
             PAD_ZERO
@@ -111,19 +86,9 @@ impl<P: Precision> Resample for Cuda<P> {
         offset: &[usize],
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
+        monomorph_core::check_crop(src.shape(), offset, dst.shape())?;
         let mut g = Geom::new("crop", src.shape(), dst.shape())?;
-        ndim_check("offset of crop", offset.len(), src.ndim())?;
         for k in 0..src.ndim() {
-            if offset[k] + dst.shape()[k] > src.shape()[k] {
-                return Err(Error::shape(
-                    "dst of crop",
-                    format!(
-                        "axis {k} of at most {}",
-                        src.shape()[k].saturating_sub(offset[k])
-                    ),
-                    fmt_shape(dst.shape()),
-                ));
-            }
             g.p[k] = offset[k] as i64;
         }
         self.rearrange(CROP, src, g, dst)
@@ -135,9 +100,7 @@ impl<P: Precision> Resample for Cuda<P> {
         axes: &[usize],
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        super::same_shape("flip: dst vs src", src.shape(), dst.shape())?;
-        // The CPU's checks (a repeated axis is an error, not a double flip).
-        let flipped = monomorph_core::check_flip_axes(src.ndim(), axes)?;
+        let flipped = monomorph_core::check_flip(src.shape(), axes, dst.shape())?;
         let mut g = Geom::new("flip", src.shape(), dst.shape())?;
         for (k, _) in flipped.iter().enumerate().filter(|(_, f)| **f) {
             g.p[k] = 1;
@@ -151,8 +114,7 @@ impl<P: Precision> Resample for Cuda<P> {
         shifts: &[isize],
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        super::same_shape("roll: dst vs src", src.shape(), dst.shape())?;
-        ndim_check("shifts of roll", shifts.len(), src.ndim())?;
+        monomorph_core::check_roll(src.shape(), shifts, dst.shape())?;
         let mut g = Geom::new("roll", src.shape(), dst.shape())?;
         for k in 0..src.ndim() {
             let n = src.shape()[k] as i64;
@@ -207,7 +169,6 @@ impl<P: Precision> Resample for Cuda<P> {
         interp: Interpolation,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        // The CPU's checks: 1 to 3 axes, finite entries, an empty source is an error.
         if !monomorph_core::check_affine_transform(src.shape(), dst.shape(), matrix, offset)? {
             return Ok(());
         }
@@ -231,7 +192,7 @@ impl<P: Precision> Resample for Cuda<P> {
         };
         let total = dst.len() as i64;
         let cfg = self.grid(dst.len());
-        let f = self.func(&format!("affine_{}", tn::<T>()?))?;
+        let f = self.kernel::<T>("affine")?;
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&src.buf)
             .arg(&mut dst.buf)

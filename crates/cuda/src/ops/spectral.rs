@@ -1,45 +1,14 @@
 use std::sync::Arc;
 
 use cudarc::driver::{DevicePtr, DevicePtrMut};
-use monomorph_core::error::fmt_shape;
 use monomorph_core::{ArrayMeta, ComplexOf, DType, Error, FloatOf, Precision, Result, Spectral};
 
 use crate::fft::{self, CudaFftPlan};
 use crate::{Cuda, CudaArray};
 
-fn check(plan: &CudaFftPlan, real: &[usize], complex: &[usize]) -> Result<()> {
-    if plan.real_shape != real || plan.complex_shape != complex {
-        return Err(Error::FftPlan {
-            plan: format!(
-                "real {} / complex {} over axes {:?}",
-                fmt_shape(&plan.real_shape),
-                fmt_shape(&plan.complex_shape),
-                plan.axes
-            ),
-            got: format!("real {} / complex {}", fmt_shape(real), fmt_shape(complex)),
-        });
-    }
-    Ok(())
-}
-
 impl<P: Precision> Spectral for Cuda<P> {
     fn fft_plan(&self, shape: &[usize], axes: &[usize]) -> Result<CudaFftPlan> {
-        monomorph_core::shape::expect_nonempty("fft shape", shape)?;
-        if axes.is_empty() || axes.len() > 3 {
-            return Err(Error::invalid(
-                "axes",
-                format!("1 to 3 axes expected, got {axes:?}"),
-            ));
-        }
-        if axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|&a| a >= shape.len()) {
-            return Err(Error::invalid(
-                "axes",
-                format!(
-                    "ascending unique axes below {} expected, got {axes:?}",
-                    shape.len()
-                ),
-            ));
-        }
+        monomorph_core::check_fft_plan(shape, axes)?;
         if !crate::libraries().cufft {
             return Err(Error::DeviceUnavailable("cuFFT missing".into()));
         }
@@ -73,7 +42,7 @@ impl<P: Precision> Spectral for Cuda<P> {
         input: &CudaArray<FloatOf<Self>>,
         out: &mut CudaArray<ComplexOf<Self>>,
     ) -> Result<()> {
-        check(plan, input.shape(), out.shape())?;
+        monomorph_core::check_fft_arrays(plan, "rfft", input.shape(), out.shape())?;
         let s = &self.inner.stream;
         let (ip, _gi) = input.buf.device_ptr(s);
         let (op, _go) = out.buf.device_ptr_mut(s);
@@ -92,7 +61,7 @@ impl<P: Precision> Spectral for Cuda<P> {
         input: &mut CudaArray<ComplexOf<Self>>,
         out: &mut CudaArray<FloatOf<Self>>,
     ) -> Result<()> {
-        check(plan, out.shape(), input.shape())?;
+        monomorph_core::check_fft_arrays(plan, "irfft", out.shape(), input.shape())?;
         let s = &self.inner.stream;
         let (ip, _gi) = input.buf.device_ptr_mut(s);
         let (op, _go) = out.buf.device_ptr_mut(s);

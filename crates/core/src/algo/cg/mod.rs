@@ -65,7 +65,7 @@ mod solve;
 pub use operator::{CsrOperator, DenseOperator, LaplacianOperator, LinearOperator};
 pub use solve::{conjugate_gradient, conjugate_gradient_observed};
 
-use crate::backend::{Arr, Backend, FloatOf};
+use crate::backend::{Arr, BackendTypes, FloatOf};
 pub use crate::backend::{Boundary, CsrMatrix};
 
 /// The CG variant.
@@ -167,7 +167,7 @@ pub struct IterationState<'a, T> {
 }
 
 /// The result of [`conjugate_gradient`], per batch entry.
-pub struct SolveResult<B: Backend> {
+pub struct SolveResult<B: BackendTypes> {
     /// The solutions, `(batch, n)`, on the device.
     pub x: Arr<B, FloatOf<B>>,
     /// The true residual `y − A·x`, `(batch, n)`, on the device (computed once at exit).
@@ -191,7 +191,7 @@ pub struct SolveResult<B: Backend> {
     pub message: Vec<String>,
 }
 
-impl<B: Backend> std::fmt::Debug for SolveResult<B> {
+impl<B: BackendTypes> std::fmt::Debug for SolveResult<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SolveResult")
             .field("iterations", &self.iterations)

@@ -2,7 +2,9 @@
 
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
-use crate::backend::{Arr, ArrayMeta, Backend, Boundary, CsrMatrix, FloatOf};
+use crate::backend::{
+    Arr, ArrayMeta, BackendTypes, Boundary, CsrMatrix, FloatOf, Linalg, Memory, Reduce,
+};
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 
@@ -38,7 +40,7 @@ use crate::error::{Error, Result, fmt_shape};
 /// assert!(res.converged[0] && res.iterations[0] > 1, "{res:?}");
 /// # Ok::<(), monomorph::Error>(())
 /// ```
-pub trait LinearOperator<B: Backend> {
+pub trait LinearOperator<B: Reduce> {
     /// `n`: the operator maps vectors of length `n` to vectors of length `n`.
     fn size(&self) -> usize;
 
@@ -81,13 +83,13 @@ pub trait LinearOperator<B: Backend> {
 
 /// A dense matrix on the device: `(n, n)` shared by every entry or `(batch, n, n)` one per
 /// entry.
-pub struct DenseOperator<B: Backend> {
+pub struct DenseOperator<B: BackendTypes> {
     a: Arr<B, FloatOf<B>>,
     n: usize,
     batch: Option<usize>,
 }
 
-impl<B: Backend> DenseOperator<B> {
+impl<B: Memory + Linalg> DenseOperator<B> {
     /// Uploads a host matrix `(n, n)` or `(batch, n, n)`; a non-square matrix is an error.
     pub fn new(b: &B, a: ArrayViewD<'_, FloatOf<B>>) -> Result<Self> {
         Self::check(a.shape())?;
@@ -119,7 +121,7 @@ impl<B: Backend> DenseOperator<B> {
     }
 }
 
-impl<B: Backend> LinearOperator<B> for DenseOperator<B> {
+impl<B: Memory + Linalg> LinearOperator<B> for DenseOperator<B> {
     fn size(&self) -> usize {
         self.n
     }
@@ -161,13 +163,13 @@ impl<B: Backend> LinearOperator<B> for DenseOperator<B> {
 }
 
 /// A square CSR sparse matrix, shared by every entry or one per entry with a common pattern.
-pub struct CsrOperator<B: Backend> {
+pub struct CsrOperator<B: BackendTypes> {
     a: CsrMatrix<B, FloatOf<B>>,
     batch: Option<usize>,
     diag: ArrayD<f64>,
 }
 
-impl<B: Backend> CsrOperator<B> {
+impl<B: Memory + Linalg> CsrOperator<B> {
     /// Validates (see [`CsrMatrix::from_parts`]) and uploads an `n × n` CSR matrix given by
     /// `indptr` (`n + 1`), `indices` and `data` (`(nnz,)` shared or `(batch, nnz)` per entry).
     /// `n` is `indptr.len() − 1`; `ncols` must equal it (CG needs a square operator).
@@ -220,7 +222,7 @@ impl<B: Backend> CsrOperator<B> {
     }
 }
 
-impl<B: Backend> LinearOperator<B> for CsrOperator<B> {
+impl<B: Memory + Linalg> LinearOperator<B> for CsrOperator<B> {
     fn size(&self) -> usize {
         self.a.nrows
     }
@@ -283,7 +285,7 @@ impl LaplacianOperator {
     }
 }
 
-impl<B: Backend> LinearOperator<B> for LaplacianOperator {
+impl<B: Memory + Linalg> LinearOperator<B> for LaplacianOperator {
     fn size(&self) -> usize {
         self.grid.iter().product()
     }

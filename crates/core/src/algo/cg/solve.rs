@@ -4,7 +4,7 @@ use ndarray::ArrayD;
 
 use super::book::{Book, Setup};
 use super::{IterationState, LinearOperator, Method, Preconditioner, SolveParams, SolveResult};
-use crate::backend::{Arr, ArrayMeta, Backend, BinaryOp, FloatOf};
+use crate::backend::{Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory};
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 
@@ -38,7 +38,7 @@ use crate::error::{Error, Result, fmt_shape};
 /// assert!(err < 1e-8, "{err:e}");
 /// # Ok::<(), monomorph::Error>(())
 /// ```
-pub fn conjugate_gradient<B: Backend, O: LinearOperator<B> + ?Sized>(
+pub fn conjugate_gradient<B: Memory + Elementwise + Linalg, O: LinearOperator<B> + ?Sized>(
     b: &B,
     op: &O,
     y: &Arr<B, FloatOf<B>>,
@@ -61,7 +61,7 @@ pub fn conjugate_gradient_observed<B, O, F>(
     mut observer: F,
 ) -> Result<SolveResult<B>>
 where
-    B: Backend,
+    B: Memory + Elementwise + Linalg,
     O: LinearOperator<B> + ?Sized,
     F: FnMut(&IterationState<'_, FloatOf<B>>),
 {
@@ -71,7 +71,9 @@ where
 /// Forwards to a `&dyn` operator so the loop is compiled once per backend, not per operator.
 struct Dyn<'a, O: ?Sized>(&'a O);
 
-impl<B: Backend, O: LinearOperator<B> + ?Sized> LinearOperator<B> for Dyn<'_, O> {
+impl<B: Memory + Elementwise + Linalg, O: LinearOperator<B> + ?Sized> LinearOperator<B>
+    for Dyn<'_, O>
+{
     fn size(&self) -> usize {
         self.0.size()
     }
@@ -135,7 +137,7 @@ struct Checked {
     max_iter: Vec<usize>,
 }
 
-fn validate<B: Backend>(
+fn validate<B: Memory + Elementwise + Linalg>(
     op: &dyn LinearOperator<B>,
     shape: &[usize],
     x0: Option<&Arr<B, FloatOf<B>>>,
@@ -203,7 +205,7 @@ fn validate<B: Backend>(
 }
 
 /// The state of a running solve.
-struct Cg<'a, B: Backend> {
+struct Cg<'a, B: Memory + Elementwise + Linalg> {
     b: &'a B,
     op: &'a dyn LinearOperator<B>,
     y: &'a Arr<B, FloatOf<B>>,
@@ -224,7 +226,7 @@ struct Cg<'a, B: Backend> {
     step: usize,
 }
 
-impl<B: Backend> Cg<'_, B> {
+impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
     fn step_size(num: f64, den: f64) -> FloatOf<B> {
         if den != 0.0 {
             FloatOf::<B>::from_f64(num / den)
@@ -309,7 +311,8 @@ impl<B: Backend> Cg<'_, B> {
                             }
                         })
                         .collect();
-                    let rr = b.cg_update_xr(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
+                    let rr =
+                        b.axpy_pair_rows(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
                     for e in 0..batch {
                         if running[e] {
                             self.book.rsq[e] = rr[e];
@@ -354,7 +357,7 @@ impl<B: Backend> Cg<'_, B> {
                         })
                         .collect();
                     let (rr, rq) =
-                        b.cg_update_xr_dots(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
+                        b.axpy_pair_rows_dots(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
                     let neg_gamma: Vec<FloatOf<B>> = (0..batch)
                         .map(|e| {
                             if running[e] {
@@ -431,7 +434,7 @@ impl<B: Backend> Cg<'_, B> {
     }
 }
 
-fn solve_impl<B: Backend>(
+fn solve_impl<B: Memory + Elementwise + Linalg>(
     b: &B,
     op: &dyn LinearOperator<B>,
     y: &Arr<B, FloatOf<B>>,
@@ -577,7 +580,7 @@ fn solve_impl<B: Backend>(
 
 /// `1/diag(A)` as a `(batch, n)` device array; errors when the operator has no diagonal or a
 /// zero (or non-finite) on it.
-fn inverse_diagonal<B: Backend>(
+fn inverse_diagonal<B: Memory + Elementwise + Linalg>(
     b: &B,
     op: &dyn LinearOperator<B>,
     batch: usize,

@@ -15,7 +15,10 @@ use ndarray::ArrayView3;
 
 use super::spacing::{Closeness, greedy_spacing};
 use super::{Peak, attach_rotations, clamp_windows, min_max, ravel, sanitize, sort_desc, unravel};
-use crate::backend::{Arr, ArrayMeta, Backend, BorderMode, Interpolation};
+use crate::backend::{
+    Arr, ArrayMeta, BackendTypes, BorderMode, Elementwise, Filter, Interpolation, Memory, Reduce,
+    Resample,
+};
 use crate::dtype::{Float, Index};
 use crate::error::{Error, Result, fmt_shape};
 use crate::shape::{expect_nonempty, expect_shape};
@@ -56,7 +59,7 @@ fn check_scores(what: &str, v: Option<f64>) -> Result<()> {
 }
 
 /// (flat index, value) of pytme's `max_filter_coordinates`, raster order, on a NaN-free map.
-fn mfc_raw<B: Backend, T: Float>(
+fn mfc_raw<B: Memory + Elementwise + Reduce + Filter, T: Float>(
     b: &B,
     src: &Arr<B, T>,
     min_distance: usize,
@@ -100,7 +103,7 @@ fn mfc_raw<B: Backend, T: Float>(
 /// quirk: a low voxel whose window maximum is exactly its score + 1 is still reported).
 /// Coordinates in raster order. NaN voxels are never reported (and count as −∞ for their
 /// neighbours). Errors: `min_distance` 0, an empty map.
-pub fn max_filter_coordinates<B: Backend, T: Float>(
+pub fn max_filter_coordinates<B: Memory + Elementwise + Reduce + Filter, T: Float>(
     b: &B,
     scores: &Arr<B, T>,
     min_distance: usize,
@@ -171,7 +174,7 @@ fn validate(scores_shape: &[usize], p: &PytmeParams) -> Result<()> {
 /// pytme's `PeakCallerMaximumFilter`: candidates from [`max_filter_coordinates`] (window
 /// `min_distance`, constant-0 border), then pytme's driver (module docs), with the boundary
 /// applied correctly. Errors: `min_distance` 0, an empty map, NaN score limits.
-pub fn call_peaks_maximum_filter<B: Backend, T: Float>(
+pub fn call_peaks_maximum_filter<B: Memory + Elementwise + Reduce + Filter, T: Float>(
     b: &B,
     scores: &Arr<B, T>,
     params: &PytmeParams,
@@ -201,7 +204,7 @@ pub fn call_peaks_maximum_filter<B: Backend, T: Float>(
 /// a box's first maximum fails the window test but a later voxel of the box with the same
 /// score passes it, that later voxel is reported (pytme reports nothing for the box).
 /// Errors: `min_distance` 0, an empty map, NaN score limits.
-pub fn call_peaks_fast<B: Backend, T: Float>(
+pub fn call_peaks_fast<B: Memory + Elementwise + Reduce + Filter, T: Float>(
     b: &B,
     scores: &Arr<B, T>,
     params: &PytmeParams,
@@ -300,7 +303,7 @@ pub fn call_peaks_fast<B: Backend, T: Float>(
 }
 
 /// The template mask and rotations of [`call_peaks_recursive`].
-pub struct RecursiveMask<'a, B: Backend, T: Float, I: Index> {
+pub struct RecursiveMask<'a, B: BackendTypes, T: Float, I: Index> {
     /// The template mask (d axes; its shape is the masked box).
     pub mask: &'a Arr<B, T>,
     /// Best rotation per voxel (same shape as the score map) and the rotation list `(n, d, d)`;
@@ -320,7 +323,11 @@ pub struct RecursiveMask<'a, B: Backend, T: Float, I: Index> {
 /// Unlike pytme, masked voxels are excluded rather than set to 0 (pytme's zeros can outrank
 /// negative scores and stop the search early). Errors: `min_distance` 0 without a mask, a mask
 /// with the wrong number of axes, a rotation map of another shape, rotations not d×d.
-pub fn call_peaks_recursive<B: Backend, T: Float, I: Index>(
+pub fn call_peaks_recursive<
+    B: Memory + Elementwise + Reduce + Filter + Resample,
+    T: Float,
+    I: Index,
+>(
     b: &B,
     scores: &Arr<B, T>,
     params: &PytmeParams,
@@ -423,7 +430,7 @@ pub fn call_peaks_recursive<B: Backend, T: Float, I: Index>(
                                 )
                             })?;
                         rot = Some(r);
-                        rots.slice(ndarray::s![r, .., ..])
+                        rots.index_axis(ndarray::Axis(0), r)
                             .iter()
                             .copied()
                             .collect::<Vec<f64>>()

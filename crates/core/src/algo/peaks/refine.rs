@@ -1,7 +1,7 @@
 //! Sub-voxel refinement of called peaks.
 
 use super::{Peak, ravel};
-use crate::backend::{Arr, ArrayMeta, Backend};
+use crate::backend::{Arr, ArrayMeta, Filter, Memory};
 use crate::dtype::Float;
 use crate::error::{Error, Result, fmt_shape};
 
@@ -11,7 +11,7 @@ use crate::error::{Error, Result, fmt_shape};
 /// maximum (curvature `>= 0`). Reads `2·d` values per peak ([`Filter::gather`](crate::backend::Filter::gather)).
 ///
 /// Errors: a peak whose coordinate has the wrong number of axes or lies outside the map.
-pub fn refine_parabolic<B: Backend, T: Float>(
+pub fn refine_parabolic<B: Memory + Filter, T: Float>(
     b: &B,
     scores: &Arr<B, T>,
     peaks: &[Peak],

@@ -120,3 +120,23 @@ pub trait Elementwise: BackendTypes {
         dst: &mut Arr<Self, T>,
     ) -> Result<()>;
 }
+
+/// The argument check of every [`Elementwise`] op (`op` names it), shared by the backends so
+/// that they fail alike: each of `others` (name, shape) has the shape of `first` (name, shape);
+/// the error reads `{op}: {other} vs {first}`.
+pub fn check_elementwise(
+    op: &str,
+    first: (&str, &[usize]),
+    others: &[(&str, &[usize])],
+) -> Result<()> {
+    for (name, shape) in others {
+        super::same_shape_named(|| format!("{op}: {name} vs {}", first.0), first.1, shape)?;
+    }
+    Ok(())
+}
+
+/// [`check_elementwise`] for the binary ops (`binary`, `complex_mul`, `complex_mul_conj`):
+/// `b` and `out` have `a`'s shape.
+pub fn check_binary(op: &str, a: &[usize], b: &[usize], out: &[usize]) -> Result<()> {
+    check_elementwise(op, ("a", a), &[("b", b), ("out", out)])
+}

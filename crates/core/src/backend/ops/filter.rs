@@ -1,6 +1,6 @@
 use crate::backend::{Arr, ArrayMeta, BackendTypes, Memory};
 use crate::dtype::{Element, Float, Real};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, fmt_shape};
 
 /// What a filter reads beyond the array's edge (scipy.ndimage's `mode`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,13 +78,7 @@ pub trait Filter: BackendTypes {
     where
         Self: Memory,
     {
-        let n = src.len();
-        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
-            return Err(Error::invalid(
-                "indices",
-                format!("flat index {bad} is out of range for an array of {n} elements"),
-            ));
-        }
+        check_gather(src.len(), indices)?;
         if indices.is_empty() {
             return Ok(Vec::new());
         }
@@ -95,4 +89,131 @@ pub trait Filter: BackendTypes {
         })?;
         Ok(indices.iter().map(|&i| flat[i]).collect())
     }
+}
+
+/// `dst` (or `filtered`) has `src`'s shape.
+fn check_same(what: &str, src: &[usize], other: &[usize]) -> Result<()> {
+    if src == other {
+        Ok(())
+    } else {
+        Err(Error::shape(what, fmt_shape(src), fmt_shape(other)))
+    }
+}
+
+/// A border mode a filter can use: `BorderMode::Constant` needs a number (NaN is refused).
+pub fn check_border_mode(mode: BorderMode) -> Result<()> {
+    match mode {
+        BorderMode::Constant(c) if c.is_nan() => Err(Error::invalid(
+            "mode",
+            "BorderMode::Constant(cval) needs a number, got NaN",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// One entry per axis of `shape` in the list `what`.
+fn check_per_axis(what: &str, shape: &[usize], got: usize) -> Result<()> {
+    if got == shape.len() {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            what,
+            format!(
+                "{} entries (one per axis of {})",
+                shape.len(),
+                fmt_shape(shape)
+            ),
+            format!("{got} entries"),
+        ))
+    }
+}
+
+/// The argument checks of [`Filter::max_filter`], shared by the backends so that they fail
+/// alike: `dst` of `src`'s shape, a usable `mode`, one window size per axis, none zero.
+pub fn check_max_filter(
+    src: &[usize],
+    size: &[usize],
+    mode: BorderMode,
+    dst: &[usize],
+) -> Result<()> {
+    check_same("max_filter: dst", src, dst)?;
+    check_border_mode(mode)?;
+    check_per_axis("max_filter: size", src, size.len())?;
+    if let Some(k) = size.iter().position(|&s| s == 0) {
+        return Err(Error::invalid(
+            "max_filter: size",
+            format!("window size on axis {k} is 0; sizes must be >= 1"),
+        ));
+    }
+    Ok(())
+}
+
+/// The argument checks of [`Filter::max_filter_footprint`], shared by the backends: `dst` of
+/// `src`'s shape, a usable `mode`, a footprint shape of `src`'s rank, one flag per footprint
+/// element, at least one `true`.
+pub fn check_max_filter_footprint(
+    src: &[usize],
+    footprint: &[bool],
+    footprint_shape: &[usize],
+    mode: BorderMode,
+    dst: &[usize],
+) -> Result<()> {
+    check_same("max_filter_footprint: dst", src, dst)?;
+    check_border_mode(mode)?;
+    if footprint_shape.len() != src.len() {
+        return Err(Error::shape(
+            "max_filter_footprint: footprint_shape",
+            format!("{} axes like src {}", src.len(), fmt_shape(src)),
+            format!(
+                "{} axes {}",
+                footprint_shape.len(),
+                fmt_shape(footprint_shape)
+            ),
+        ));
+    }
+    let flen = crate::shape::checked_len(footprint_shape);
+    if flen != Some(footprint.len()) {
+        return Err(Error::shape(
+            "max_filter_footprint: footprint",
+            format!(
+                "{} entries for shape {}",
+                flen.map_or_else(|| "more".to_string(), |n| n.to_string()),
+                fmt_shape(footprint_shape)
+            ),
+            format!("{} entries", footprint.len()),
+        ));
+    }
+    if !footprint.iter().any(|&v| v) {
+        return Err(Error::invalid(
+            "max_filter_footprint: footprint",
+            "has no true entry (an empty neighbourhood)",
+        ));
+    }
+    Ok(())
+}
+
+/// The argument checks of [`Filter::laplace`], shared by the backends: `dst` of `src`'s
+/// shape and a usable `mode`.
+pub fn check_laplace(src: &[usize], mode: BorderMode, dst: &[usize]) -> Result<()> {
+    check_same("laplace: dst", src, dst)?;
+    check_border_mode(mode)
+}
+
+/// The argument checks of [`Filter::peak_candidates`], shared by the backends: `filtered` of
+/// `src`'s shape and one border width per axis.
+pub fn check_peak_candidates(src: &[usize], filtered: &[usize], border: &[usize]) -> Result<()> {
+    check_same("peak_candidates: filtered", src, filtered)?;
+    check_per_axis("peak_candidates: border", src, border.len())
+}
+
+/// The argument checks of [`Filter::gather`], shared by the backends: every flat index below
+/// the array's length `n`.
+pub fn check_gather(n: usize, indices: &[usize]) -> Result<()> {
+    if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
+        return Err(Error::invalid(
+            "indices",
+            format!("flat index {bad} is out of range for an array of {n} elements"),
+        ));
+    }
+    Ok(())
 }

@@ -256,6 +256,150 @@ pub fn check_matvec_csr<B: BackendTypes, T: Element>(
     Ok((batch, per_entry))
 }
 
+/// Sizes of a Laplacian call, validated by [`check_laplacian`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaplacianDims {
+    /// Number of systems (rows of `x`).
+    pub rows: usize,
+    /// Points per system (`Π grid`).
+    pub n: usize,
+    /// The grid padded to three axes `(nz, ny, nx)` with leading 1s.
+    pub grid3: [usize; 3],
+}
+
+/// The argument checks of [`Linalg::laplacian`] and [`Linalg::laplacian_dot`] (`op` names
+/// which), shared by the backends so that they fail alike: a grid of 1 to 3 non-zero axes whose
+/// point count fits in `usize`, `x` of shape `(batch, Π grid)` and `y` of `x`'s shape. The
+/// `active` flags of `laplacian_dot` are checked by [`check_active`].
+pub fn check_laplacian(
+    op: &str,
+    grid: &[usize],
+    x: &[usize],
+    y: &[usize],
+) -> Result<LaplacianDims> {
+    use crate::error::{Error, fmt_shape};
+    if grid.is_empty() || grid.len() > 3 || grid.contains(&0) {
+        return Err(Error::invalid(
+            "grid",
+            format!("1 to 3 non-zero axes expected, got {}", fmt_shape(grid)),
+        ));
+    }
+    let n = crate::shape::checked_len(grid)
+        .ok_or_else(|| Error::invalid("grid", "number of points overflows usize"))?;
+    let (rows, xn) = super::rows_of_named(|| format!("x of {op}"), x)?;
+    if xn != n {
+        return Err(Error::shape(
+            format!("x of {op}"),
+            format!("(batch, {n})"),
+            fmt_shape(x),
+        ));
+    }
+    super::same_shape_named(|| format!("y of {op}"), x, y)?;
+    let mut grid3 = [1usize; 3];
+    grid3[3 - grid.len()..].copy_from_slice(grid);
+    Ok(LaplacianDims { rows, n, grid3 })
+}
+
+/// The `active` flags of a masked op (`laplacian_dot`, `xpay_rows_where`, …): exactly one per
+/// row (a short list is an error, not "all active"), for every backend alike.
+pub fn check_active(op: &str, active: &[bool], rows: usize) -> Result<()> {
+    super::per_row_named(|| format!("active of {op}"), active, rows)
+}
+
+/// The argument checks of [`Linalg::scale_rows`], shared by the backends: `x` is `(batch, n)`
+/// with one `alpha` per row. Returns `(batch, n)`.
+pub fn check_scale_rows<A>(alpha: &[A], x: &[usize]) -> Result<(usize, usize)> {
+    let (rows, n) = crate::shape::rows_of("x of scale_rows", x)?;
+    crate::shape::per_row("alpha of scale_rows", alpha, rows)?;
+    Ok((rows, n))
+}
+
+/// The argument checks of [`Linalg::axpy_rows`], shared by the backends: `y` of `x`'s shape,
+/// `x` a `(batch, n)` array, one `alpha` per row. Returns `(batch, n)`.
+pub fn check_axpy_rows<A>(alpha: &[A], x: &[usize], y: &[usize]) -> Result<(usize, usize)> {
+    crate::shape::same_shape("axpy_rows: y vs x", x, y)?;
+    let (rows, n) = crate::shape::rows_of("x of axpy_rows", x)?;
+    crate::shape::per_row("alpha of axpy_rows", alpha, rows)?;
+    Ok((rows, n))
+}
+
+/// The argument checks of [`Linalg::xpay_rows`] and its masked forms
+/// ([`Linalg::xpay_rows_where`], [`Linalg::xpay_rows_dot`]; `op` names which, `active` their
+/// flags), shared by the backends: `y` of `x`'s shape, `x` a `(batch, n)` array, one `beta`
+/// (and one flag) per row. Returns `(batch, n)`.
+pub fn check_xpay_rows<A>(
+    op: &str,
+    x: &[usize],
+    beta: &[A],
+    y: &[usize],
+    active: Option<&[bool]>,
+) -> Result<(usize, usize)> {
+    super::same_shape_named(|| format!("{op}: y vs x"), x, y)?;
+    let (rows, n) = super::rows_of_named(|| format!("x of {op}"), x)?;
+    super::per_row_named(|| format!("beta of {op}"), beta, rows)?;
+    if let Some(active) = active {
+        check_active(op, active, rows)?;
+    }
+    Ok((rows, n))
+}
+
+/// The argument checks of [`Linalg::axpy_pair_rows`] and [`Linalg::axpy_pair_rows_dots`]
+/// (`op` names which), shared by the backends: `q`, `x` and `r` of `d`'s shape, `d` a
+/// `(batch, n)` array, one `alpha` per row. Returns `(batch, n)`.
+pub fn check_axpy_pair_rows<A>(
+    op: &str,
+    alpha: &[A],
+    d: &[usize],
+    q: &[usize],
+    x: &[usize],
+    r: &[usize],
+) -> Result<(usize, usize)> {
+    for (name, s) in [("q", q), ("x", x), ("r", r)] {
+        super::same_shape_named(|| format!("{op}: {name} vs d"), d, s)?;
+    }
+    let (rows, n) = super::rows_of_named(|| format!("d of {op}"), d)?;
+    super::per_row_named(|| format!("alpha of {op}"), alpha, rows)?;
+    Ok((rows, n))
+}
+
+/// The argument checks of [`Linalg::matvec_dense_dot`], shared by the backends: one `active`
+/// flag per row of `x`, the shapes of [`check_matvec_dense`], and a square matrix (`y` of `x`'s
+/// shape).
+pub fn check_matvec_dense_dot(
+    a: &[usize],
+    x: &[usize],
+    y: &[usize],
+    active: &[bool],
+) -> Result<DenseDims> {
+    let (rows, _) = crate::shape::rows_of("x of matvec_dense_dot", x)?;
+    check_active("matvec_dense_dot", active, rows)?;
+    let dims = check_matvec_dense(a, x, y)?;
+    crate::shape::same_shape("matvec_dense_dot: y vs x (square matrix)", x, y)?;
+    Ok(dims)
+}
+
+/// The argument checks of [`Linalg::matvec_csr_dot`], shared by the backends: one `active`
+/// flag per row of `x`, a square matrix, and the shapes of [`check_matvec_csr`]. Returns
+/// (batch, per_entry).
+pub fn check_matvec_csr_dot<B: BackendTypes, T: Element>(
+    a: &CsrMatrix<B, T>,
+    x: &[usize],
+    y: &[usize],
+    active: &[bool],
+) -> Result<(usize, bool)> {
+    use crate::error::Error;
+    let (rows, _) = crate::shape::rows_of("x of matvec_csr_dot", x)?;
+    check_active("matvec_csr_dot", active, rows)?;
+    if a.nrows != a.ncols {
+        return Err(Error::shape(
+            "CSR matrix of matvec_csr_dot",
+            "a square matrix",
+            format!("({}, {})", a.nrows, a.ncols),
+        ));
+    }
+    check_matvec_csr(a, x, y)
+}
+
 /// Batched linear algebra: one system per row of a `(batch, n)` array.
 pub trait Linalg: BackendTypes + crate::backend::Reduce {
     /// `y[b] = A · x[b]` for a dense `A` of shape `(m, n)` shared by all entries, or
@@ -297,10 +441,12 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
     fn xpay_rows<T: Float>(&self, x: &Arr<Self, T>, beta: &[T], y: &mut Arr<Self, T>)
     -> Result<()>;
 
-    /// Fused CG step: `x[b] += alpha[b]·d[b]`, `r[b] −= alpha[b]·q[b]`, returning `r[b]·r[b]`
-    /// (f64) for every row, in one pass over the vectors. Rows with `alpha[b] == 0` keep `x`
-    /// and `r` unchanged (see [`Linalg::axpy_rows`]); their `r·r` is still returned.
-    fn cg_update_xr<T: Float>(
+    /// A pair of row axpys of opposite sign and the new squared norm of the second, fused:
+    /// `x[b] += alpha[b]·d[b]`, `r[b] −= alpha[b]·q[b]`, returning `r[b]·r[b]` (f64) for every
+    /// row, in one pass over the vectors (conjugate gradients' solution and residual update).
+    /// Rows with `alpha[b] == 0` keep `x` and `r` unchanged (see [`Linalg::axpy_rows`]); their
+    /// `r·r` is still returned.
+    fn axpy_pair_rows<T: Float>(
         &self,
         alpha: &[T],
         d: &Arr<Self, T>,
@@ -308,14 +454,23 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         x: &mut Arr<Self, T>,
         r: &mut Arr<Self, T>,
     ) -> Result<Vec<f64>> {
+        use crate::backend::ArrayMeta;
+        check_axpy_pair_rows(
+            "axpy_pair_rows",
+            alpha,
+            d.shape(),
+            q.shape(),
+            x.shape(),
+            r.shape(),
+        )?;
         self.axpy_rows(alpha, d, x)?;
         let neg: Vec<T> = alpha.iter().map(|&a| -a).collect();
         self.axpy_rows(&neg, q, r)?;
         self.sum_sq_rows(r)
     }
-    /// [`Linalg::cg_update_xr`] that also returns `r[b]·q[b]` (after the update): the two
+    /// [`Linalg::axpy_pair_rows`] that also returns `r[b]·q[b]` (after the update): the two
     /// scalars of the Hestenes–Stiefel CG variant, `(r·r, r·q)`, in one pass.
-    fn cg_update_xr_dots<T: Float>(
+    fn axpy_pair_rows_dots<T: Float>(
         &self,
         alpha: &[T],
         d: &Arr<Self, T>,
@@ -323,7 +478,16 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         x: &mut Arr<Self, T>,
         r: &mut Arr<Self, T>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
-        let rr = self.cg_update_xr(alpha, d, q, x, r)?;
+        use crate::backend::ArrayMeta;
+        check_axpy_pair_rows(
+            "axpy_pair_rows_dots",
+            alpha,
+            d.shape(),
+            q.shape(),
+            x.shape(),
+            r.shape(),
+        )?;
+        let rr = self.axpy_pair_rows(alpha, d, q, x, r)?;
         let rq = self.dot_rows(r, q)?;
         Ok((rr, rq))
     }
@@ -337,7 +501,8 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         y: &mut Arr<Self, T>,
         active: &[bool],
     ) -> Result<()> {
-        let _ = active;
+        use crate::backend::ArrayMeta;
+        check_xpay_rows("xpay_rows_where", x.shape(), beta, y.shape(), Some(active))?;
         self.xpay_rows(x, beta, y)
     }
 
@@ -350,6 +515,8 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         y: &mut Arr<Self, T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
+        use crate::backend::ArrayMeta;
+        check_xpay_rows("xpay_rows_dot", x.shape(), beta, y.shape(), Some(active))?;
         self.xpay_rows(x, beta, y)?;
         let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
@@ -368,6 +535,9 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         y: &mut Arr<Self, T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
+        use crate::backend::ArrayMeta;
+        let dims = check_laplacian("laplacian_dot", grid, x.shape(), y.shape())?;
+        check_active("laplacian_dot", active, dims.rows)?;
         self.laplacian(grid, boundary, x, y)?;
         let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
@@ -383,6 +553,8 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         y: &mut Arr<Self, T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
+        use crate::backend::ArrayMeta;
+        check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
         self.matvec_dense(a, x, y)?;
         let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
@@ -398,6 +570,8 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         y: &mut Arr<Self, T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
+        use crate::backend::ArrayMeta;
+        check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
         self.matvec_csr(a, x, y)?;
         let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
@@ -406,7 +580,7 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
 }
 
 /// Zeroes the per-row values of inactive rows (the default bodies of the masked kernels compute
-/// every row; their contract reports 0 for skipped ones). A mask of another length is ignored.
+/// every row; their contract reports 0 for skipped ones). The mask's length was checked.
 fn mask_rows(v: &mut [f64], active: &[bool]) {
     if active.len() == v.len() {
         for (x, &a) in v.iter_mut().zip(active) {

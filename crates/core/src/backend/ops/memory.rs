@@ -2,7 +2,7 @@ use ndarray::{ArrayD, ArrayViewD};
 
 use crate::backend::{Arr, ArrayMeta, BackendTypes};
 use crate::dtype::{Element, Real};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, fmt_shape};
 use crate::shape::checked_len;
 
 /// Allocation, host transfer and synchronisation.
@@ -65,4 +65,24 @@ pub fn array_bytes<T: Element>(shape: &[usize]) -> Result<u64> {
         .and_then(|n| n.checked_mul(std::mem::size_of::<T>()))
         .map(|b| b as u64)
         .ok_or_else(|| Error::invalid("shape", format!("{shape:?} overflows the address space")))
+}
+
+/// The argument check of [`Memory::copy`] and [`Memory::cast`] (`op` names which), shared by
+/// the backends so that they fail alike: `dst` has `src`'s shape.
+pub fn check_copy(op: &str, src: &[usize], dst: &[usize]) -> Result<()> {
+    super::same_shape_named(|| format!("{op}: dst vs src"), src, dst)
+}
+
+/// The argument check of [`Memory::reshape`], shared by the backends: the new shape has the
+/// array's `len` elements (a count that overflows `usize` never does).
+pub fn check_reshape(len: usize, shape: &[usize]) -> Result<()> {
+    if checked_len(shape) == Some(len) {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            "reshape",
+            format!("a shape with {len} elements"),
+            fmt_shape(shape),
+        ))
+    }
 }

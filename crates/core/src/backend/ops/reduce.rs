@@ -1,6 +1,6 @@
 use crate::backend::{Arr, BackendTypes};
 use crate::dtype::{Float, Real};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Reductions. Sums accumulate in `f64`; every call synchronises and returns host values.
 ///
@@ -34,9 +34,7 @@ pub trait Reduce: BackendTypes {
     fn mean_std<T: Float>(&self, a: &Arr<Self, T>) -> Result<(f64, f64)> {
         use crate::backend::ArrayMeta;
         let n = a.len();
-        if n == 0 {
-            return Err(crate::Error::Empty("array".into()));
-        }
+        check_reduce_nonempty(n)?;
         let s = self.sum(a)?;
         let s2 = self.sum_sq(a)?;
         let mean = s / n as f64;
@@ -50,5 +48,36 @@ pub trait Reduce: BackendTypes {
     /// Population standard deviation in f64.
     fn std<T: Float>(&self, a: &Arr<Self, T>) -> Result<f64> {
         Ok(self.mean_std(a)?.1)
+    }
+}
+
+/// The argument check of [`Reduce::dot`] and [`Reduce::dot_rows`] (`op` names which), shared
+/// by the backends: `b` has `a`'s shape.
+pub fn check_dot(op: &str, a: &[usize], b: &[usize]) -> Result<()> {
+    super::same_shape_named(|| format!("{op}: b vs a"), a, b)
+}
+
+/// The argument check of the per-row reductions (`sum_rows`, `dot_rows`, `sum_sq_rows`; `op`
+/// names which), shared by the backends: `a` is a `(rows, n)` array. Returns `(rows, n)`.
+pub fn check_rows(op: &str, a: &[usize]) -> Result<(usize, usize)> {
+    super::rows_of_named(|| format!("a of {op}"), a)
+}
+
+/// The argument check of the reductions that need data (`min`, `max`, `argmax`,
+/// `mean_std`), shared by the backends: `a` has `n > 0` elements, else [`Error::Empty`].
+pub fn check_reduce_nonempty(n: usize) -> Result<()> {
+    if n == 0 {
+        Err(Error::Empty("a".into()))
+    } else {
+        Ok(())
+    }
+}
+
+/// The error of `min`, `max` and `argmax` on an array of `n` elements that are all NaN (there
+/// is no extreme to return), the same on every backend.
+pub fn all_nan_error(n: usize) -> Error {
+    Error::NonFinite {
+        what: "a (all NaN)".into(),
+        count: n,
     }
 }

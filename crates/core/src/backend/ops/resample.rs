@@ -103,6 +103,91 @@ pub trait Resample: BackendTypes {
     ) -> Result<()>;
 }
 
+/// `expected` entries (one per axis) in the per-axis list `what`.
+fn check_per_axis(what: &str, expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            what,
+            format!("{expected} entries (one per axis)"),
+            format!("{got} entries"),
+        ))
+    }
+}
+
+/// `dst` has as many axes as `src` (their lengths may differ).
+fn check_same_rank(what: &str, src: &[usize], dst: &[usize]) -> Result<()> {
+    if src.len() == dst.len() {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            what,
+            format!("{} axes like src {}", src.len(), fmt_shape(src)),
+            format!("{} axes {}", dst.len(), fmt_shape(dst)),
+        ))
+    }
+}
+
+/// The argument checks of [`Resample::pad`], shared by the backends so that they fail alike:
+/// `dst` of `src`'s rank, one `before` per axis, `before[k] + src[k] <= dst[k]` (without
+/// overflow), and a symmetric pad has data to reflect on every axis that `dst` extends.
+pub fn check_pad(src: &[usize], before: &[usize], mode: PadMode, dst: &[usize]) -> Result<()> {
+    check_same_rank("pad: dst", src, dst)?;
+    check_per_axis("pad: before", src.len(), before.len())?;
+    for k in 0..src.len() {
+        if before[k].checked_add(src[k]).is_none_or(|e| e > dst[k]) {
+            return Err(Error::shape(
+                format!("pad: dst axis {k}"),
+                format!("at least before[{k}] + src = {} + {}", before[k], src[k]),
+                format!("{} (dst {})", dst[k], fmt_shape(dst)),
+            ));
+        }
+        if mode == PadMode::Symmetric && src[k] == 0 && dst[k] > 0 {
+            return Err(Error::Empty(format!(
+                "pad: src {} (symmetric padding needs data on axis {k})",
+                fmt_shape(src)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The argument checks of [`Resample::crop`], shared by the backends: `dst` of `src`'s rank,
+/// one offset per axis, and the window `offset[k] + dst[k] <= src[k]` (without overflow).
+pub fn check_crop(src: &[usize], offset: &[usize], dst: &[usize]) -> Result<()> {
+    check_same_rank("crop: dst", src, dst)?;
+    check_per_axis("crop: offset", src.len(), offset.len())?;
+    for k in 0..src.len() {
+        if offset[k].checked_add(dst[k]).is_none_or(|e| e > src[k]) {
+            return Err(Error::shape(
+                format!("crop: window on axis {k}"),
+                format!("offset + dst <= src = {} (src {})", src[k], fmt_shape(src)),
+                format!("{} + {} (dst {})", offset[k], dst[k], fmt_shape(dst)),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The argument checks of [`Resample::flip`]: `dst` of `src`'s shape, then
+/// [`check_flip_axes`]. Returns which axes are flipped.
+pub fn check_flip(src: &[usize], axes: &[usize], dst: &[usize]) -> Result<Vec<bool>> {
+    if src != dst {
+        return Err(Error::shape("flip: dst", fmt_shape(src), fmt_shape(dst)));
+    }
+    check_flip_axes(src.len(), axes)
+}
+
+/// The argument checks of [`Resample::roll`], shared by the backends: `dst` of `src`'s shape
+/// and one shift per axis.
+pub fn check_roll(src: &[usize], shifts: &[isize], dst: &[usize]) -> Result<()> {
+    if src != dst {
+        return Err(Error::shape("roll: dst", fmt_shape(src), fmt_shape(dst)));
+    }
+    check_per_axis("roll: shifts", src.len(), shifts.len())
+}
+
 /// The argument checks of [`Resample::flip`], shared by the backends so that they fail alike:
 /// each axis below `ndim` and listed at most once. Returns which axes are flipped.
 pub fn check_flip_axes(ndim: usize, axes: &[usize]) -> Result<Vec<bool>> {

@@ -144,7 +144,7 @@ pub fn row_ops<B: Backend>(b: &B) {
     assert!(b.scale_rows(&alpha[..2], &mut y).is_err(), "alpha per row");
 }
 
-pub fn cg_update_fused<B: Backend>(b: &B) {
+pub fn axpy_pair_rows_fused<B: Backend>(b: &B) {
     let mut rng = Lcg::new(84);
     let shape = [3, 40000];
     let (d, q, x0, r0) = (
@@ -159,8 +159,8 @@ pub fn cg_update_fused<B: Backend>(b: &B) {
         .collect();
     let (mut x, mut r) = (up(b, &x0), up(b, &r0));
     let rr = b
-        .cg_update_xr(&alpha, &up(b, &d), &up(b, &q), &mut x, &mut r)
-        .expect("cg_update_xr");
+        .axpy_pair_rows(&alpha, &up(b, &d), &up(b, &q), &mut x, &mut r)
+        .expect("axpy_pair_rows");
     let (hx, hr) = (down(b, &x), down(b, &r));
     for row in 0..3 {
         let a = alpha[row];
