@@ -201,30 +201,47 @@ pub struct MatchResult<B: Backend> {
     pub rotations: RotationSet,
     /// Number of rotations.
     pub n_rotations: usize,
-    /// pytme's `ssum`: Σ score² over target voxels and rotations / (voxels · rotations), the
-    /// variance estimate of `postprocess --n-false-positives`. (pytme sums over its FFT grid;
-    /// identical when the grid is the target shape.)
+    /// pytme's `ssum`, the variance estimate of `postprocess --n-false-positives`: Σ score² over
+    /// the scored positions and all rotations / (target voxels · rotations). The positions are
+    /// pytme's: the whole FFT grid `fast_shape(target)` of a circular run (the target
+    /// zero-padded at the high end, as `MaxScoreOverRotations` sums its whole score array), the
+    /// target's voxels with [`MatchParams::pad_edges`] (pytme's `pad_target_edges` zeroes the
+    /// scores whose centre lies in the padding). Tiles give the untiled value to round-off. The
+    /// left fold of [`MatchResult::ssum_parts`] in order, divided.
     pub ssum: f64,
+    /// Σ score² of each scoring call (one per tile and rotation, in the loop's order: tiles
+    /// outer, rotations inner), each accumulated from zero.
+    pub ssum_parts: Vec<f64>,
     /// Number of tiles the target was split into (1 = untiled).
     pub tiles: usize,
 }
 
 /// One unit of work: an output box of the target and how its input window is read.
+///
+/// The job scores every position of its output box (the running sum of squared scores covers
+/// them all), but only the part of the box inside the target, `keep`, reaches the result maps:
+/// a circular run scores the whole FFT grid, as pytme does, so that `ssum` is pytme's.
 #[derive(Debug, Clone)]
 struct Job {
     out_offset: Vec<usize>,
     out_shape: Vec<usize>,
+    /// Shape of the box's corner `[0, keep)` that lies inside the target (the whole box, the
+    /// target when the box is the whole FFT grid), `None` when the box lies in the padding.
+    keep: Option<Vec<usize>>,
     start: Vec<isize>,
     len: Vec<usize>,
     fast: Vec<usize>,
     shift: Vec<isize>,
 }
 
+/// The untiled circular job: every position of the FFT grid `fast_shape(target)` is scored;
+/// the target's corner is kept.
 fn circular_job(target: &[usize], tshape: &[usize]) -> Job {
     let fast = fast_shape(target);
     Job {
         out_offset: vec![0; target.len()],
-        out_shape: target.to_vec(),
+        out_shape: fast.clone(),
+        keep: Some(target.to_vec()),
         start: vec![0; target.len()],
         len: fast.clone(),
         shift: tshape.iter().map(|&n| -((n / 2) as isize)).collect(),
@@ -232,11 +249,14 @@ fn circular_job(target: &[usize], tshape: &[usize]) -> Job {
     }
 }
 
-fn window_job(offset: &[usize], out: &[usize], tshape: &[usize]) -> Job {
+/// A job whose output box `offset + [0, out)` lies inside the target (`inside`) or in the
+/// padding beyond it, read from the extension through a window with the template's margin.
+fn window_job(offset: &[usize], out: &[usize], tshape: &[usize], inside: bool) -> Job {
     let len: Vec<usize> = out.iter().zip(tshape).map(|(o, n)| o + n - 1).collect();
     Job {
         out_offset: offset.to_vec(),
         out_shape: out.to_vec(),
+        keep: inside.then(|| out.to_vec()),
         start: offset
             .iter()
             .zip(tshape)
@@ -326,7 +346,7 @@ fn plan_jobs(
         |out: &[usize], fast: &[usize]| estimate_sized(score, target, out, fast, sizes.0, sizes.1);
     let d = target.len();
     let whole = if pad_edges {
-        window_job(&vec![0; d], target, tshape)
+        window_job(&vec![0; d], target, tshape, true)
     } else {
         circular_job(target, tshape)
     };
@@ -342,7 +362,7 @@ fn plan_jobs(
             t.iter().zip(target).map(|(&a, &b)| a.min(b)).collect()
         }
         None => {
-            if est(target, &whole.fast)? <= limit {
+            if est(&whole.out_shape, &whole.fast)? <= limit {
                 return Ok((vec![whole], false));
             }
             target.to_vec()
@@ -384,16 +404,31 @@ fn plan_jobs(
             "MCC cannot be tiled (it normalises by maxima over the whole grid): raise the memory limit",
         ));
     }
-    // Every combination of per-axis tile starts.
-    let starts: Vec<Vec<usize>> = (0..d)
-        .map(|k| (0..target[k]).step_by(tile[k]).collect())
+    // Every combination of per-axis tile starts: tiles of the target, then (circular runs) of
+    // the padding up to the FFT grid, whose scores only enter `ssum`. A tile never straddles
+    // the target's edge.
+    let grid = if pad_edges {
+        target.to_vec()
+    } else {
+        fast_shape(target)
+    };
+    let segments: Vec<Vec<(usize, usize)>> = (0..d)
+        .map(|k| {
+            let inside = (0..target[k]).step_by(tile[k]);
+            let beyond = (target[k]..grid[k]).step_by(tile[k]);
+            inside
+                .map(|a| (a, tile[k].min(target[k] - a)))
+                .chain(beyond.map(|a| (a, tile[k].min(grid[k] - a))))
+                .collect()
+        })
         .collect();
     let mut jobs = Vec::new();
     let mut idx = vec![0usize; d];
     loop {
-        let off: Vec<usize> = (0..d).map(|k| starts[k][idx[k]]).collect();
-        let out: Vec<usize> = (0..d).map(|k| tile[k].min(target[k] - off[k])).collect();
-        jobs.push(window_job(&off, &out, tshape));
+        let off: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].0).collect();
+        let out: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].1).collect();
+        let inside = (0..d).all(|k| off[k] < target[k]);
+        jobs.push(window_job(&off, &out, tshape, inside));
         let mut k = d;
         loop {
             if k == 0 {
@@ -401,7 +436,7 @@ fn plan_jobs(
             }
             k -= 1;
             idx[k] += 1;
-            if idx[k] < starts[k].len() {
+            if idx[k] < segments[k].len() {
                 break;
             }
             idx[k] = 0;
@@ -701,6 +736,7 @@ pub fn match_template<B: Backend>(
     let nrot = params.rotations.len();
     let total = nrot * jobs.len();
     let mut ssum = b.zeros::<f64>(&[1])?;
+    let mut ssum_parts = Vec::with_capacity(total);
     let lowest = <FloatOf<B> as Real>::lowest();
     let none = IntOf::<B>::from_i64(-1);
     let mut scores = b.full(&ts, lowest)?;
@@ -717,7 +753,7 @@ pub fn match_template<B: Backend>(
             }
             Ok(())
         };
-        if !tiled {
+        let mut run = |best: &mut Arr<B, FloatOf<B>>, best_index: &mut Arr<B, IntOf<B>>| {
             run_job(
                 b,
                 &prep,
@@ -725,22 +761,35 @@ pub fn match_template<B: Backend>(
                 job,
                 ext,
                 &tshape,
-                &mut scores,
-                &mut index,
-                &mut ssum,
+                best,
+                best_index,
+                (&mut ssum, &mut ssum_parts),
                 &progress,
-            )?;
-        } else {
-            let mut s = b.full(&job.out_shape, lowest)?;
-            let mut ix = b.full(&job.out_shape, none)?;
-            run_job(
-                b, &prep, params, job, ext, &tshape, &mut s, &mut ix, &mut ssum, &progress,
-            )?;
-            b.insert_block(&s, &job.out_offset, &mut scores)?;
-            b.insert_block(&ix, &job.out_offset, &mut index)?;
+            )
+        };
+        if !tiled && job.out_shape == ts {
+            // The output box is the target: update the result maps in place.
+            run(&mut scores, &mut index)?;
+            continue;
+        }
+        let mut s = b.full(&job.out_shape, lowest)?;
+        let mut ix = b.full(&job.out_shape, none)?;
+        run(&mut s, &mut ix)?;
+        match &job.keep {
+            None => {}
+            Some(_) if !tiled => {
+                // The whole FFT grid was scored: its corner is the target.
+                b.crop(&s, &job.out_offset, &mut scores)?;
+                b.crop(&ix, &job.out_offset, &mut index)?;
+            }
+            Some(_) => {
+                b.insert_block(&s, &job.out_offset, &mut scores)?;
+                b.insert_block(&ix, &job.out_offset, &mut index)?;
+            }
         }
     }
-    let ssum_total = b.download(&ssum)?.iter().copied().next().unwrap_or(0.0);
+    // The left fold of the per-call sums, in the loop's order.
+    let ssum_total = ssum_parts.iter().fold(0.0f64, |a, &p| a + p);
     let voxels: usize = ts.iter().product();
     Ok(MatchResult {
         scores,
@@ -748,6 +797,7 @@ pub fn match_template<B: Backend>(
         rotations: params.rotations.clone(),
         n_rotations: nrot,
         ssum: ssum_total / (voxels as f64 * nrot as f64),
+        ssum_parts,
         tiles: jobs.len(),
     })
 }
@@ -762,7 +812,7 @@ fn run_job<B: Backend>(
     tshape: &[usize],
     best: &mut Arr<B, FloatOf<B>>,
     best_index: &mut Arr<B, IntOf<B>>,
-    ssum: &mut Arr<B, f64>,
+    (ssum, ssum_parts): (&mut Arr<B, f64>, &mut Vec<f64>),
     progress: &dyn Fn(usize) -> Result<()>,
 ) -> Result<()> {
     type F<B> = FloatOf<B>;
@@ -908,6 +958,8 @@ fn run_job<B: Backend>(
             b.rfft_pruned_mul_conj(&plan, &tpad, tshape, &mut x, &[&spec_f], &mut [&mut y])?;
         }
         let index = idx::<B>(r)?;
+        // Each scoring call adds its Σ score² to a zeroed accumulator (one part per call).
+        b.fill(ssum, 0.0)?;
         match p.score {
             Score::CC | Score::LCC | Score::NCC => b.irfft_score_max_update(
                 &plan,
@@ -1033,6 +1085,7 @@ fn run_job<B: Backend>(
                 )?
             }
         }
+        ssum_parts.push(b.download(ssum)?.iter().copied().next().unwrap_or(0.0));
         progress(r + 1)?;
     }
     Ok(())
