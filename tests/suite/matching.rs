@@ -424,6 +424,27 @@ fn ssum_over_the_fft_grid_as_pytme_on_a_non_fast_target() {
     }
 }
 
+/// The memory estimate counts exactly the FFT-grid arrays each score's state allocates.
+#[test]
+fn memory_estimate_counts_the_allocated_buffers() {
+    use monomorph::algo::matching::fft_buffers_allocated_and_estimated;
+    let b = Cpu::<Single>::new();
+    let target = ArrayD::from_shape_fn(IxDyn(&[20, 18]), |i| ((i[0] * 7 + i[1]) % 5) as f32);
+    let template = ArrayD::from_shape_fn(IxDyn(&[6, 5]), |i| ((i[0] * 3 + i[1]) % 4) as f32);
+    let ones = ArrayD::from_elem(IxDyn(&[20, 18]), 1.0f32);
+    let (t, p, m) = (up(&b, &target), up(&b, &template), up(&b, &ones));
+    for score in Score::ALL {
+        for pad in [false, true] {
+            let mut params = MatchParams::new(score, RotationSet::uniform(2, 90.0).unwrap());
+            params.target_mask = Some(&m);
+            params.pad_edges = pad;
+            let (allocated, estimated) =
+                fft_buffers_allocated_and_estimated(&b, &t, &p, &params).unwrap();
+            assert_eq!(allocated, estimated, "{score} pad {pad}");
+        }
+    }
+}
+
 #[test]
 fn tiled_equals_untiled() {
     let b = Cpu::<Single>::new();

@@ -37,7 +37,30 @@
 //! the backend's [`Memory::available_memory`](crate::backend::Memory::available_memory) or [`MatchParams::memory_limit`], the target is
 //! split into tiles; each tile reads its window plus the `n − 1` margin from the same extension
 //! the whole run would read (periodic zero-padded, or symmetric), so tiled and untiled results
-//! agree to round-off. MCC normalises by maxima over the whole grid and is never tiled.
+//! agree to round-off. MCC normalises by maxima over the whole grid and is never tiled. A
+//! circular run scores every position of its FFT grid (tiles of the padding included), so that
+//! [`MatchResult::ssum`] sums over pytme's positions; only the target's voxels reach the maps.
+//!
+//! # Files
+//! `plan.rs`: jobs (tiles) and the memory estimate; `prepare.rs`: validation and the scores'
+//! preprocessing, once per run; `state.rs`: [`Score`]'s per-job state (one variant per
+//! normalisation, owning its buffers) and its per-rotation steps; `run.rs`: the rotation loop.
+//!
+//! # Adding a score
+//! * One that reuses a normalisation (scaled, fixed denominator, rotated-mask local, MCC):
+//!   a variant of [`Score`] (its name, [`Score::ALL`], and [`Score::uses_template_mask`] /
+//!   [`Score::rotates_mask`] if it reads a mask) in `mod.rs`; its preprocessing, if any, in
+//!   `prepare.rs`; in `state.rs`, the `ScoreState` variant it builds in
+//!   `ScoreState::new` and its row of `buffer_counts`. The loop (`run.rs`) does not change.
+//! * One with a new normalisation: also a `ScoreState` variant with its buffers, its arms in
+//!   `rotate_mask` / `standardize` / `score`, and, when the backends should fuse it, a
+//!   normalisation of [`Correlate::irfft_score_max_update`](crate::backend::Correlate::irfft_score_max_update)
+//!   in `backend/ops/correlate.rs` with its host kernel, the CPU's and CUDA's
+//!   (`crates/cpu/src/ops/correlate.rs`, `crates/cuda/src/ops/correlate.rs`,
+//!   `crates/cuda/kernels/correlate.cu`) and a conformance test
+//!   (`testing/ops/correlate.rs`).
+//! * The command line's `--score` values (`src/cli/matching.rs`) and a pytme fixture
+//!   (`tests/fixtures/matching/reference.py`, `tests/suite/matching.rs`).
 
 use std::fmt;
 use std::ops::ControlFlow;
@@ -221,6 +244,41 @@ pub struct MatchResult<B: Backend> {
     pub ssum_parts: Vec<f64>,
     /// Number of tiles the target was split into (1 = untiled).
     pub tiles: usize,
+}
+
+/// The (real, complex) FFT-grid arrays the first job of this run allocates, and those the
+/// memory estimate ([`estimate_bytes`]) counts for its score: `(allocated, estimated)`, which
+/// a test holds equal. Not part of the stable API.
+#[doc(hidden)]
+pub fn fft_buffers_allocated_and_estimated<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    template: &Arr<B, FloatOf<B>>,
+    params: &MatchParams<'_, B>,
+) -> Result<((u64, u64), (u64, u64))> {
+    let prep = prepare(b, target, template, params)?;
+    let (ts, tshape) = (target.shape().to_vec(), template.shape().to_vec());
+    let sizes = (
+        std::mem::size_of::<FloatOf<B>>(),
+        std::mem::size_of::<IntOf<B>>(),
+    );
+    let (jobs, _) = plan_jobs(
+        params.score,
+        &ts,
+        &tshape,
+        params.pad_edges,
+        u64::MAX,
+        None,
+        sizes,
+    )?;
+    let fast_full = fast_shape(&ts);
+    let ext = if params.pad_edges {
+        WindowExtension::Symmetric
+    } else {
+        WindowExtension::Periodic(&fast_full)
+    };
+    let (_, _, allocated) = state::ScoreState::new(b, params, &prep, &jobs[0], ext, &tshape)?;
+    Ok((allocated, state::buffer_counts(params.score)))
 }
 
 /// Matches `template` against `target` over `params.rotations` (see the module docs).

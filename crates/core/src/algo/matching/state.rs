@@ -23,14 +23,20 @@ use super::{MatchParams, Score};
 type F<B> = FloatOf<B>;
 type C<B> = ComplexOf<B>;
 
-/// (real, complex) FFT-grid buffers a score's job holds at its peak, the setup's included
-/// (what [`super::estimate_bytes`] counts).
+/// (real, complex) FFT-grid arrays [`ScoreState::new`] allocates for a score's job, the
+/// setup's temporaries included (what [`super::estimate_bytes`] counts; a test checks that the
+/// two agree): 3 real and 3 complex every score shares (target window, template buffer,
+/// correlation; target spectrum, template spectrum, product), plus the score's own.
 pub(super) fn buffer_counts(score: Score) -> (u64, u64) {
     match score {
         Score::CC | Score::LCC | Score::NCC => (3, 3),
-        Score::CAM | Score::FLCSphericalMask => (5, 4),
+        // + C(f², m) (real) and the spectrum of f² (complex), setup only.
+        Score::CAM | Score::FLCSphericalMask => (4, 4),
+        // + two mask correlations (real), the spectrum of f² and two products (complex).
         Score::FLC => (5, 6),
-        Score::MCC => (9, 6),
+        // + the target mask window (setup) and five correlations (real), the spectra of the
+        // target mask and of f² (complex).
+        Score::MCC => (9, 5),
     }
 }
 
@@ -415,7 +421,7 @@ impl<B: Backend> ScoreState<B> {
                 b.irfft(plan, y, c_f2m)?;
                 b.complex_mul_conj(spec_t, x, y)?;
                 b.irfft(plan, y, c_tm)?;
-                b.mcc_combine(
+                b.combine_masked_correlations(
                     corr,
                     c_fm,
                     c_tt,
