@@ -412,3 +412,22 @@ pub fn match_template<B: Backend>(
         tiles: jobs.len(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_names_parse() {
+        assert_eq!("flc".parse::<Score>().unwrap(), Score::FLC);
+        assert_eq!(
+            "FLCSphericalMask".parse::<Score>().unwrap(),
+            Score::FLCSphericalMask
+        );
+        let e = "CORR".parse::<Score>().unwrap_err().to_string();
+        assert!(
+            e.contains("unknown score `CORR`") && e.contains("MCC"),
+            "{e}"
+        );
+    }
+}

@@ -230,20 +230,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn score_names_parse() {
-        assert_eq!("flc".parse::<Score>().unwrap(), Score::FLC);
-        assert_eq!(
-            "FLCSphericalMask".parse::<Score>().unwrap(),
-            Score::FLCSphericalMask
-        );
-        let e = "CORR".parse::<Score>().unwrap_err().to_string();
-        assert!(
-            e.contains("unknown score `CORR`") && e.contains("MCC"),
-            "{e}"
-        );
-    }
-
-    #[test]
     fn jobs_cover_the_target_once() {
         let (jobs, tiled) = plan_jobs(
             Score::FLC,
