@@ -409,7 +409,7 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
             "score_statistics".into(),
             json!({
                 "ssum": m.ssum,
-                "ssum_definition": "sum of score^2 over the target's voxels and all rotations / (voxels * rotations)",
+                "ssum_definition": "pytme's: sum of score^2 over the scored positions and all rotations / (target voxels * rotations); the positions are the whole FFT grid (the target zero-padded at the high end to fast lengths) of a circular run, the target's voxels with --pad-edges",
                 "n_rotations": n_rot,
                 "shape": tshape,
                 "n_voxels": tshape.iter().product::<usize>(),

@@ -310,6 +310,141 @@ fn fixtures_full_pipeline() {
     }
 }
 
+/// Relative tolerance of `ssum` against pytme's (`results.mean_square_over_rotations_ssum`,
+/// pytme's float32 accumulator): the maps agree to float32 FFT round-off, and ssum averages
+/// their squares.
+const SSUM_TOL: f64 = 1e-4;
+
+#[test]
+fn fixtures_ssum_equals_pytme() {
+    let b = Cpu::<Single>::new();
+    for name in CASES {
+        let c = load(name);
+        let (_, _, r) = run(&b, &c, true, None);
+        let want = c.meta["results"]["mean_square_over_rotations_ssum"]
+            .as_f64()
+            .unwrap();
+        let rel = (r.ssum - want).abs() / want;
+        assert!(
+            rel <= SSUM_TOL,
+            "{name}: ssum {} vs pytme {want} (relative {rel:.2e})",
+            r.ssum
+        );
+        // ssum is the in-order left fold of the per-call parts over (voxels · rotations).
+        assert_eq!(r.ssum_parts.len(), r.n_rotations * r.tiles);
+        let voxels = c.target.len() as f64;
+        let fold = r.ssum_parts.iter().fold(0.0f64, |a, &p| a + p);
+        assert_eq!(r.ssum, fold / (voxels * r.n_rotations as f64), "{name}");
+    }
+}
+
+/// A target whose size is not a fast FFT length (tests/fixtures/matching/3d_flc_nonfast, made
+/// by its `reference.py` with pytme's own `match` and `postprocess`): pytme sums score² over
+/// the whole zero-padded FFT grid, and so must monomorph, or its false-alarm threshold is not
+/// pytme's. Untiled and tiled, through the library and the command line.
+#[test]
+fn ssum_over_the_fft_grid_as_pytme_on_a_non_fast_target() {
+    use crate::cli_peaks::{ok, p, scratch};
+    let case = crate::common::fixture("matching/3d_flc_nonfast");
+    let info = json("matching/3d_flc_nonfast/case.json");
+    let want = info["pytme_ssum"].as_f64().unwrap();
+    let dir = scratch("nonfast-ssum");
+    let [target, template, mask, rotations] =
+        ["target.mrc", "template.mrc", "mask.mrc", "rotations.npy"].map(|f| case.join(f));
+    for (k, limit) in [None, Some("300K")].into_iter().enumerate() {
+        let run = dir.join(format!("run{k}"));
+        let mut args = vec![
+            "-q",
+            "match",
+            "--target",
+            p(&target),
+            "--template",
+            p(&template),
+            "--template-mask",
+            p(&mask),
+            "--score",
+            "flc",
+            "--rotations",
+            p(&rotations),
+            "--out",
+            p(&run),
+        ];
+        if let Some(l) = limit {
+            args.extend(["--memory-limit", l]);
+        }
+        ok(&args);
+        let rj: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+        let got = rj["ssum"].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= SSUM_TOL * want,
+            "limit {limit:?}: ssum {got} vs pytme {want}"
+        );
+        assert_eq!(rj["tiles"].as_u64().unwrap() > 1, limit.is_some());
+        let star = dir.join(format!("peaks{k}.star"));
+        ok(&[
+            "-q",
+            "peaks",
+            "--scores",
+            p(&run.join("scores.npy")),
+            "--rotation-index",
+            p(&run.join("rotation_index.npy")),
+            "--rotations",
+            p(&run.join("rotations.npy")),
+            "--caller",
+            "maxfilter",
+            "--min-distance",
+            "4",
+            "--false-positives",
+            "1",
+            "--out",
+            p(&star),
+        ]);
+        let text = std::fs::read_to_string(&star).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("# false-alarm threshold "))
+            .unwrap_or_else(|| panic!("no threshold in {text}"));
+        let thr: f64 = line["# false-alarm threshold ".len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let pytme = info["threshold_logged"].as_f64().unwrap();
+        assert!(
+            (thr - pytme).abs() <= 1e-5 * pytme,
+            "limit {limit:?}: threshold {thr} vs pytme postprocess {pytme}"
+        );
+        let rows = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .count() as u64;
+        assert_eq!(rows, info["pytme_peaks"].as_u64().unwrap(), "{text}");
+    }
+}
+
+/// The memory estimate counts exactly the FFT-grid arrays each score's state allocates.
+#[test]
+fn memory_estimate_counts_the_allocated_buffers() {
+    use monomorph::algo::matching::fft_buffers_allocated_and_estimated;
+    let b = Cpu::<Single>::new();
+    let target = ArrayD::from_shape_fn(IxDyn(&[20, 18]), |i| ((i[0] * 7 + i[1]) % 5) as f32);
+    let template = ArrayD::from_shape_fn(IxDyn(&[6, 5]), |i| ((i[0] * 3 + i[1]) % 4) as f32);
+    let ones = ArrayD::from_elem(IxDyn(&[20, 18]), 1.0f32);
+    let (t, p, m) = (up(&b, &target), up(&b, &template), up(&b, &ones));
+    for score in Score::ALL {
+        for pad in [false, true] {
+            let mut params = MatchParams::new(score, RotationSet::uniform(2, 90.0).unwrap());
+            params.target_mask = Some(&m);
+            params.pad_edges = pad;
+            let (allocated, estimated) =
+                fft_buffers_allocated_and_estimated(&b, &t, &p, &params).unwrap();
+            assert_eq!(allocated, estimated, "{score} pad {pad}");
+        }
+    }
+}
+
 #[test]
 fn tiled_equals_untiled() {
     let b = Cpu::<Single>::new();

@@ -1,19 +1,5 @@
 // Fused template-matching kernels.
 
-#define MM_RMAX(n, T, in, I)                                                                \
-    extern "C" __global__ void running_max_##n##_##in(const T *s, T *best, I *bi, I index,   \
-                                                      i64 len) {                            \
-        GRID_LOOP(i, len) {                                                                 \
-            T v = s[i];                                                                     \
-            if (v > best[i]) {                                                              \
-                best[i] = v;                                                                \
-                bi[i] = index;                                                              \
-            }                                                                               \
-        }                                                                                   \
-    }
-#define MM_RMAX_I(n, T) MM_RMAX(n, T, i32, int) MM_RMAX(n, T, i64, i64)
-MM_FLOATS(MM_RMAX_I)
-
 // 1 / (s n) of pytme's norm_scores from C(f, m) and C(f^2, m) (already scaled).
 __device__ __forceinline__ double mm_inv_den(double c1, double c2, double n, double eps) {
     const double e1 = c1 / n;

@@ -345,8 +345,8 @@ fn inverse_denominator_double() {
     inverse_denominator_agrees::<Double>(1e-12);
 }
 
-/// `mcc_combine` on the device equals the host kernel (scores, the overlap cut, the clip).
-fn mcc_combine_agrees<P: Precision>(tol: f64) {
+/// `combine_masked_correlations` on the device equals the host kernel (scores, the overlap cut, the clip).
+fn combine_masked_correlations_agrees<P: Precision>(tol: f64) {
     let Some(gpu) = make::<P>() else { return };
     type F<P> = <P as Precision>::Float;
     let mut rng = Lcg::new(23);
@@ -366,7 +366,7 @@ fn mcc_combine_agrees<P: Precision>(tol: f64) {
         F::<P>::from_f64(0.3),
     );
     let mut want = ins[0].clone();
-    host::mcc_combine(
+    host::combine_masked_correlations(
         want.as_slice_mut().unwrap(),
         [
             ins[1].as_slice().unwrap(),
@@ -381,7 +381,7 @@ fn mcc_combine_agrees<P: Precision>(tol: f64) {
     );
     let d: Vec<_> = ins.iter().map(|a| gpu.upload(a.view()).unwrap()).collect();
     let mut c_ft = gpu.upload(ins[0].view()).unwrap();
-    gpu.mcc_combine(
+    gpu.combine_masked_correlations(
         &mut c_ft, &d[1], &d[2], &d[3], &d[4], &d[5], scale, eps, ratio,
     )
     .unwrap();
@@ -390,17 +390,20 @@ fn mcc_combine_agrees<P: Precision>(tol: f64) {
     let zeros_w = w.iter().filter(|v| **v == 0.0).count();
     assert!(zeros_w > 0, "the test data must reach the overlap cut");
     let diff = max_abs_diff(&g, &w);
-    assert!(diff <= tol, "mcc_combine differs by {diff:e}");
+    assert!(
+        diff <= tol,
+        "combine_masked_correlations differs by {diff:e}"
+    );
 }
 
 #[test]
-fn mcc_combine_single() {
-    mcc_combine_agrees::<Single>(1e-4);
+fn combine_masked_correlations_single() {
+    combine_masked_correlations_agrees::<Single>(1e-4);
 }
 
 #[test]
-fn mcc_combine_double() {
-    mcc_combine_agrees::<Double>(1e-10);
+fn combine_masked_correlations_double() {
+    combine_masked_correlations_agrees::<Double>(1e-10);
 }
 
 // ------------------------------------------------------------------ whole matching runs

@@ -73,7 +73,6 @@ fn expected_kernels() -> Vec<String> {
             expected.push(format!("{k}_{t}"));
         }
         for i in ["i32", "i64"] {
-            expected.push(format!("running_max_{t}_{i}"));
             expected.push(format!("score_max_{t}_{i}"));
         }
     }

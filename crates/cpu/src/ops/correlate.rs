@@ -92,41 +92,6 @@ fn output_line(row: usize, fast: &[usize], shift: &[isize], out: &[usize]) -> Op
 }
 
 impl<P: Precision> Correlate for Cpu<P> {
-    fn running_max<T: Float, I: Index>(
-        &self,
-        scores: &ArrayD<T>,
-        best: &mut ArrayD<T>,
-        best_index: &mut ArrayD<I>,
-        index: I,
-    ) -> Result<()> {
-        same_shape("running_max: best vs scores", scores.shape(), best.shape())?;
-        same_shape(
-            "running_max: best_index vs scores",
-            scores.shape(),
-            best_index.shape(),
-        )?;
-        let s = data("scores", scores)?;
-        let bi = data_mut("best_index", best_index)?;
-        let b = data_mut("best", best)?;
-        let body = |b: &mut [T], bi: &mut [I], s: &[T]| {
-            for i in 0..s.len() {
-                if s[i] > b[i] {
-                    b[i] = s[i];
-                    bi[i] = index;
-                }
-            }
-        };
-        if s.len() >= PAR_MIN {
-            b.par_chunks_mut(PAR_MIN)
-                .zip(bi.par_chunks_mut(PAR_MIN))
-                .zip(s.par_chunks(PAR_MIN))
-                .for_each(|((b, bi), s)| body(b, bi, s));
-        } else {
-            body(b, bi, s);
-        }
-        Ok(())
-    }
-
     fn write_corner<T: Float>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
         let offset = vec![0usize; src.ndim()];
         self.insert_block(src, &offset, dst)
@@ -447,7 +412,7 @@ impl<P: Precision> Correlate for Cpu<P> {
         Ok(())
     }
 
-    fn mcc_combine<T: Float>(
+    fn combine_masked_correlations<T: Float>(
         &self,
         c_ft: &mut ArrayD<T>,
         c_fm: &ArrayD<T>,
@@ -467,7 +432,7 @@ impl<P: Precision> Correlate for Cpu<P> {
             ("c_tm", c_tm),
         ] {
             same_shape(
-                &format!("mcc_combine: {w} vs c_ft"),
+                &format!("combine_masked_correlations: {w} vs c_ft"),
                 a.shape(),
                 c_ft.shape(),
             )?;
@@ -479,7 +444,7 @@ impl<P: Precision> Correlate for Cpu<P> {
             data("c_tt2", c_tt2)?,
             data("c_tm", c_tm)?,
         ];
-        host::mcc_combine(data_mut("c_ft", c_ft)?, rest, scale, eps, overlap_ratio);
+        host::combine_masked_correlations(data_mut("c_ft", c_ft)?, rest, scale, eps, overlap_ratio);
         Ok(())
     }
 }

@@ -52,44 +52,6 @@ impl<P: Precision> Cuda<P> {
 }
 
 impl<P: Precision> Correlate for Cuda<P> {
-    fn running_max<T: Float, I: Index>(
-        &self,
-        scores: &CudaArray<T>,
-        best: &mut CudaArray<T>,
-        best_index: &mut CudaArray<I>,
-        index: I,
-    ) -> Result<()> {
-        same_shape("running_max: best vs scores", scores.shape(), best.shape())?;
-        same_shape(
-            "running_max: best_index vs scores",
-            scores.shape(),
-            best_index.shape(),
-        )?;
-        let n = scores.len() as i64;
-        if n == 0 {
-            return Ok(());
-        }
-        let f = self.kernel2::<T, I>("running_max")?;
-        let bytes = bytemuck::bytes_of(&index);
-        let cfg = self.grid(n as usize);
-        let mut l = self.inner.stream.launch_builder(&f);
-        l.arg(&scores.buf)
-            .arg(&mut best.buf)
-            .arg(&mut best_index.buf);
-        let (i32v, i64v): (i32, i64);
-        if bytes.len() == 4 {
-            i32v = bytemuck::pod_read_unaligned(bytes);
-            l.arg(&i32v);
-        } else {
-            i64v = bytemuck::pod_read_unaligned(bytes);
-            l.arg(&i64v);
-        }
-        l.arg(&n);
-        // SAFETY: the three buffers hold `n` elements of their types.
-        unsafe { l.launch(cfg) }.ck()?;
-        Ok(())
-    }
-
     fn write_corner<T: Float>(&self, src: &CudaArray<T>, dst: &mut CudaArray<T>) -> Result<()> {
         // Only the corner is written: the rest of dst is zero by contract.
         let origin = vec![0usize; src.ndim()];
@@ -310,7 +272,7 @@ impl<P: Precision> Correlate for Cuda<P> {
         Ok(())
     }
 
-    fn mcc_combine<T: Float>(
+    fn combine_masked_correlations<T: Float>(
         &self,
         c_ft: &mut CudaArray<T>,
         c_fm: &CudaArray<T>,
@@ -330,7 +292,7 @@ impl<P: Precision> Correlate for Cuda<P> {
             ("c_tm", c_tm),
         ] {
             same_shape(
-                &format!("mcc_combine: {what} vs c_ft"),
+                &format!("combine_masked_correlations: {what} vs c_ft"),
                 c_ft.shape(),
                 a.shape(),
             )?;

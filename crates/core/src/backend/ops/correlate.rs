@@ -10,7 +10,7 @@ use crate::error::{Error, Result, fmt_shape};
 /// Correlation arrays (`corr`, `c1`, `c2`) are read through a [`CorrWindow`]; `inv_den` is
 /// already in output coordinates.
 pub enum ScoreNorm<'a, B: BackendTypes, T: Element> {
-    /// `score = scale · c` (CC, LCC, NCC, MCC after [`Correlate::mcc_combine`]).
+    /// `score = scale · c` (CC, LCC, NCC, MCC after [`Correlate::combine_masked_correlations`]).
     Scaled {
         /// Factor (e.g. the FFT's 1/Π fast, times 1/√size for NCC).
         scale: T,
@@ -103,16 +103,6 @@ pub enum WindowExtension<'a> {
 /// reference kernels of [`host`]: correct on every backend, slow on a device. Backends
 /// override them (the CPU backend calls the same [`host`] kernels in parallel in place).
 pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
-    /// Running maximum over rotations: where `scores > best` (strict; NaN never wins),
-    /// `best = scores` and `best_index = index`. All three arrays have the same shape.
-    fn running_max<T: Float, I: Index>(
-        &self,
-        scores: &Arr<Self, T>,
-        best: &mut Arr<Self, T>,
-        best_index: &mut Arr<Self, I>,
-        index: I,
-    ) -> Result<()>;
-
     /// Copies `src` into the corner `[0, src.shape)` of `dst`. Elements of `dst` outside that
     /// box must already be zero and may be left untouched (a template placed in a zeroed FFT
     /// buffer every rotation). Default: [`Resample::pad`] with zeros (rewrites all of `dst`).
@@ -342,7 +332,7 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
     /// `den = √(max(c_f2m − c_fm²/ov, 0) · max(c_tt2 − c_tt²/ov, 0))`, 1 where
     /// `den < 1e3·eps·max(den)`; score `clip(num/den, −1, 1)`, 0 where
     /// `ov < overlap_ratio·max(ov)` (maxima over the whole grid). Default: *host*.
-    fn mcc_combine<T: Float>(
+    fn combine_masked_correlations<T: Float>(
         &self,
         c_ft: &mut Arr<Self, T>,
         c_fm: &Arr<Self, T>,
@@ -362,13 +352,13 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
         for h in &hs {
             if h.shape() != a.shape() {
                 return Err(Error::shape(
-                    "mcc_combine inputs",
+                    "combine_masked_correlations inputs",
                     fmt_shape(a.shape()),
                     fmt_shape(h.shape()),
                 ));
             }
         }
-        host::mcc_combine(
+        host::combine_masked_correlations(
             slice_mut(&mut a)?,
             [
                 slice(&hs[0])?,
@@ -946,9 +936,9 @@ pub mod host {
         Ok(())
     }
 
-    /// Host kernel of [`super::Correlate::mcc_combine`]: `c_ft` is overwritten by the scores;
+    /// Host kernel of [`super::Correlate::combine_masked_correlations`]: `c_ft` is overwritten by the scores;
     /// `rest = [c_fm, c_tt, c_f2m, c_tt2, c_tm]`.
-    pub fn mcc_combine<T: Float>(
+    pub fn combine_masked_correlations<T: Float>(
         c_ft: &mut [T],
         rest: [&[T]; 5],
         scale: T,

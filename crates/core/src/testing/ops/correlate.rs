@@ -25,10 +25,23 @@ pub fn running_max_strict<B: Backend>(b: &B) {
         .expect("full");
     let s0 = f(&[1.0, 2.0, 3.0, 0.0, f64::NAN, -1.0]);
     let s1 = f(&[1.0, 5.0, 2.0, 0.5, 7.0, f64::NAN]);
-    b.running_max(&up(b, &s0), &mut best, &mut idx, IntOf::<B>::from_f64(0.0))
-        .expect("running_max");
-    b.running_max(&up(b, &s1), &mut best, &mut idx, IntOf::<B>::from_f64(1.0))
-        .expect("running_max");
+    // The running max of the matching loop: score_max_update with the identity scale and no
+    // shift reads the scores as they are.
+    let mut ssum = b.zeros::<f64>(&[1]).expect("zeros");
+    for (k, s) in [s0, s1].iter().enumerate() {
+        b.score_max_update(
+            &up(b, s),
+            ScoreNorm::Scaled {
+                scale: FloatOf::<B>::from_f64(1.0),
+            },
+            CorrWindow { shift: &[0, 0] },
+            &mut best,
+            &mut idx,
+            IntOf::<B>::from_f64(k as f64),
+            &mut ssum,
+        )
+        .expect("score_max_update");
+    }
     assert_eq!(flat(&down(b, &best)), vec![1.0, 5.0, 3.0, 0.5, 7.0, -1.0]);
     assert_eq!(
         flat(&down(b, &idx)),

@@ -1,0 +1,433 @@
+//! Template matching over a rotation search, generic over the backend (pytme 0.3.6's exhaustive
+//! matching, same numbers).
+//!
+//! [`match_template`] scores every position of a 2-D or 3-D target against a template rotated by
+//! every matrix of a [`RotationSet`], and keeps per voxel the best score and the index of the
+//! rotation that gave it. Scores and conventions are pytme's (`tme/matching_scores.py`):
+//!
+//! * `score[x] = Σ_k t_R[k] · f[x − n//2 + k]`: index `x` is where template voxel `n//2` lands.
+//! * Default: circular correlation over `fast_shape(target)` (the target zero-padded at the high
+//!   end). [`MatchParams::pad_edges`]: the target is extended symmetrically (numpy's
+//!   `mode="symmetric"`) by `n − 1` per axis, so every window reads a true symmetric extension —
+//!   pytme's `pad_target_edges` without its even-`n` off-by-one at index 0.
+//! * Rotation is a pull-back about `c = (n − 1)/2`: `t_R[o] = t[R·(o − c) + c]`, cubic B-spline
+//!   with prefilter (default) or linear; the FLC/MCC mask is rotated with the same order and no
+//!   prefilter (so a binary mask is smoothed even by the identity), as pytme does.
+//! * Running max over rotations with strict `>` from −∞: ties keep the earlier rotation.
+//! * Zero variance is defined, never NaN: a local target deviation under `eps` is replaced by 1
+//!   (pytme's rule); a constant template (or constant target for the globally standardised
+//!   CAM/NCC) scores 0 everywhere (pytme divides by zero there).
+//!
+//! # Inner loop
+//! Target spectra and denominators are computed once per tile. Per rotation: rotate the template
+//! box on the device → place it in a zeroed FFT buffer (only the box is written) → pruned r2c and
+//! the products with the target spectra ([`Correlate::rfft_pruned_mul_conj`](crate::backend::Correlate::rfft_pruned_mul_conj)) → c2r and the
+//! score pass ([`Correlate::irfft_score_max_update`](crate::backend::Correlate::irfft_score_max_update)), which reads the correlation with the
+//! `n//2` alignment and the crop folded in, normalises, updates the running max/argmax and
+//! accumulates Σ score². A backend fuses these where it can save passes over the volume (the CPU
+//! runs the products with the slowest axis' forward and inverse transforms tile by tile, and
+//! scores each z slab of FLC's three correlations while it is in cache, so neither the products
+//! nor the correlations are written out); MCC keeps the unfused sequence, as it normalises by
+//! maxima over the whole grid. Nothing is allocated per rotation. On the CPU
+//! the parallelism is inside each FFT and each fused pass (rayon), not across rotations: it keeps
+//! one set of FFT-sized buffers (memory) and measured no slower (see the project notes).
+//!
+//! # Memory and tiles
+//! The bytes a run needs are estimated before allocating ([`estimate_bytes`]). When they exceed
+//! the backend's [`Memory::available_memory`](crate::backend::Memory::available_memory) or [`MatchParams::memory_limit`], the target is
+//! split into tiles; each tile reads its window plus the `n − 1` margin from the same extension
+//! the whole run would read (periodic zero-padded, or symmetric), so tiled and untiled results
+//! agree to round-off. MCC normalises by maxima over the whole grid and is never tiled. A
+//! circular run scores every position of its FFT grid (tiles of the padding included), so that
+//! [`MatchResult::ssum`] sums over pytme's positions; only the target's voxels reach the maps.
+//!
+//! # Files
+//! `plan.rs`: jobs (tiles) and the memory estimate; `prepare.rs`: validation and the scores'
+//! preprocessing, once per run; `state.rs`: [`Score`]'s per-job state (one variant per
+//! normalisation, owning its buffers) and its per-rotation steps; `run.rs`: the rotation loop.
+//!
+//! # Adding a score
+//! * One that reuses a normalisation (scaled, fixed denominator, rotated-mask local, MCC):
+//!   a variant of [`Score`] (its name, [`Score::ALL`], and [`Score::uses_template_mask`] /
+//!   [`Score::rotates_mask`] if it reads a mask) in `mod.rs`; its preprocessing, if any, in
+//!   `prepare.rs`; in `state.rs`, the `ScoreState` variant it builds in
+//!   `ScoreState::new` and its row of `buffer_counts`. The loop (`run.rs`) does not change.
+//! * One with a new normalisation: also a `ScoreState` variant with its buffers, its arms in
+//!   `rotate_mask` / `standardize` / `score`, and, when the backends should fuse it, a
+//!   normalisation of [`Correlate::irfft_score_max_update`](crate::backend::Correlate::irfft_score_max_update)
+//!   in `backend/ops/correlate.rs` with its host kernel, the CPU's and CUDA's
+//!   (`crates/cpu/src/ops/correlate.rs`, `crates/cuda/src/ops/correlate.rs`,
+//!   `crates/cuda/kernels/correlate.cu`) and a conformance test
+//!   (`testing/ops/correlate.rs`).
+//! * The command line's `--score` values (`src/cli/matching.rs`) and a pytme fixture
+//!   (`tests/fixtures/matching/reference.py`, `tests/suite/matching.rs`).
+
+use std::fmt;
+use std::ops::ControlFlow;
+use std::str::FromStr;
+
+use crate::algo::rotations::RotationSet;
+use crate::backend::{Arr, ArrayMeta, Backend, FloatOf, IntOf, Interpolation, WindowExtension};
+use crate::dtype::{Index, Real};
+use crate::error::{Error, Result};
+use crate::shape::fast_shape;
+
+mod plan;
+mod prepare;
+mod run;
+mod state;
+
+pub use plan::estimate_bytes;
+use plan::plan_jobs;
+use prepare::prepare;
+use run::run_job;
+
+/// The scores pytme offers (its names and maths, `tme/matching_scores.py` in pytme 0.3.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Score {
+    /// Raw cross-correlation `C(f, t_R)`.
+    CC,
+    /// CC of the Laplacians (`scipy.ndimage.laplace`, mode reflect), Laplacian before rotation.
+    LCC,
+    /// Target globally standardised, template standardised over its box, divided by √size.
+    NCC,
+    /// Target and template globally standardised, then FLCSphericalMask.
+    CAM,
+    /// Local normalised correlation with the unrotated mask's denominator (computed once).
+    FLCSphericalMask,
+    /// Local normalised correlation with the rotated (smoothed) mask, per rotation.
+    FLC,
+    /// Padfield masked NCC with a target mask ([`MatchParams::target_mask`]).
+    MCC,
+}
+
+impl Score {
+    /// Every score, in pytme's register order.
+    pub const ALL: [Score; 7] = [
+        Score::CC,
+        Score::LCC,
+        Score::CAM,
+        Score::NCC,
+        Score::FLCSphericalMask,
+        Score::FLC,
+        Score::MCC,
+    ];
+    /// pytme's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Score::CC => "CC",
+            Score::LCC => "LCC",
+            Score::NCC => "NCC",
+            Score::CAM => "CAM",
+            Score::FLCSphericalMask => "FLCSphericalMask",
+            Score::FLC => "FLC",
+            Score::MCC => "MCC",
+        }
+    }
+    /// `true` for the scores that read a template mask (all-ones when none is given).
+    pub fn uses_template_mask(self) -> bool {
+        matches!(
+            self,
+            Score::CAM | Score::FLCSphericalMask | Score::FLC | Score::MCC
+        )
+    }
+    /// `true` for the scores that rotate the mask with the template.
+    pub fn rotates_mask(self) -> bool {
+        matches!(self, Score::FLC | Score::MCC)
+    }
+}
+
+impl fmt::Display for Score {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Score {
+    type Err = Error;
+    /// Parses pytme's names, case-insensitively.
+    fn from_str(s: &str) -> Result<Self> {
+        Score::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Score::ALL.iter().map(|c| c.name()).collect();
+                Error::invalid(
+                    "score",
+                    format!("unknown score `{s}`; expected one of {}", names.join(", ")),
+                )
+            })
+    }
+}
+
+/// Templates (and masks) already rotated, one per rotation, in template orientation and after the
+/// score's preprocessing (LCC: Laplacian; CAM: global standardisation), e.g. pytme's
+/// `rotated_templates.npy` / `rotated_masks.npy`. Used instead of rotating: checks the score
+/// maths apart from interpolation.
+pub struct Prerotated<'a, B: Backend> {
+    /// One template box per rotation.
+    pub templates: &'a [Arr<B, FloatOf<B>>],
+    /// One mask box per rotation (FLC and MCC).
+    pub masks: Option<&'a [Arr<B, FloatOf<B>>]>,
+}
+
+/// Progress callback: `(rotation steps done, total)`; return `ControlFlow::Break(())` to cancel
+/// ([`Error::Cancelled`]). Total is rotations × tiles.
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) -> ControlFlow<()> + Sync);
+
+/// Parameters of [`match_template`]. Build with [`MatchParams::new`] and set fields.
+pub struct MatchParams<'a, B: Backend> {
+    /// The score.
+    pub score: Score,
+    /// The rotations searched (their dimension must be the target's).
+    pub rotations: RotationSet,
+    /// Template mask (template-shaped) for CAM, FLCSphericalMask, FLC, MCC; all ones if `None`.
+    pub template_mask: Option<&'a Arr<B, FloatOf<B>>>,
+    /// Target mask (target-shaped), needed by MCC.
+    pub target_mask: Option<&'a Arr<B, FloatOf<B>>>,
+    /// Symmetric edge padding instead of circular correlation.
+    pub pad_edges: bool,
+    /// Rotation interpolation (cubic with prefilter by default).
+    pub interpolation: Interpolation,
+    /// Use these pre-rotated volumes instead of rotating (one per rotation).
+    pub prerotated: Option<Prerotated<'a, B>>,
+    /// Upper bound on the bytes the run may use (the backend's available memory applies too).
+    pub memory_limit: Option<u64>,
+    /// Force tiles of at most this output shape (testing and tuning); `None` = by memory.
+    pub tile_shape: Option<Vec<usize>>,
+    /// MCC: scores are 0 where the mask overlap is below this fraction of its maximum (0.3).
+    pub mcc_overlap_ratio: f64,
+    /// Called after every rotation; may cancel.
+    pub progress: Option<Progress<'a>>,
+}
+
+impl<'a, B: Backend> MatchParams<'a, B> {
+    /// Defaults: no masks, circular correlation, cubic interpolation, no limits, no callback.
+    pub fn new(score: Score, rotations: RotationSet) -> Self {
+        MatchParams {
+            score,
+            rotations,
+            template_mask: None,
+            target_mask: None,
+            pad_edges: false,
+            interpolation: Interpolation::Cubic,
+            prerotated: None,
+            memory_limit: None,
+            tile_shape: None,
+            mcc_overlap_ratio: 0.3,
+            progress: None,
+        }
+    }
+}
+
+/// What [`match_template`] returns.
+pub struct MatchResult<B: Backend> {
+    /// Best score per voxel (target-shaped).
+    pub scores: Arr<B, FloatOf<B>>,
+    /// Index into [`MatchResult::rotations`] of the best rotation per voxel (−1 where no rotation
+    /// scored above −∞, e.g. NaN).
+    pub rotation_index: Arr<B, IntOf<B>>,
+    /// The rotations searched.
+    pub rotations: RotationSet,
+    /// Number of rotations.
+    pub n_rotations: usize,
+    /// pytme's `ssum`, the variance estimate of `postprocess --n-false-positives`: Σ score² over
+    /// the scored positions and all rotations / (target voxels · rotations). The positions are
+    /// pytme's: the whole FFT grid `fast_shape(target)` of a circular run (the target
+    /// zero-padded at the high end, as `MaxScoreOverRotations` sums its whole score array), the
+    /// target's voxels with [`MatchParams::pad_edges`] (pytme's `pad_target_edges` zeroes the
+    /// scores whose centre lies in the padding). Tiles give the untiled value to round-off. The
+    /// left fold of [`MatchResult::ssum_parts`] in order, divided.
+    pub ssum: f64,
+    /// Σ score² of each scoring call (one per tile and rotation, in the loop's order: tiles
+    /// outer, rotations inner), each accumulated from zero.
+    pub ssum_parts: Vec<f64>,
+    /// Number of tiles the target was split into (1 = untiled).
+    pub tiles: usize,
+}
+
+/// The (real, complex) FFT-grid arrays the first job of this run allocates, and those the
+/// memory estimate ([`estimate_bytes`]) counts for its score: `(allocated, estimated)`, which
+/// a test holds equal. Not part of the stable API.
+#[doc(hidden)]
+pub fn fft_buffers_allocated_and_estimated<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    template: &Arr<B, FloatOf<B>>,
+    params: &MatchParams<'_, B>,
+) -> Result<((u64, u64), (u64, u64))> {
+    let prep = prepare(b, target, template, params)?;
+    let (ts, tshape) = (target.shape().to_vec(), template.shape().to_vec());
+    let sizes = (
+        std::mem::size_of::<FloatOf<B>>(),
+        std::mem::size_of::<IntOf<B>>(),
+    );
+    let (jobs, _) = plan_jobs(
+        params.score,
+        &ts,
+        &tshape,
+        params.pad_edges,
+        u64::MAX,
+        None,
+        sizes,
+    )?;
+    let fast_full = fast_shape(&ts);
+    let ext = if params.pad_edges {
+        WindowExtension::Symmetric
+    } else {
+        WindowExtension::Periodic(&fast_full)
+    };
+    let (_, _, allocated) = state::ScoreState::new(b, params, &prep, &jobs[0], ext, &tshape)?;
+    Ok((allocated, state::buffer_counts(params.score)))
+}
+
+/// Matches `template` against `target` over `params.rotations` (see the module docs).
+///
+/// `target` and `template` are device arrays of the backend's float type with 2 or 3 axes each;
+/// the template must be no larger than the target on any axis. The result stays on the device:
+/// call peaks on it with [`MatchResult::peaks`].
+///
+/// ```
+/// # use monomorph_core as monomorph;
+/// # use monomorph_cpu::Cpu;
+/// use monomorph::prelude::*;
+/// use monomorph::ndarray::{Array2, Ix2, s};
+///
+/// let b = Cpu::<Single>::new();
+/// let template = Array2::from_shape_fn((6, 6), |(y, x)| ((y * 6 + x) % 7) as f32);
+/// let mut target = Array2::<f32>::zeros((40, 40));
+/// target.slice_mut(s![20..26, 8..14]).assign(&template); // corner at (20, 8)
+/// let (t, p) = (b.upload_array(&target)?, b.upload_array(&template)?);
+///
+/// let params = MatchParams::new(Score::FLC, RotationSet::uniform(2, 30.0)?); // 12 angles
+/// let result = match_template(&b, &t, &p, &params)?;
+///
+/// let (best, score) = b.argmax(&result.scores)?;
+/// assert_eq!((best / 40, best % 40), (23, 11)); // the template's centre voxel (6 / 2 = 3 in)
+/// assert!(score > 0.99);
+/// let rotation = b.download_as::<i64, Ix2>(&result.rotation_index)?;
+/// assert_eq!(rotation[[23, 11]], 0); // the identity, first in the set
+/// assert_eq!(result.n_rotations, 12);
+/// # Ok::<(), monomorph::Error>(())
+/// ```
+///
+/// A progress callback ([`MatchParams::progress`]) is `Fn + Sync`: count with an atomic
+/// (`AtomicUsize::fetch_add`), which also serves as CG's observer.
+pub fn match_template<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    template: &Arr<B, FloatOf<B>>,
+    params: &MatchParams<'_, B>,
+) -> Result<MatchResult<B>> {
+    let prep = prepare(b, target, template, params)?;
+    let ts = target.shape().to_vec();
+    let tshape = template.shape().to_vec();
+    let limit = params
+        .memory_limit
+        .map_or(b.available_memory(), |l| l.min(b.available_memory()));
+    let (jobs, tiled) = plan_jobs(
+        params.score,
+        &ts,
+        &tshape,
+        params.pad_edges,
+        limit,
+        params.tile_shape.as_deref(),
+        (
+            std::mem::size_of::<FloatOf<B>>(),
+            std::mem::size_of::<IntOf<B>>(),
+        ),
+    )?;
+    let fast_full = fast_shape(&ts);
+    let ext = if params.pad_edges {
+        WindowExtension::Symmetric
+    } else {
+        WindowExtension::Periodic(&fast_full)
+    };
+
+    let nrot = params.rotations.len();
+    let total = nrot * jobs.len();
+    let mut ssum = b.zeros::<f64>(&[1])?;
+    let mut ssum_parts = Vec::with_capacity(total);
+    let lowest = <FloatOf<B> as Real>::lowest();
+    let none = IntOf::<B>::from_i64(-1);
+    let mut scores = b.full(&ts, lowest)?;
+    let mut index = b.full(&ts, none)?;
+    for (j, job) in jobs.iter().enumerate() {
+        let progress = |r: usize| -> Result<()> {
+            if let Some(cb) = params.progress
+                && cb(j * nrot + r, total).is_break()
+            {
+                return Err(Error::Cancelled {
+                    done: j * nrot + r,
+                    total,
+                });
+            }
+            Ok(())
+        };
+        let mut run = |best: &mut Arr<B, FloatOf<B>>, best_index: &mut Arr<B, IntOf<B>>| {
+            run_job(
+                b,
+                &prep,
+                params,
+                job,
+                ext,
+                &tshape,
+                best,
+                best_index,
+                (&mut ssum, &mut ssum_parts),
+                &progress,
+            )
+        };
+        if !tiled && job.out_shape == ts {
+            // The output box is the target: update the result maps in place.
+            run(&mut scores, &mut index)?;
+            continue;
+        }
+        let mut s = b.full(&job.out_shape, lowest)?;
+        let mut ix = b.full(&job.out_shape, none)?;
+        run(&mut s, &mut ix)?;
+        match &job.keep {
+            None => {}
+            Some(_) if !tiled => {
+                // The whole FFT grid was scored: its corner is the target.
+                b.crop(&s, &job.out_offset, &mut scores)?;
+                b.crop(&ix, &job.out_offset, &mut index)?;
+            }
+            Some(_) => {
+                b.insert_block(&s, &job.out_offset, &mut scores)?;
+                b.insert_block(&ix, &job.out_offset, &mut index)?;
+            }
+        }
+    }
+    // The left fold of the per-call sums, in the loop's order.
+    let ssum_total = ssum_parts.iter().fold(0.0f64, |a, &p| a + p);
+    let voxels: usize = ts.iter().product();
+    Ok(MatchResult {
+        scores,
+        rotation_index: index,
+        rotations: params.rotations.clone(),
+        n_rotations: nrot,
+        ssum: ssum_total / (voxels as f64 * nrot as f64),
+        ssum_parts,
+        tiles: jobs.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_names_parse() {
+        assert_eq!("flc".parse::<Score>().unwrap(), Score::FLC);
+        assert_eq!(
+            "FLCSphericalMask".parse::<Score>().unwrap(),
+            Score::FLCSphericalMask
+        );
+        let e = "CORR".parse::<Score>().unwrap_err().to_string();
+        assert!(
+            e.contains("unknown score `CORR`") && e.contains("MCC"),
+            "{e}"
+        );
+    }
+}

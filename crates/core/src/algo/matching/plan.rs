@@ -1,0 +1,310 @@
+//! Planning: the jobs (tiles) a run is split into, and the bytes each needs.
+
+use crate::backend::{Backend, ComplexOf, FloatOf, IntOf, array_bytes};
+use crate::error::{Error, Result, fmt_shape};
+use crate::shape::fast_shape;
+
+use super::Score;
+use super::state::buffer_counts;
+
+/// One unit of work: an output box of the target and how its input window is read.
+///
+/// The job scores every position of its output box (the running sum of squared scores covers
+/// them all), but only the part of the box inside the target, `keep`, reaches the result maps:
+/// a circular run scores the whole FFT grid, as pytme does, so that `ssum` is pytme's.
+#[derive(Debug, Clone)]
+pub(super) struct Job {
+    pub(super) out_offset: Vec<usize>,
+    pub(super) out_shape: Vec<usize>,
+    /// Shape of the box's corner `[0, keep)` that lies inside the target (the whole box, the
+    /// target when the box is the whole FFT grid), `None` when the box lies in the padding.
+    pub(super) keep: Option<Vec<usize>>,
+    pub(super) start: Vec<isize>,
+    pub(super) len: Vec<usize>,
+    pub(super) fast: Vec<usize>,
+    pub(super) shift: Vec<isize>,
+}
+
+/// The untiled circular job: every position of the FFT grid `fast_shape(target)` is scored;
+/// the target's corner is kept.
+pub(super) fn circular_job(target: &[usize], tshape: &[usize]) -> Job {
+    let fast = fast_shape(target);
+    Job {
+        out_offset: vec![0; target.len()],
+        out_shape: fast.clone(),
+        keep: Some(target.to_vec()),
+        start: vec![0; target.len()],
+        len: fast.clone(),
+        shift: tshape.iter().map(|&n| -((n / 2) as isize)).collect(),
+        fast,
+    }
+}
+
+/// A job whose output box `offset + [0, out)` lies inside the target (`inside`) or in the
+/// padding beyond it, read from the extension through a window with the template's margin.
+pub(super) fn window_job(offset: &[usize], out: &[usize], tshape: &[usize], inside: bool) -> Job {
+    let len: Vec<usize> = out.iter().zip(tshape).map(|(o, n)| o + n - 1).collect();
+    Job {
+        out_offset: offset.to_vec(),
+        out_shape: out.to_vec(),
+        keep: inside.then(|| out.to_vec()),
+        start: offset
+            .iter()
+            .zip(tshape)
+            .map(|(&a, &n)| a as isize - (n / 2) as isize)
+            .collect(),
+        fast: fast_shape(&len),
+        len,
+        shift: vec![0; out.len()],
+    }
+}
+
+/// Estimated peak bytes of matching an output box `out` on an FFT grid `fast` (the caller's
+/// arrays excluded; the full result maps included).
+pub fn estimate_bytes<B: Backend>(
+    score: Score,
+    target: &[usize],
+    out: &[usize],
+    fast: &[usize],
+) -> Result<u64> {
+    let _ = (
+        array_bytes::<FloatOf<B>>(&[1])?,
+        array_bytes::<ComplexOf<B>>(&[1])?,
+    );
+    estimate_sized(
+        score,
+        target,
+        out,
+        fast,
+        std::mem::size_of::<FloatOf<B>>(),
+        std::mem::size_of::<IntOf<B>>(),
+    )
+}
+
+/// [`estimate_bytes`] for element sizes `fsize` (float) and `isize_` (index) in bytes.
+pub(super) fn estimate_sized(
+    score: Score,
+    target: &[usize],
+    out: &[usize],
+    fast: &[usize],
+    fsize: usize,
+    isize_: usize,
+) -> Result<u64> {
+    let (nr, nc) = buffer_counts(score);
+    let n = |s: &[usize]| -> Result<u64> {
+        crate::shape::checked_len(s)
+            .map(|v| v as u64)
+            .ok_or_else(|| Error::invalid("shape", format!("{s:?} overflows")))
+    };
+    let (fs, is) = (fsize as u64, isize_ as u64);
+    let r = n(fast)? * fs;
+    let c = n(&crate::shape::rfft_shape(
+        fast,
+        &(0..fast.len()).collect::<Vec<_>>(),
+    ))? * 2
+        * fs;
+    let o = n(out)? * (fs + is);
+    let full = n(target)? * (fs + is);
+    let den = if matches!(score, Score::CAM | Score::FLCSphericalMask) {
+        n(out)? * fs
+    } else {
+        0
+    };
+    Ok(nr * r + nc * c + o + full + den)
+}
+
+/// Splits the target into jobs (tiles) that fit `limit` bytes.
+pub(super) fn plan_jobs(
+    score: Score,
+    target: &[usize],
+    tshape: &[usize],
+    pad_edges: bool,
+    limit: u64,
+    forced: Option<&[usize]>,
+    sizes: (usize, usize),
+) -> Result<(Vec<Job>, bool)> {
+    let est =
+        |out: &[usize], fast: &[usize]| estimate_sized(score, target, out, fast, sizes.0, sizes.1);
+    let d = target.len();
+    let whole = if pad_edges {
+        window_job(&vec![0; d], target, tshape, true)
+    } else {
+        circular_job(target, tshape)
+    };
+    let mut tile: Vec<usize> = match forced {
+        Some(t) => {
+            if t.len() != d || t.contains(&0) {
+                return Err(Error::shape(
+                    "tile_shape",
+                    format!("{d} positive sizes"),
+                    format!("{t:?}"),
+                ));
+            }
+            t.iter().zip(target).map(|(&a, &b)| a.min(b)).collect()
+        }
+        None => {
+            if est(&whole.out_shape, &whole.fast)? <= limit {
+                return Ok((vec![whole], false));
+            }
+            target.to_vec()
+        }
+    };
+    if forced.is_none() {
+        loop {
+            let len: Vec<usize> = tile.iter().zip(tshape).map(|(o, n)| o + n - 1).collect();
+            if est(&tile, &fast_shape(&len))? <= limit {
+                break;
+            }
+            // Halve the largest tile axis; give up when tiles would be smaller than the template.
+            let (k, &big) = tile
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, v)| **v)
+                .unwrap_or((0, &0));
+            if big <= tshape[k].max(8) {
+                let (nr, nc) = buffer_counts(score);
+                return Err(Error::OutOfMemory {
+                    what: format!(
+                        "template matching ({score}, target {}, template {}, {nr} real + {nc} complex FFT buffers per tile)",
+                        fmt_shape(target),
+                        fmt_shape(tshape)
+                    ),
+                    requested: est(&tile, &fast_shape(&len))?,
+                    available: limit,
+                });
+            }
+            tile[k] = big.div_ceil(2);
+        }
+    }
+    if tile == target && forced.is_none() {
+        return Ok((vec![whole], false));
+    }
+    if score == Score::MCC {
+        return Err(Error::invalid(
+            "target",
+            "MCC cannot be tiled (it normalises by maxima over the whole grid): raise the memory limit",
+        ));
+    }
+    // Every combination of per-axis tile starts: tiles of the target, then (circular runs) of
+    // the padding up to the FFT grid, whose scores only enter `ssum`. A tile never straddles
+    // the target's edge.
+    let grid = if pad_edges {
+        target.to_vec()
+    } else {
+        fast_shape(target)
+    };
+    let segments: Vec<Vec<(usize, usize)>> = (0..d)
+        .map(|k| {
+            let inside = (0..target[k]).step_by(tile[k]);
+            let beyond = (target[k]..grid[k]).step_by(tile[k]);
+            inside
+                .map(|a| (a, tile[k].min(target[k] - a)))
+                .chain(beyond.map(|a| (a, tile[k].min(grid[k] - a))))
+                .collect()
+        })
+        .collect();
+    let mut jobs = Vec::new();
+    let mut idx = vec![0usize; d];
+    loop {
+        let off: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].0).collect();
+        let out: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].1).collect();
+        let inside = (0..d).all(|k| off[k] < target[k]);
+        jobs.push(window_job(&off, &out, tshape, inside));
+        let mut k = d;
+        loop {
+            if k == 0 {
+                return Ok((jobs, true));
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < segments[k].len() {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_cover_the_target_once() {
+        let (jobs, tiled) = plan_jobs(
+            Score::FLC,
+            &[50, 40],
+            &[8, 7],
+            false,
+            u64::MAX,
+            Some(&[16, 16]),
+            (4, 4),
+        )
+        .unwrap();
+        assert!(tiled);
+        let mut seen = vec![0u8; 50 * 40];
+        for j in &jobs {
+            for a in 0..j.out_shape[0] {
+                for c in 0..j.out_shape[1] {
+                    seen[(j.out_offset[0] + a) * 40 + j.out_offset[1] + c] += 1;
+                }
+            }
+            assert_eq!(j.len, vec![j.out_shape[0] + 7, j.out_shape[1] + 6]);
+            assert_eq!(
+                j.start,
+                vec![j.out_offset[0] as isize - 4, j.out_offset[1] as isize - 3]
+            );
+        }
+        assert!(seen.iter().all(|&v| v == 1));
+    }
+
+    #[test]
+    fn memory_limit_splits_and_refuses_when_hopeless() {
+        let (jobs, tiled) = plan_jobs(
+            Score::FLC,
+            &[128, 128, 128],
+            &[32, 32, 32],
+            false,
+            60 << 20,
+            None,
+            (4, 4),
+        )
+        .unwrap();
+        assert!(tiled && jobs.len() > 1);
+        for j in &jobs {
+            assert!(
+                estimate_sized(Score::FLC, &[128; 3], &j.out_shape, &j.fast, 4, 4).unwrap()
+                    <= 60 << 20
+            );
+        }
+        let (jobs, tiled) = plan_jobs(
+            Score::FLC,
+            &[64, 64],
+            &[8, 8],
+            false,
+            u64::MAX,
+            None,
+            (4, 4),
+        )
+        .unwrap();
+        assert!(
+            !tiled
+                && jobs.len() == 1
+                && jobs[0].fast == vec![64, 64]
+                && jobs[0].shift == vec![-4, -4]
+        );
+        let e = plan_jobs(Score::FLC, &[64, 64], &[8, 8], false, 1000, None, (4, 4)).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+        let e = plan_jobs(
+            Score::MCC,
+            &[64, 64],
+            &[8, 8],
+            false,
+            0,
+            Some(&[32, 32]),
+            (4, 4),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("MCC cannot be tiled"), "{e}");
+    }
+}

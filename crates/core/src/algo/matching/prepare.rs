@@ -1,0 +1,233 @@
+//! Preparation, once per run: the inputs validated and the score's preprocessing done.
+
+use crate::backend::{Arr, ArrayMeta, Backend, BinaryOp, BorderMode, FloatOf, Interpolation};
+use crate::dtype::Real;
+use crate::error::{Error, Result, fmt_shape};
+
+use super::{MatchParams, Score};
+
+/// Inputs prepared once per run (score preprocessing done).
+pub(super) struct Prepared<B: Backend> {
+    pub(super) target: Arr<B, FloatOf<B>>,
+    pub(super) target_mask: Option<Arr<B, FloatOf<B>>>,
+    /// Template, preprocessed (LCC/CAM); spline coefficients when rotating cubically.
+    pub(super) template_src: Arr<B, FloatOf<B>>,
+    pub(super) mask: Arr<B, FloatOf<B>>,
+    pub(super) mask_sum: f64,
+}
+
+fn check_finite<B: Backend>(b: &B, what: &str, a: &Arr<B, FloatOf<B>>) -> Result<()> {
+    let count = b.count_nonfinite(a)?;
+    if count > 0 {
+        Err(Error::NonFinite {
+            what: what.into(),
+            count,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Globally standardises `a` (mean 0, population sd 1); a constant array becomes zeros.
+fn standardize_global<B: Backend>(b: &B, a: &mut Arr<B, FloatOf<B>>) -> Result<()> {
+    let (mean, sd) = b.mean_std(a)?;
+    let rms2 = b.sum_sq(a)? / a.len() as f64;
+    b.scalar_assign(BinaryOp::Sub, a, mean)?;
+    if sd * sd <= 1e-12 * rms2 || sd == 0.0 {
+        b.fill(a, FloatOf::<B>::from_f64(0.0))
+    } else {
+        b.scalar_assign(BinaryOp::Mul, a, 1.0 / sd)
+    }
+}
+
+/// pytme's `standardize(t, m, Σm)` in place (`scratch` is template-shaped); with `mask = None`
+/// the whole box (`m = 1`). A template constant inside the mask becomes zeros.
+pub(super) fn standardize_masked<B: Backend>(
+    b: &B,
+    t: &mut Arr<B, FloatOf<B>>,
+    mask: Option<(&Arr<B, FloatOf<B>>, f64)>,
+    scratch: &mut Arr<B, FloatOf<B>>,
+) -> Result<()> {
+    let (n, s1, s2) = match mask {
+        Some((m, n)) => {
+            b.binary(BinaryOp::Mul, t, m, scratch)?;
+            (n, b.sum(scratch)?, b.dot(t, scratch)?)
+        }
+        None => (t.len() as f64, b.sum(t)?, b.sum_sq(t)?),
+    };
+    let mean = s1 / n;
+    let var = (s2 / n - mean * mean).max(0.0);
+    if var.is_nan() || var <= 1e-12 * (s2 / n).abs() || !var.is_finite() {
+        return b.fill(t, FloatOf::<B>::from_f64(0.0));
+    }
+    b.scalar_assign(BinaryOp::Sub, t, mean)?;
+    b.scalar_assign(BinaryOp::Mul, t, 1.0 / var.sqrt())?;
+    if let Some((m, _)) = mask {
+        b.binary_assign(BinaryOp::Mul, t, m)?;
+    }
+    Ok(())
+}
+
+/// Validates the inputs and runs the score's preprocessing.
+pub(super) fn prepare<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    template: &Arr<B, FloatOf<B>>,
+    p: &MatchParams<'_, B>,
+) -> Result<Prepared<B>> {
+    let (ts, ms) = (target.shape().to_vec(), template.shape().to_vec());
+    if !(ts.len() == 2 || ts.len() == 3) {
+        return Err(Error::shape("target", "a 2-D or 3-D array", fmt_shape(&ts)));
+    }
+    if ms.len() != ts.len() {
+        return Err(Error::shape(
+            "template",
+            format!("{} axes like the target {}", ts.len(), fmt_shape(&ts)),
+            format!("{} axes {}", ms.len(), fmt_shape(&ms)),
+        ));
+    }
+    crate::shape::expect_nonempty("target", &ts)?;
+    crate::shape::expect_nonempty("template", &ms)?;
+    if ms.iter().zip(&ts).any(|(m, t)| m > t) {
+        return Err(Error::shape(
+            "template",
+            format!("no axis larger than the target {}", fmt_shape(&ts)),
+            fmt_shape(&ms),
+        ));
+    }
+    if p.rotations.dim() != ts.len() {
+        return Err(Error::shape(
+            "rotations",
+            format!("{0}×{0} matrices for a {0}-D target", ts.len()),
+            format!("{0}×{0} matrices", p.rotations.dim()),
+        ));
+    }
+    check_finite(b, "target", target)?;
+    check_finite(b, "template", template)?;
+
+    // Template mask.
+    let mask = match p.template_mask {
+        Some(m) => {
+            if m.shape() != ms.as_slice() {
+                return Err(Error::shape(
+                    "template_mask",
+                    fmt_shape(&ms),
+                    fmt_shape(m.shape()),
+                ));
+            }
+            check_finite(b, "template_mask", m)?;
+            b.duplicate(m)?
+        }
+        None => b.full(&ms, FloatOf::<B>::from_f64(1.0))?,
+    };
+    let mask_sum = b.sum(&mask)?;
+    if p.score.uses_template_mask() && (mask_sum.is_nan() || mask_sum <= 0.0) {
+        return Err(Error::invalid(
+            "template_mask",
+            format!("must have a positive sum (got {mask_sum})"),
+        ));
+    }
+
+    // Target preprocessing.
+    let mut tgt = b.duplicate(target)?;
+    match p.score {
+        Score::LCC => b.laplace(target, BorderMode::Reflect, &mut tgt)?,
+        Score::CAM | Score::NCC => standardize_global(b, &mut tgt)?,
+        _ => {}
+    }
+    let target_mask = if p.score == Score::MCC {
+        let Some(tm) = p.target_mask else {
+            return Err(Error::invalid("target_mask", "MCC needs a target mask"));
+        };
+        if tm.shape() != ts.as_slice() {
+            return Err(Error::shape(
+                "target_mask",
+                fmt_shape(&ts),
+                fmt_shape(tm.shape()),
+            ));
+        }
+        check_finite(b, "target_mask", tm)?;
+        if b.sum(tm)? <= 0.0 {
+            return Err(Error::invalid("target_mask", "must have a positive sum"));
+        }
+        let mut f = b.duplicate(&tgt)?;
+        b.binary(BinaryOp::Mul, &tgt, tm, &mut f)?;
+        tgt = f;
+        Some(b.duplicate(tm)?)
+    } else {
+        None
+    };
+
+    // Template preprocessing (not for pre-rotated volumes: they are already preprocessed).
+    let mut tsrc = b.duplicate(template)?;
+    if let Some(pr) = &p.prerotated {
+        let n = p.rotations.len();
+        if pr.templates.len() != n {
+            return Err(Error::shape(
+                "prerotated templates",
+                format!("{n} (one per rotation)"),
+                pr.templates.len(),
+            ));
+        }
+        for (i, t) in pr.templates.iter().enumerate() {
+            if t.shape() != ms.as_slice() {
+                return Err(Error::shape(
+                    format!("prerotated template {i}"),
+                    fmt_shape(&ms),
+                    fmt_shape(t.shape()),
+                ));
+            }
+        }
+        if p.score.rotates_mask() {
+            match pr.masks {
+                Some(m) if m.len() == n => {
+                    for (i, t) in m.iter().enumerate() {
+                        if t.shape() != ms.as_slice() {
+                            return Err(Error::shape(
+                                format!("prerotated mask {i}"),
+                                fmt_shape(&ms),
+                                fmt_shape(t.shape()),
+                            ));
+                        }
+                    }
+                }
+                Some(m) => return Err(Error::shape("prerotated masks", format!("{n}"), m.len())),
+                None => {
+                    return Err(Error::invalid(
+                        "prerotated",
+                        format!("{} needs rotated masks", p.score),
+                    ));
+                }
+            }
+        }
+    } else {
+        match p.score {
+            Score::LCC => b.laplace(template, BorderMode::Reflect, &mut tsrc)?,
+            Score::CAM => standardize_global(b, &mut tsrc)?,
+            _ => {}
+        }
+        if p.interpolation == Interpolation::Cubic {
+            b.spline_prefilter(&mut tsrc)?;
+        }
+    }
+    Ok(Prepared {
+        target: tgt,
+        target_mask,
+        template_src: tsrc,
+        mask,
+        mask_sum,
+    })
+}
+
+/// Matrix and offset of the pull-back rotation about `(n − 1)/2` (rounded to f32 as pytme's
+/// float32 homogeneous matrix is, when the backend is single precision).
+pub(super) fn pull_back(r: &[f64], tshape: &[usize], single: bool) -> (Vec<f64>, Vec<f64>) {
+    let d = tshape.len();
+    let round = |v: f64| if single { v as f32 as f64 } else { v };
+    let m: Vec<f64> = r.iter().map(|&v| round(v)).collect();
+    let c: Vec<f64> = tshape.iter().map(|&n| (n as f64 - 1.0) / 2.0).collect();
+    let off = (0..d)
+        .map(|i| round(c[i] - (0..d).map(|j| m[i * d + j] * c[j]).sum::<f64>()))
+        .collect();
+    (m, off)
+}

@@ -1,0 +1,61 @@
+//! The loop: every rotation of one job through its score's [`ScoreState`].
+
+use crate::backend::{Arr, Backend, CorrWindow, FloatOf, IntOf, WindowExtension};
+use crate::dtype::Index;
+use crate::error::{Error, Result};
+
+use super::MatchParams;
+use super::plan::Job;
+use super::prepare::{Prepared, pull_back};
+use super::state::{RunningMax, ScoreState};
+
+/// Runs every rotation on one job, updating `best`/`best_index` (the job's output shape) and
+/// pushing one Σ score² per rotation to `ssum_parts` (each summed into the zeroed 1-element
+/// `ssum`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_job<B: Backend>(
+    b: &B,
+    prep: &Prepared<B>,
+    p: &MatchParams<'_, B>,
+    job: &Job,
+    ext: WindowExtension<'_>,
+    tshape: &[usize],
+    best: &mut Arr<B, FloatOf<B>>,
+    best_index: &mut Arr<B, IntOf<B>>,
+    (ssum, ssum_parts): (&mut Arr<B, f64>, &mut Vec<f64>),
+    progress: &dyn Fn(usize) -> Result<()>,
+) -> Result<()> {
+    let (mut grid, mut state, _) = ScoreState::new(b, p, prep, job, ext, tshape)?;
+    let window = CorrWindow { shift: &job.shift };
+    let single = std::mem::size_of::<FloatOf<B>>() == 4;
+    let mut tbox = b.zeros::<FloatOf<B>>(tshape)?;
+    let mut scratch = b.zeros::<FloatOf<B>>(tshape)?;
+    for r in 0..p.rotations.len() {
+        let (m, off) = pull_back(p.rotations.matrix(r), tshape, single);
+        // Rotated template (and the score's mask) in the template box.
+        match &p.prerotated {
+            Some(pr) => b.copy(&pr.templates[r], &mut tbox)?,
+            None => b.affine_transform(&prep.template_src, &m, &off, p.interpolation, &mut tbox)?,
+        }
+        let n = state.rotate_mask(b, p, prep, r, (&m, &off))?;
+        state.standardize(b, prep, &mut tbox, n, &mut scratch)?;
+        b.write_corner(&tbox, &mut grid.tpad)?;
+        // Each scoring call adds its Σ score² to a zeroed accumulator (one part per call).
+        b.fill(ssum, 0.0)?;
+        let rm = RunningMax {
+            best: &mut *best,
+            best_index: &mut *best_index,
+            index: idx::<B>(r)?,
+            ssum: &mut *ssum,
+        };
+        state.score(b, &mut grid, tshape, &mut tbox, n, window, rm)?;
+        ssum_parts.push(b.download(ssum)?.iter().copied().next().unwrap_or(0.0));
+        progress(r + 1)?;
+    }
+    Ok(())
+}
+
+fn idx<B: Backend>(r: usize) -> Result<IntOf<B>> {
+    IntOf::<B>::from_usize(r)
+        .ok_or_else(|| Error::invalid("rotations", format!("index {r} overflows the index type")))
+}

@@ -1,0 +1,449 @@
+//! Scoring: what each score keeps across the rotations of a job, and its per-rotation step.
+//!
+//! A score is one of four normalisations, each a variant of [`ScoreState`] owning its buffers:
+//! [`ScoreState::Plain`] (CC, LCC, NCC: a scale), [`ScoreState::Denominator`] (CAM,
+//! FLCSphericalMask: pytme's local denominator of the unrotated mask, made once),
+//! [`ScoreState::Local`] (FLC: the denominator of the rotated mask, every rotation) and
+//! [`ScoreState::Mcc`] (Padfield's masked NCC over the whole grid). [`ScoreState::new`] makes
+//! the state of one job from the target window; the loop ([`super::run`]) calls
+//! [`ScoreState::rotate_mask`], [`ScoreState::standardize`] and [`ScoreState::score`] per
+//! rotation.
+
+use crate::backend::{
+    Arr, Backend, ComplexOf, CorrWindow, FloatOf, IntOf, ScoreNorm, SpectralNorm, UnaryOp,
+    WindowExtension,
+};
+use crate::dtype::{Float, Real};
+use crate::error::{Error, Result};
+
+use super::plan::Job;
+use super::prepare::{Prepared, standardize_masked};
+use super::{MatchParams, Score};
+
+type F<B> = FloatOf<B>;
+type C<B> = ComplexOf<B>;
+
+/// (real, complex) FFT-grid arrays [`ScoreState::new`] allocates for a score's job, the
+/// setup's temporaries included (what [`super::estimate_bytes`] counts; a test checks that the
+/// two agree): 3 real and 3 complex every score shares (target window, template buffer,
+/// correlation; target spectrum, template spectrum, product), plus the score's own.
+pub(super) fn buffer_counts(score: Score) -> (u64, u64) {
+    match score {
+        Score::CC | Score::LCC | Score::NCC => (3, 3),
+        // + C(f², m) (real) and the spectrum of f² (complex), setup only.
+        Score::CAM | Score::FLCSphericalMask => (4, 4),
+        // + two mask correlations (real), the spectrum of f² and two products (complex).
+        Score::FLC => (5, 6),
+        // + the target mask window (setup) and five correlations (real), the spectra of the
+        // target mask and of f² (complex).
+        Score::MCC => (9, 5),
+    }
+}
+
+/// The FFT-grid arrays of a job, allocated through a count of them.
+pub(super) struct Alloc<'a, B: Backend> {
+    b: &'a B,
+    fast: &'a [usize],
+    cshape: Vec<usize>,
+    /// Real FFT-grid arrays allocated so far.
+    pub(super) real: u64,
+    /// Complex (half-spectrum) arrays allocated so far.
+    pub(super) complex: u64,
+}
+
+impl<'a, B: Backend> Alloc<'a, B> {
+    fn new(b: &'a B, fast: &'a [usize]) -> Self {
+        let axes: Vec<usize> = (0..fast.len()).collect();
+        Alloc {
+            b,
+            fast,
+            cshape: crate::shape::rfft_shape(fast, &axes),
+            real: 0,
+            complex: 0,
+        }
+    }
+    fn real(&mut self) -> Result<Arr<B, F<B>>> {
+        self.real += 1;
+        self.b.zeros(self.fast)
+    }
+    fn complex(&mut self) -> Result<Arr<B, C<B>>> {
+        self.complex += 1;
+        self.b.zeros(&self.cshape)
+    }
+}
+
+/// The buffers every score uses in a job: the plan, the target window's spectrum, the template
+/// spectrum `x`, the product `y`, the template's FFT buffer and the real correlation arrays
+/// `work` (one; FLC's unfused default writes its two mask correlations to two more).
+pub(super) struct Grid<B: Backend> {
+    plan: B::Fft,
+    /// `1 / Π fast`, the inverse FFT's normalisation.
+    scale: F<B>,
+    spec_f: Arr<B, C<B>>,
+    x: Arr<B, C<B>>,
+    y: Arr<B, C<B>>,
+    /// The FFT buffer the rotated template's box is written into (zero outside it).
+    pub(super) tpad: Arr<B, F<B>>,
+    work: Vec<Arr<B, F<B>>>,
+}
+
+/// The running maximum a scoring step updates: best score and its rotation per output voxel,
+/// the rotation's index, and the 1-element Σ score² accumulator.
+pub(super) struct RunningMax<'a, B: Backend> {
+    pub(super) best: &'a mut Arr<B, F<B>>,
+    pub(super) best_index: &'a mut Arr<B, IntOf<B>>,
+    pub(super) index: IntOf<B>,
+    pub(super) ssum: &'a mut Arr<B, f64>,
+}
+
+/// What a score keeps across the rotations of a job (see the module docs).
+pub(super) enum ScoreState<B: Backend> {
+    /// CC, LCC, NCC: `score = scale · C(f, t̂)`; NCC standardises the template over its box.
+    Plain {
+        /// `1/Π fast`, and for NCC also `1/√(template size)`.
+        scale: F<B>,
+        /// Standardise the rotated template over its whole box (NCC).
+        standardize: bool,
+    },
+    /// CAM, FLCSphericalMask: `score = scale · C(f, t̂) · inv_den` with the unrotated mask's
+    /// denominator, made once per job.
+    Denominator {
+        /// Output-shaped `1 / (σ · N)`.
+        inv_den: Arr<B, F<B>>,
+    },
+    /// FLC: the rotated mask's local denominator, per rotation, from the spectra of
+    /// `C(f, m_R)` and `C(f², m_R)`.
+    Local {
+        /// Spectrum of the squared target window.
+        spec_f2: Arr<B, C<B>>,
+        /// Products for `C(f, m_R)` and `C(f², m_R)` (correlation layout).
+        c1: Arr<B, C<B>>,
+        /// See `c1`.
+        c2: Arr<B, C<B>>,
+        /// The rotated mask (template box).
+        mask: Arr<B, F<B>>,
+    },
+    /// MCC: Padfield's masked NCC with a target mask, normalised over the whole grid.
+    Mcc {
+        /// Spectrum of the target mask window.
+        spec_t: Arr<B, C<B>>,
+        /// Spectrum of the squared (masked) target window.
+        spec_f2: Arr<B, C<B>>,
+        /// `C(f·T, m_R)`, `C(T, t̂)`, `C((f·T)², m_R)`, `C(T, t̂²)`, `C(T, m_R)`.
+        c: [Arr<B, F<B>>; 5],
+        /// The rotated mask (template box).
+        mask: Arr<B, F<B>>,
+        /// Scores are 0 where the overlap is below this fraction of its maximum.
+        overlap_ratio: F<B>,
+    },
+}
+
+impl<B: Backend> ScoreState<B> {
+    /// The job's buffers and the score's state, from the target window read through `ext`.
+    /// Returns the counts of FFT-grid arrays allocated too (see [`buffer_counts`]).
+    pub(super) fn new(
+        b: &B,
+        p: &MatchParams<'_, B>,
+        prep: &Prepared<B>,
+        job: &Job,
+        ext: WindowExtension<'_>,
+        tshape: &[usize],
+    ) -> Result<(Grid<B>, Self, (u64, u64))> {
+        let fast = &job.fast;
+        let axes: Vec<usize> = (0..fast.len()).collect();
+        let mut a = Alloc::new(b, fast);
+        let plan = b.fft_plan(fast, &axes)?;
+        let scale_f: f64 = 1.0 / fast.iter().map(|&v| v as f64).product::<f64>();
+        let scale = F::<B>::from_f64(scale_f);
+        let window = CorrWindow { shift: &job.shift };
+
+        // Target side, once.
+        let mut fpad = a.real()?;
+        b.gather_window(&prep.target, &job.start, &job.len, ext, &mut fpad)?;
+        let mut spec_f = a.complex()?;
+        b.rfft(&plan, &fpad, &mut spec_f)?;
+        let mut y = a.complex()?;
+        let mut x = a.complex()?;
+        let mut tpad = a.real()?;
+        let mut work = vec![a.real()?];
+        let state = match p.score {
+            Score::CC | Score::LCC => ScoreState::Plain {
+                scale,
+                standardize: false,
+            },
+            Score::NCC => ScoreState::Plain {
+                scale: F::<B>::from_f64(scale_f / (tshape.iter().product::<usize>() as f64).sqrt()),
+                standardize: true,
+            },
+            Score::CAM | Score::FLCSphericalMask => {
+                b.write_corner(&prep.mask, &mut tpad)?;
+                b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
+                b.complex_mul_conj(&spec_f, &x, &mut y)?;
+                b.irfft(&plan, &mut y, &mut work[0])?;
+                b.unary_assign(UnaryOp::Square, &mut fpad)?;
+                let mut sf2 = a.complex()?;
+                b.rfft(&plan, &fpad, &mut sf2)?;
+                b.complex_mul_conj(&sf2, &x, &mut y)?;
+                drop(sf2);
+                let mut c2 = a.real()?;
+                b.irfft(&plan, &mut y, &mut c2)?;
+                let mut inv_den = b.zeros::<F<B>>(&job.out_shape)?;
+                b.inverse_denominator(
+                    &work[0],
+                    &c2,
+                    window,
+                    scale,
+                    F::<B>::from_f64(prep.mask_sum),
+                    F::<B>::EPS,
+                    &mut inv_den,
+                )?;
+                ScoreState::Denominator { inv_den }
+            }
+            Score::FLC => {
+                b.unary_assign(UnaryOp::Square, &mut fpad)?;
+                let mut spec_f2 = a.complex()?;
+                b.rfft(&plan, &fpad, &mut spec_f2)?;
+                // The arrays the unfused default of `irfft_score_max_update` writes the two
+                // mask correlations to.
+                work.push(a.real()?);
+                work.push(a.real()?);
+                ScoreState::Local {
+                    spec_f2,
+                    c1: a.complex()?,
+                    c2: a.complex()?,
+                    mask: b.zeros(tshape)?,
+                }
+            }
+            Score::MCC => {
+                let tm = prep
+                    .target_mask
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("target_mask", "MCC needs a target mask"))?;
+                let mut tmpad = a.real()?;
+                b.gather_window(tm, &job.start, &job.len, ext, &mut tmpad)?;
+                let mut spec_t = a.complex()?;
+                b.rfft(&plan, &tmpad, &mut spec_t)?;
+                drop(tmpad);
+                b.unary_assign(UnaryOp::Square, &mut fpad)?;
+                let mut spec_f2 = a.complex()?;
+                b.rfft(&plan, &fpad, &mut spec_f2)?;
+                let c = [a.real()?, a.real()?, a.real()?, a.real()?, a.real()?];
+                ScoreState::Mcc {
+                    spec_t,
+                    spec_f2,
+                    c,
+                    mask: b.zeros(tshape)?,
+                    overlap_ratio: F::<B>::from_f64(p.mcc_overlap_ratio),
+                }
+            }
+        };
+        let counts = (a.real, a.complex);
+        let grid = Grid {
+            plan,
+            scale,
+            spec_f,
+            x,
+            y,
+            tpad,
+            work,
+        };
+        Ok((grid, state, counts))
+    }
+
+    /// Rotates the score's own mask for rotation `r` (FLC, MCC; from the pre-rotated masks when
+    /// given) and returns the template mask's sum `N` this rotation uses.
+    pub(super) fn rotate_mask(
+        &mut self,
+        b: &B,
+        p: &MatchParams<'_, B>,
+        prep: &Prepared<B>,
+        r: usize,
+        (m, off): (&[f64], &[f64]),
+    ) -> Result<f64> {
+        let (ScoreState::Local { mask, .. } | ScoreState::Mcc { mask, .. }) = self else {
+            return Ok(prep.mask_sum);
+        };
+        match p.prerotated.as_ref().and_then(|pr| pr.masks) {
+            Some(ms) => b.copy(&ms[r], mask)?,
+            None => b.affine_transform(&prep.mask, m, off, p.interpolation, mask)?,
+        }
+        let n = b.sum(mask)?;
+        if n.is_nan() || n <= 0.0 {
+            return Err(Error::invalid(
+                "template_mask",
+                format!("the mask rotated by rotation {r} has sum {n} (must be positive)"),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// pytme's standardisation of the rotated template `t` (in place) for this score, with
+    /// the mask sum `n` from [`ScoreState::rotate_mask`]; `scratch` is template-shaped.
+    pub(super) fn standardize(
+        &self,
+        b: &B,
+        prep: &Prepared<B>,
+        t: &mut Arr<B, F<B>>,
+        n: f64,
+        scratch: &mut Arr<B, F<B>>,
+    ) -> Result<()> {
+        match self {
+            ScoreState::Plain { standardize, .. } => {
+                if *standardize {
+                    standardize_masked(b, t, None, scratch)?;
+                }
+                Ok(())
+            }
+            ScoreState::Denominator { .. } => {
+                standardize_masked(b, t, Some((&prep.mask, n)), scratch)
+            }
+            ScoreState::Local { mask, .. } | ScoreState::Mcc { mask, .. } => {
+                standardize_masked(b, t, Some((mask, n)), scratch)
+            }
+        }
+    }
+
+    /// Scores one rotation: the template's box already in `g.tpad` (and `t`, the standardised
+    /// rotated template, for MCC's `t̂²`), mask sum `n`; updates `rm`.
+    pub(super) fn score(
+        &mut self,
+        b: &B,
+        g: &mut Grid<B>,
+        tshape: &[usize],
+        t: &mut Arr<B, F<B>>,
+        n: f64,
+        window: CorrWindow<'_>,
+        rm: RunningMax<'_, B>,
+    ) -> Result<()> {
+        let RunningMax {
+            best,
+            best_index,
+            index,
+            ssum,
+        } = rm;
+        let (plan, scale) = (&g.plan, g.scale);
+        if !matches!(self, ScoreState::Mcc { .. }) {
+            // C(f, t̂) as products in the correlation layout.
+            b.rfft_pruned_mul_conj(
+                plan,
+                &g.tpad,
+                tshape,
+                &mut g.x,
+                &[&g.spec_f],
+                &mut [&mut g.y],
+            )?;
+        }
+        match self {
+            ScoreState::Plain { scale, .. } => b.irfft_score_max_update(
+                plan,
+                &mut g.y,
+                SpectralNorm::Scaled { scale: *scale },
+                &mut g.work,
+                window,
+                best,
+                best_index,
+                index,
+                ssum,
+            ),
+            ScoreState::Denominator { inv_den } => b.irfft_score_max_update(
+                plan,
+                &mut g.y,
+                SpectralNorm::Denominator { scale, inv_den },
+                &mut g.work,
+                window,
+                best,
+                best_index,
+                index,
+                ssum,
+            ),
+            ScoreState::Local {
+                spec_f2,
+                c1,
+                c2,
+                mask,
+            } => {
+                b.write_corner(mask, &mut g.tpad)?;
+                b.rfft_pruned_mul_conj(
+                    plan,
+                    &g.tpad,
+                    tshape,
+                    &mut g.x,
+                    &[&g.spec_f, spec_f2],
+                    &mut [c1, c2],
+                )?;
+                b.irfft_score_max_update(
+                    plan,
+                    &mut g.y,
+                    SpectralNorm::LocalNorm {
+                        scale,
+                        c1,
+                        c2,
+                        n: F::<B>::from_f64(n),
+                        eps: F::<B>::EPS,
+                    },
+                    &mut g.work,
+                    window,
+                    best,
+                    best_index,
+                    index,
+                    ssum,
+                )
+            }
+            ScoreState::Mcc {
+                spec_t,
+                spec_f2,
+                c,
+                mask,
+                overlap_ratio,
+            } => {
+                let [c_fm, c_tt, c_f2m, c_tt2, c_tm] = c;
+                let (x, y, corr) = (&mut g.x, &mut g.y, &mut g.work[0]);
+                // MCC multiplies the template spectrum with two more spectra below.
+                b.rfft_pruned(plan, &g.tpad, tshape, x)?;
+                b.complex_mul_conj(&g.spec_f, x, y)?;
+                // C(f·T, t̂): MCC combines whole grids (global maxima), so nothing to fuse.
+                b.irfft(plan, y, corr)?;
+                // C(T, t̂) from the template spectrum still in x.
+                b.complex_mul_conj(spec_t, x, y)?;
+                b.irfft(plan, y, c_tt)?;
+                // t̂² → C(T, t̂²).
+                b.unary_assign(UnaryOp::Square, t)?;
+                b.write_corner(t, &mut g.tpad)?;
+                b.rfft_pruned(plan, &g.tpad, tshape, x)?;
+                b.complex_mul_conj(spec_t, x, y)?;
+                b.irfft(plan, y, c_tt2)?;
+                // Mask correlations.
+                b.write_corner(mask, &mut g.tpad)?;
+                b.rfft_pruned(plan, &g.tpad, tshape, x)?;
+                b.complex_mul_conj(&g.spec_f, x, y)?;
+                b.irfft(plan, y, c_fm)?;
+                b.complex_mul_conj(spec_f2, x, y)?;
+                b.irfft(plan, y, c_f2m)?;
+                b.complex_mul_conj(spec_t, x, y)?;
+                b.irfft(plan, y, c_tm)?;
+                b.combine_masked_correlations(
+                    corr,
+                    c_fm,
+                    c_tt,
+                    c_f2m,
+                    c_tt2,
+                    c_tm,
+                    scale,
+                    F::<B>::EPS,
+                    *overlap_ratio,
+                )?;
+                b.score_max_update(
+                    corr,
+                    ScoreNorm::Scaled {
+                        scale: F::<B>::from_f64(1.0),
+                    },
+                    window,
+                    best,
+                    best_index,
+                    index,
+                    ssum,
+                )
+            }
+        }
+    }
+}
