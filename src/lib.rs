@@ -81,6 +81,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod dispatch;
+#[cfg(feature = "mpi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
+pub mod dist;
 #[cfg(feature = "io")]
 pub mod io;
 

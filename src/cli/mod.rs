@@ -28,6 +28,7 @@ mod error;
 mod matching;
 mod output;
 mod peaks;
+mod ranks;
 mod solve;
 mod trace;
 
@@ -324,14 +325,42 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            complain(&format!("error: {e}"));
+            // Under a launcher, an error every rank agreed on ("rank K: …") is printed once.
+            if ranks::launched_rank() == 0 || !e.message.starts_with("rank ") {
+                complain(&format!("error: {e}"));
+            }
             ExitCode::from(e.code)
         }
     }
 }
 
 fn run(cli: Cli) -> CliResult<()> {
-    let g = cli.global;
+    let mut g = cli.global;
+    let launched = ranks::launched_ranks().filter(|&n| n > 1);
+    #[cfg(not(feature = "mpi"))]
+    if let Some(n) = launched {
+        // Every rank fails alike: rank 0 alone says so.
+        let e = ranks::unsupported(n);
+        return Err(CliError {
+            message: format!("rank {}: {}", ranks::launched_rank(), e.message),
+            ..e
+        });
+    }
+    #[cfg(feature = "mpi")]
+    let _mpi = ranks::init()?; // MPI_Finalize on drop, after the command
+    #[cfg(feature = "mpi")]
+    if ranks::world().is_some() && !matches!(cli.command, Command::Match(_)) {
+        return Err(CliError::input(format!(
+            "rank {}: only `monomorph match` runs over MPI ranks; run this command once, without mpirun",
+            ranks::launched_rank()
+        )));
+    }
+    if launched.is_some() && ranks::launched_rank() > 0 {
+        // One progress bar and one summary (rank 0's); a trace per rank: FILE.rankK.json.
+        g.quiet = true;
+        let k = ranks::launched_rank();
+        g.trace = g.trace.map(|t| t.with_extension(format!("rank{k}.json")));
+    }
     let trace = trace::init(g.verbose, g.quiet, g.trace.as_deref())?;
     // demo and bench read no input for `--precision auto` to follow: it is single there.
     let fixed = Global {

@@ -205,6 +205,11 @@ pub struct MatchResult<B: Backend> {
     /// variance estimate of `postprocess --n-false-positives`. (pytme sums over its FFT grid;
     /// identical when the grid is the target shape.)
     pub ssum: f64,
+    /// Σ score² of each (tile, rotation) scoring call, in the loop's order (tile by tile,
+    /// rotations in order within a tile), each accumulated from zero: `ssum` is their in-order
+    /// left fold / (voxels · rotations). Lets a split run (over ranks or devices) rebuild `ssum`
+    /// bit for bit.
+    pub ssum_parts: Vec<f64>,
     /// Number of tiles the target was split into (1 = untiled).
     pub tiles: usize,
 }
@@ -700,7 +705,7 @@ pub fn match_template<B: Backend>(
 
     let nrot = params.rotations.len();
     let total = nrot * jobs.len();
-    let mut ssum = b.zeros::<f64>(&[1])?;
+    let mut ssum_parts = Vec::with_capacity(total);
     let lowest = <FloatOf<B> as Real>::lowest();
     let none = IntOf::<B>::from_i64(-1);
     let mut scores = b.full(&ts, lowest)?;
@@ -727,20 +732,29 @@ pub fn match_template<B: Backend>(
                 &tshape,
                 &mut scores,
                 &mut index,
-                &mut ssum,
+                &mut ssum_parts,
                 &progress,
             )?;
         } else {
             let mut s = b.full(&job.out_shape, lowest)?;
             let mut ix = b.full(&job.out_shape, none)?;
             run_job(
-                b, &prep, params, job, ext, &tshape, &mut s, &mut ix, &mut ssum, &progress,
+                b,
+                &prep,
+                params,
+                job,
+                ext,
+                &tshape,
+                &mut s,
+                &mut ix,
+                &mut ssum_parts,
+                &progress,
             )?;
             b.insert_block(&s, &job.out_offset, &mut scores)?;
             b.insert_block(&ix, &job.out_offset, &mut index)?;
         }
     }
-    let ssum_total = b.download(&ssum)?.iter().copied().next().unwrap_or(0.0);
+    let ssum_total = ssum_parts.iter().fold(0.0, |acc, p| acc + p);
     let voxels: usize = ts.iter().product();
     Ok(MatchResult {
         scores,
@@ -748,6 +762,7 @@ pub fn match_template<B: Backend>(
         rotations: params.rotations.clone(),
         n_rotations: nrot,
         ssum: ssum_total / (voxels as f64 * nrot as f64),
+        ssum_parts,
         tiles: jobs.len(),
     })
 }
@@ -762,7 +777,7 @@ fn run_job<B: Backend>(
     tshape: &[usize],
     best: &mut Arr<B, FloatOf<B>>,
     best_index: &mut Arr<B, IntOf<B>>,
-    ssum: &mut Arr<B, f64>,
+    ssum_parts: &mut Vec<f64>,
     progress: &dyn Fn(usize) -> Result<()>,
 ) -> Result<()> {
     type F<B> = FloatOf<B>;
@@ -908,6 +923,9 @@ fn run_job<B: Backend>(
             b.rfft_pruned_mul_conj(&plan, &tpad, tshape, &mut x, &[&spec_f], &mut [&mut y])?;
         }
         let index = idx::<B>(r)?;
+        // This call's Σ score², accumulated from zero (see `MatchResult::ssum_parts`).
+        let mut ssum = b.zeros::<f64>(&[1])?;
+        let ssum = &mut ssum;
         match p.score {
             Score::CC | Score::LCC | Score::NCC => b.irfft_score_max_update(
                 &plan,
@@ -1033,6 +1051,7 @@ fn run_job<B: Backend>(
                 )?
             }
         }
+        ssum_parts.push(b.download(ssum)?.iter().copied().next().unwrap_or(0.0));
         progress(r + 1)?;
     }
     Ok(())
