@@ -46,6 +46,16 @@ pub fn unsupported(n: usize) -> super::CliError {
     ))
 }
 
+/// Set when the command's error was already printed (by rank 0, under MPI, before the other
+/// ranks exit: a launcher may kill rank 0 as soon as another rank exits non-zero).
+pub static PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Without MPI there is nothing to agree with: `local` itself.
+#[cfg(not(feature = "mpi"))]
+pub fn agree_all<T>(local: super::CliResult<T>) -> super::CliResult<T> {
+    local
+}
+
 #[cfg(feature = "mpi")]
 pub use with_mpi::*;
 
@@ -88,6 +98,31 @@ mod with_mpi {
         }
         let w = SimpleCommunicator::world();
         (w.size() > 1).then_some(w)
+    }
+
+    /// Collective when MPI runs over several ranks ([`agree`] on the world), else `local`.
+    pub fn agree_all<T>(local: CliResult<T>) -> CliResult<T> {
+        match world() {
+            Some(w) => agree(&w, local),
+            None => local,
+        }
+    }
+
+    /// The end of a command under MPI: rank 0 prints the (agreed) error, then every rank waits
+    /// for it, so that no rank's exit ends the job before the line is out.
+    pub fn finish(done: &CliResult<()>) {
+        let Some(w) = world() else { return };
+        if let Err(e) = done
+            && w.rank() == 0
+        {
+            super::super::complain(&format!("error: {e}"));
+            super::PRINTED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        w.barrier();
+        if done.is_err() && w.rank() != 0 {
+            // Rank 0's line still has to pass through the launcher's output forwarding.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
     }
 
     /// The agreed error as the command reports it: the failing rank's code when that is rank 0,
