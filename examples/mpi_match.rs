@@ -30,7 +30,7 @@ fn inputs() -> (ArrayD<f32>, ArrayD<f32>) {
 }
 
 fn run(comm: &impl Communicator) -> Result<Option<(usize, f32, f64)>, dist::RankError> {
-    let b = Cpu::new();
+    let b = Cpu::<Single>::new();
     let (target, template) = inputs();
     // Uploads can fail on one rank only: agree before the collective match.
     let up = dist::agree(

@@ -26,7 +26,7 @@
 //!
 //! let universe = dist::mpi::initialize().expect("MPI initialised twice");
 //! let world = universe.world();
-//! let b = Cpu::new();
+//! let b = Cpu::<Single>::new();
 //! let target = b.upload(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[32, 32, 32])).view())?;
 //! let template = b.upload(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[8, 8, 8])).view())?;
 //! let params = MatchParams::new(Score::CC, RotationSet::uniform(3, 30.0)?);
