@@ -85,6 +85,9 @@
 #![deny(unsafe_code)]
 
 pub mod dispatch;
+#[cfg(feature = "mpi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
+pub mod dist;
 #[cfg(feature = "io")]
 pub mod io;
 

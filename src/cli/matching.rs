@@ -4,7 +4,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, ValueEnum};
-use monomorph::algo::matching::{MatchParams, Score, match_template};
+use monomorph::algo::matching::{MatchParams, MatchResult, Score, match_template};
 use monomorph::algo::rotations::RotationSet;
 use monomorph::io::{HostArray, read_euler_csv, write_mrc, write_npy, write_png};
 use monomorph::{Backend, BackendTask, FloatOf, Interpolation};
@@ -143,42 +143,53 @@ pub struct Matched {
     pub peaks: Vec<monomorph::algo::peaks::Peak>,
     /// How the peaks' false-alarm threshold was made, when one was asked for.
     pub false_alarm: Option<FalseAlarm>,
+    /// Over MPI ranks: the ranks, each rank's matching time and the merge time (run.json).
+    pub dist: Option<serde_json::Value>,
 }
 
-impl BackendTask for MatchJob {
-    type Output = Matched;
-    fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
-        let _span = info_span!("match", backend = b.name(), score = %self.score, rotations = self.rotations.len()).entered();
-        // Consumed: a float input of the backend's precision is handed over without a copy.
-        let up = |a: HostArray| b.upload_owned(a.into_float::<FloatOf<B>>());
+/// The job's arrays on the device: target, template, template mask, target mask.
+pub type Uploaded<B> = (
+    monomorph::Arr<B, FloatOf<B>>,
+    monomorph::Arr<B, FloatOf<B>>,
+    Option<monomorph::Arr<B, FloatOf<B>>>,
+    Option<monomorph::Arr<B, FloatOf<B>>>,
+);
+
+impl MatchJob {
+    /// Uploads the job's arrays to `b` in its float type.
+    pub fn upload<B: Backend>(&self, b: &B) -> monomorph::Result<Uploaded<B>> {
+        let up = |a: &HostArray| b.upload(a.to_float::<FloatOf<B>>().view());
         let (target, template) = {
             let _s = info_span!("upload").entered();
-            (up(self.target)?, up(self.template)?)
+            (up(&self.target)?, up(&self.template)?)
         };
-        let tmask = self.template_mask.map(up).transpose()?;
-        let gmask = self.target_mask.map(up).transpose()?;
-        let pb = progress(self.rotations.len() as u64, "rotations", self.quiet);
-        let cb = |done: usize, total: usize| {
-            pb.set_length(total as u64);
-            pb.set_position(done as u64);
-            ControlFlow::Continue(())
-        };
+        let tmask = self.template_mask.as_ref().map(up).transpose()?;
+        let gmask = self.target_mask.as_ref().map(up).transpose()?;
+        Ok((target, template, tmask, gmask))
+    }
+
+    /// The matching parameters of this job over the uploaded masks.
+    pub fn params<'a, B: Backend>(
+        &self,
+        tmask: Option<&'a monomorph::Arr<B, FloatOf<B>>>,
+        gmask: Option<&'a monomorph::Arr<B, FloatOf<B>>>,
+    ) -> MatchParams<'a, B> {
         let mut params = MatchParams::new(self.score, self.rotations.clone());
-        params.template_mask = tmask.as_ref();
-        params.target_mask = gmask.as_ref();
+        params.template_mask = tmask;
+        params.target_mask = gmask;
         params.pad_edges = self.pad_edges;
         params.interpolation = self.interpolation;
         params.memory_limit = self.memory_limit;
-        params.progress = Some(&cb);
-        let t0 = std::time::Instant::now();
-        let r = {
-            let _s = info_span!("match_template").entered();
-            let r = match_template(b, &target, &template, &params)?;
-            b.synchronize()?;
-            r
-        };
-        let match_s = t0.elapsed().as_secs_f64();
-        pb.finish_and_clear();
+        params
+    }
+
+    /// The host result of a finished match: peaks (when asked for) and downloads.
+    pub fn finish<B: Backend>(
+        &self,
+        b: &B,
+        r: MatchResult<B>,
+        match_s: f64,
+    ) -> monomorph::Result<Matched> {
         let t1 = std::time::Instant::now();
         let called = match &self.peaks {
             Some(q) => {
@@ -215,7 +226,34 @@ impl BackendTask for MatchJob {
             peaks_s,
             peaks,
             false_alarm,
+            dist: None,
         })
+    }
+}
+
+impl BackendTask for MatchJob {
+    type Output = Matched;
+    fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
+        let _span = info_span!("match", backend = b.name(), score = %self.score, rotations = self.rotations.len()).entered();
+        let (target, template, tmask, gmask) = self.upload(b)?;
+        let pb = progress(self.rotations.len() as u64, "rotations", self.quiet);
+        let cb = |done: usize, total: usize| {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+            ControlFlow::Continue(())
+        };
+        let mut params = self.params(tmask.as_ref(), gmask.as_ref());
+        params.progress = Some(&cb);
+        let t0 = std::time::Instant::now();
+        let r = {
+            let _s = info_span!("match_template").entered();
+            let r = match_template(b, &target, &template, &params)?;
+            b.synchronize()?;
+            r
+        };
+        let match_s = t0.elapsed().as_secs_f64();
+        pb.finish_and_clear();
+        self.finish(b, r, match_s)
     }
 }
 
@@ -244,12 +282,56 @@ fn check_same_ndim(
     }
 }
 
+/// A checked `match` command: what writing its outputs needs besides the result.
+pub struct Prepared {
+    /// The global flags with `--precision auto` resolved.
+    pub g: Global,
+    /// Voxel size of the target (MRC), for scores.mrc.
+    pub voxel_size: Option<[f32; 3]>,
+    /// Target shape.
+    pub tshape: Vec<usize>,
+    /// Number of rotations.
+    pub n_rot: usize,
+    /// The score.
+    pub score: Score,
+    /// Timings so far (read).
+    pub timings: Timings,
+}
+
 /// Runs `monomorph match`.
 pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
+    #[cfg(feature = "mpi")]
+    if let Some(world) = super::ranks::world() {
+        return super::ranks::run_match(&world, g, &a);
+    }
+    let (mut p, job) = prepare(g, &a)?;
+    let out = Outputs::in_dir("--out", &a.out)?;
+    let m = p
+        .timings
+        .time("total", || {
+            monomorph::dispatch(p.g.dispatch(a.memory_limit), job)
+        })
+        .map_err(|e| match_error(e, a.memory_limit))?;
+    write(&a, p, out, m)
+}
+
+/// A matching error as the command reports it.
+pub fn match_error(e: monomorph::Error, memory_limit: Option<u64>) -> CliError {
+    match (e, memory_limit) {
+        // The user's own limit is too small: an input error naming the flag.
+        (e @ monomorph::Error::OutOfMemory { .. }, Some(l)) => {
+            CliError::input(format!("--memory-limit {l}: {e}, expected a larger limit"))
+        }
+        (e, _) => CliError::from(e),
+    }
+}
+
+/// Reads and checks the inputs of `monomorph match` (creates nothing).
+pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     check_out_dir("--out", &a.out)?;
     let mut timings = Timings::default();
     let target = timings.time("read", || read_input("--target", &a.target, &[2, 3]))?;
-    let g = &g.for_input("--target", &a.target, &target.data)?;
+    let g = g.for_input("--target", &a.target, &target.data)?;
     let tshape = target.data.shape().to_vec();
     let d = tshape.len();
     let template = read_input("--template", &a.template, &[2, 3])?;
@@ -361,25 +443,38 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
         .collect();
     let outputs: Vec<(&str, PathBuf)> = names.iter().map(|n| ("--out", a.out.join(n))).collect();
     check_distinct(&outputs, &inputs)?;
-    let mut out = Outputs::in_dir("--out", &a.out)?;
-    let m = timings
-        .time("total", || {
-            monomorph::dispatch(g.dispatch(a.memory_limit), job)
-        })
-        .map_err(|e| match (e, a.memory_limit) {
-            // The user's own limit is too small: an input error naming the flag.
-            (e @ monomorph::Error::OutOfMemory { .. }, Some(l)) => {
-                CliError::input(format!("--memory-limit {l}: {e}, expected a larger limit"))
-            }
-            (e, _) => CliError::from(e),
-        })?;
+    let voxel_size = target.voxel_size;
+    Ok((
+        Prepared {
+            g,
+            voxel_size,
+            tshape,
+            n_rot,
+            score,
+            timings,
+        },
+        job,
+    ))
+}
+
+/// Writes the outputs of a finished match (run.json last) and commits them.
+pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliResult<()> {
+    let Prepared {
+        g,
+        voxel_size,
+        tshape,
+        n_rot,
+        score,
+        mut timings,
+    } = p;
+    let g = &g;
     timings.time("write", || -> CliResult<()> {
         out.stage("scores.npy", |p| write_npy(p, &m.scores))?;
         out.stage("rotation_index.npy", |p| write_npy(p, &m.rotation_index))?;
         out.stage("rotations.npy", |p| {
             write_npy(p, &m.rotations.mapv(|v| v as f32).into_dyn())
         })?;
-        if let Some(vs) = target.voxel_size {
+        if let Some(vs) = voxel_size {
             out.stage("scores.mrc", |p| write_mrc(p, &m.scores, vs))?;
         }
         if a.png {
@@ -400,7 +495,7 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
                 "angular_step": a.angular_step, "euler": opt_path_json(&a.euler), "n_rotations": n_rot,
                 "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
-                "target_shape": tshape, "voxel_size": target.voxel_size,
+                "target_shape": tshape, "voxel_size": voxel_size,
             }),
         );
         o.insert("ssum".into(), json!(m.ssum));
@@ -428,6 +523,9 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
         }
         o.insert("timings".into(), t);
         o.insert("peak_memory_bytes".into(), json!(peak_memory_bytes()));
+        if let Some(d) = &m.dist {
+            o.insert("mpi".into(), d.clone());
+        }
     }
     // run.json last: it marks the run complete.
     out.json("run.json", &info)?;

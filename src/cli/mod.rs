@@ -28,6 +28,7 @@ mod error;
 mod matching;
 mod output;
 mod peaks;
+mod ranks;
 mod solve;
 mod trace;
 
@@ -342,7 +343,12 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            complain(&format!("error: {e}"));
+            // Under a launcher, an error every rank agreed on ("rank K: …") is printed once,
+            // by rank 0 (already, under MPI: before the other ranks exit).
+            let shown = ranks::PRINTED.load(std::sync::atomic::Ordering::Relaxed);
+            if !shown && (ranks::launched_rank() == 0 || !e.message.starts_with("rank ")) {
+                complain(&format!("error: {e}"));
+            }
             ExitCode::from(e.code)
         }
     }
@@ -350,7 +356,43 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> CliResult<()> {
     let g = cli.global;
-    let trace = trace::init(g.verbose, g.quiet, g.trace.as_deref())?;
+    let launched = ranks::launched_ranks().filter(|&n| n > 1);
+    #[cfg(not(feature = "mpi"))]
+    if let Some(n) = launched {
+        // Every rank fails alike: rank 0 alone says so.
+        let e = ranks::unsupported(n);
+        return Err(CliError {
+            message: format!("rank {}: {}", ranks::launched_rank(), e.message),
+            ..e
+        });
+    }
+    #[cfg(feature = "mpi")]
+    {
+        let _mpi = ranks::init()?; // MPI_Finalize on drop, after the command
+        let done = if ranks::world().is_some() && !matches!(cli.command, Command::Match(_)) {
+            Err(CliError::input(format!(
+                "rank {}: only `monomorph match` runs over MPI ranks; run this command once, without mpirun",
+                ranks::launched_rank()
+            )))
+        } else {
+            run_command(cli.command, g, launched)
+        };
+        ranks::finish(&done);
+        done
+    }
+    #[cfg(not(feature = "mpi"))]
+    run_command(cli.command, g, launched)
+}
+
+fn run_command(command: Command, mut g: Global, launched: Option<usize>) -> CliResult<()> {
+    if launched.is_some() && ranks::launched_rank() > 0 {
+        // One progress bar and one summary (rank 0's); a trace per rank: FILE.rankK.json.
+        g.quiet = true;
+        let k = ranks::launched_rank();
+        g.trace = g.trace.map(|t| t.with_extension(format!("rank{k}.json")));
+    }
+    // Under MPI, every rank learns whether every rank's trace file could be created.
+    let trace = ranks::agree_all(trace::init(g.verbose, g.quiet, g.trace.as_deref()))?;
     // demo and bench read no input for `--precision auto` to follow: it is single there.
     let fixed = Global {
         precision: match g.precision {
@@ -359,7 +401,7 @@ fn run(cli: Cli) -> CliResult<()> {
         },
         ..g.clone()
     };
-    let done = match cli.command {
+    let done = match command {
         Command::Demo(a) => demo::run(&fixed, a),
         Command::Match(a) => matching::run(&g, a),
         Command::Peaks(a) => peaks::run(&g, a),

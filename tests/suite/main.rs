@@ -23,6 +23,8 @@ mod fuzz;
 mod io_cli;
 mod matching;
 #[cfg(feature = "cli")]
+mod mpi;
+#[cfg(feature = "cli")]
 mod orientation;
 mod peaks;
 mod resample_fixtures;

@@ -1,0 +1,257 @@
+//! The command under an MPI launcher (`mpirun`, `srun`): detection, and with the `mpi` feature
+//! `monomorph match` split over the ranks ([`monomorph::dist`]).
+//!
+//! Every rank reads and checks the inputs itself; each fallible step is agreed on
+//! ([`monomorph::dist::agree_code`]) before the next collective, so a failure on one rank ends
+//! every rank with the same one-line error (`error: rank K: …`), printed by rank 0, instead of
+//! a hang. The exit code is the failing rank's when that is rank 0 (an input error everyone
+//! shares: 2), else 1 (a failure of that rank while running).
+
+/// The number of ranks this process was started as one of, from the launcher's environment
+/// (Open MPI's `mpirun`, MPICH/Intel `mpiexec` and Slurm's `srun` with PMI), or `None` when
+/// not started by a launcher.
+pub fn launched_ranks() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "SLURM_STEP_NUM_TASKS",
+    ]
+    .iter()
+    .filter(|v| **v != "SLURM_STEP_NUM_TASKS" || std::env::var_os("SLURM_PROCID").is_some())
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// This process's rank from the launcher's environment (0 when not launched).
+pub fn launched_rank() -> usize {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+    .unwrap_or(0)
+}
+
+/// The error of a binary without the `mpi` feature started as one of `n` > 1 ranks: it would
+/// otherwise run the whole job `n` times, writing the same files.
+#[cfg(not(feature = "mpi"))]
+pub fn unsupported(n: usize) -> super::CliError {
+    super::CliError::input(format!(
+        "started as one of {n} MPI ranks (mpirun/srun), but this monomorph was built without \
+         MPI support: rebuild it with `cargo build --release --features mpi`, or run it once, \
+         without mpirun"
+    ))
+}
+
+/// Set when the command's error was already printed (by rank 0, under MPI, before the other
+/// ranks exit: a launcher may kill rank 0 as soon as another rank exits non-zero).
+pub static PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Without MPI there is nothing to agree with: `local` itself.
+#[cfg(not(feature = "mpi"))]
+pub fn agree_all<T>(local: super::CliResult<T>) -> super::CliResult<T> {
+    local
+}
+
+#[cfg(feature = "mpi")]
+pub use with_mpi::*;
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use std::ops::ControlFlow;
+
+    use monomorph::algo::matching::MatchResult;
+    use monomorph::dist::mpi::topology::SimpleCommunicator;
+    use monomorph::dist::mpi::traits::*;
+    use monomorph::dist::{self, RankError};
+    use monomorph::{Backend, BackendTask};
+    use serde_json::json;
+    use tracing::info_span;
+
+    use super::super::matching::{MatchArgs, MatchJob, Matched, match_error, prepare, write};
+    use super::super::output::Outputs;
+    use super::super::trace::progress;
+    use super::super::{CliError, CliResult, Global};
+
+    /// MPI, initialised by [`init`] when the process was started by a launcher; finalised on drop.
+    pub struct Mpi(#[allow(dead_code)] monomorph::dist::mpi::environment::Universe);
+
+    /// Initialises MPI when started by a launcher (funneled: only the main thread calls MPI;
+    /// rayon threads compute). Without a launcher nothing is initialised (no MPI start-up cost).
+    pub fn init() -> CliResult<Option<Mpi>> {
+        if super::launched_ranks().is_none() {
+            return Ok(None);
+        }
+        match dist::mpi::initialize_with_threading(dist::mpi::Threading::Funneled) {
+            Some((u, _)) => Ok(Some(Mpi(u))),
+            None => Err(CliError::failure("MPI could not be initialised")),
+        }
+    }
+
+    /// The world communicator when MPI is initialised with more than one rank.
+    pub fn world() -> Option<SimpleCommunicator> {
+        if !dist::mpi::environment::is_initialized() || dist::mpi::environment::is_finalized() {
+            return None;
+        }
+        let w = SimpleCommunicator::world();
+        (w.size() > 1).then_some(w)
+    }
+
+    /// Collective when MPI runs over several ranks ([`agree`] on the world), else `local`.
+    pub fn agree_all<T>(local: CliResult<T>) -> CliResult<T> {
+        match world() {
+            Some(w) => agree(&w, local),
+            None => local,
+        }
+    }
+
+    /// The end of a command under MPI: rank 0 prints the (agreed) error, then every rank waits
+    /// for it, so that no rank's exit ends the job before the line is out.
+    pub fn finish(done: &CliResult<()>) {
+        let Some(w) = world() else { return };
+        if let Err(e) = done
+            && w.rank() == 0
+        {
+            super::super::complain(&format!("error: {e}"));
+            super::PRINTED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        w.barrier();
+        if done.is_err() && w.rank() != 0 {
+            // Rank 0's line still has to pass through the launcher's output forwarding.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    }
+
+    /// The agreed error as the command reports it: the failing rank's code when that is rank 0,
+    /// else 1 (that rank failed while running).
+    fn cli(e: RankError) -> CliError {
+        let code = if e.rank == 0 { e.code as u8 } else { 1 };
+        CliError {
+            code,
+            message: e.to_string(),
+        }
+    }
+
+    /// [`dist::agree_code`] for the command's errors.
+    fn agree<T>(world: &SimpleCommunicator, local: CliResult<T>) -> CliResult<T> {
+        dist::agree_code(world, local, |e: &CliError| e.code as i32).map_err(cli)
+    }
+
+    /// `monomorph match` over the ranks of `world`: rank 0 writes the outputs.
+    pub fn run_match(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<()> {
+        let root = world.rank() == 0;
+        let (mut p, job) = agree(world, prepare(g, a))?;
+        let out = agree(
+            world,
+            if root {
+                Outputs::in_dir("--out", &a.out).map(Some)
+            } else {
+                Ok(None)
+            },
+        )?;
+        let task = RankTask { job, world };
+        let mut entered = false;
+        let done = p.timings.time("total", || {
+            monomorph::dispatch(
+                p.g.dispatch(a.memory_limit),
+                Entered {
+                    task,
+                    entered: &mut entered,
+                },
+            )
+        });
+        let matched = match done {
+            Ok(r) => r?,
+            // The backend could not start on this rank: meet the others at their first agree.
+            Err(e) if !entered => return agree(world, Err(match_error(e, a.memory_limit))),
+            Err(e) => return Err(match_error(e, a.memory_limit)),
+        };
+        let written = match (out, matched) {
+            (Some(out), Some(m)) => write(a, p, out, m),
+            _ => Ok(()),
+        };
+        agree(world, written)
+    }
+
+    /// Marks that the backend started and the task runs (for the agreement on a failed start).
+    struct Entered<'a, 'w> {
+        task: RankTask<'w>,
+        entered: &'a mut bool,
+    }
+
+    impl BackendTask for Entered<'_, '_> {
+        type Output = CliResult<Option<Matched>>;
+        fn run<B: Backend>(self, b: &B) -> monomorph::Result<Self::Output> {
+            *self.entered = true;
+            Ok(self.task.run_on(b))
+        }
+    }
+
+    /// This rank's share of a match.
+    struct RankTask<'w> {
+        job: MatchJob,
+        world: &'w SimpleCommunicator,
+    }
+
+    impl RankTask<'_> {
+        /// Every step agreed; the merged result on rank 0.
+        fn run_on<B: Backend>(self, b: &B) -> CliResult<Option<Matched>> {
+            let (world, job) = (self.world, &self.job);
+            let (rank, size) = (world.rank(), world.size() as usize);
+            let _span = info_span!("match", backend = b.name(), rank, ranks = size).entered();
+            let mem = job.memory_limit;
+            agree(world, Ok(()))?; // every rank's backend started
+            let nrot = job.rotations.len();
+            let mine = dist::rotation_range(nrot, size, rank as usize).len().max(1);
+            // One bar, on rank 0 (the others are quiet): its own steps scaled to all ranks'.
+            let pb = progress(nrot as u64, "rotations", job.quiet);
+            let cb = |done: usize, total: usize| {
+                pb.set_length((total * nrot / mine) as u64);
+                pb.set_position((done * nrot / mine) as u64);
+                ControlFlow::Continue(())
+            };
+            let t0 = std::time::Instant::now();
+            let local = job.upload(b).and_then(|(target, template, tmask, gmask)| {
+                let mut params = job.params(tmask.as_ref(), gmask.as_ref());
+                params.progress = Some(&cb);
+                let _s = info_span!("match_part").entered();
+                dist::match_part(world, b, &target, &template, &params)
+            });
+            let match_s = t0.elapsed().as_secs_f64();
+            let part = agree(world, local.map_err(|e| match_error(e, mem)))?;
+            pb.finish_and_clear();
+            // Every rank's matching time, for run.json.
+            let root = world.process_at_rank(0);
+            let mut times = vec![0.0f64; if rank == 0 { size } else { 0 }];
+            if rank == 0 {
+                root.gather_into_root(&match_s, &mut times[..]);
+            } else {
+                root.gather_into(&match_s);
+            }
+            let t1 = std::time::Instant::now();
+            let merged = {
+                let _s = info_span!("merge").entered();
+                dist::merge(world, b, part, &job.rotations)
+            };
+            let merge_s = t1.elapsed().as_secs_f64();
+            let finished = merged.and_then(|m: Option<MatchResult<B>>| {
+                m.map(|r| job.finish(b, r, match_s + merge_s)).transpose()
+            });
+            let mut m = agree(world, finished.map_err(|e| match_error(e, mem)))?;
+            if let Some(m) = m.as_mut() {
+                m.dist = Some(json!({
+                    "ranks": size,
+                    "rank_match_s": times,
+                    "merge_s": merge_s,
+                    "rotations_per_rank": (0..size)
+                        .map(|k| dist::rotation_range(nrot, size, k).len())
+                        .collect::<Vec<_>>(),
+                }));
+            }
+            Ok(m)
+        }
+    }
+}

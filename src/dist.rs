@@ -1,0 +1,412 @@
+//! Template matching over MPI ranks (feature `mpi`): the rotations split into contiguous ranges,
+//! one per rank, and an exact merge on rank 0.
+//!
+//! The merged result is bit-identical to [`match_template`] in one process, whatever the number
+//! of ranks:
+//!
+//! * rank `k` of `n` searches rotations [`rotation_range`]`(nrot, n, k)`, the `k`-th contiguous
+//!   range, so lower ranks hold earlier rotations;
+//! * the per-voxel maxima are reduced with a non-commutative operation in which a later rank's
+//!   value wins only if strictly greater, which is the single loop's strict `>` with ties kept
+//!   by the lower rotation index (also for `−0`/`+0` and NaN);
+//! * Σ score² is not summed per rank (an MPI sum of per-rank totals is 1–2 ulp off): every rank
+//!   keeps the partial of each (tile, rotation) call ([`MatchResult::ssum_parts`]), rank 0
+//!   gathers them and folds them in the single process's order (tile by tile, rotations in order
+//!   within a tile).
+//!
+//! Every collective here must be reached by every rank. A step that can fail on some ranks only
+//! goes through [`agree`] first, so that all ranks see the same error instead of some waiting
+//! forever in the next collective; [`match_template`] does this for its own steps.
+//!
+//! ```no_run
+//! use monomorph::algo::matching::{MatchParams, Score};
+//! use monomorph::algo::rotations::RotationSet;
+//! use monomorph::dist::{self, mpi::traits::Communicator};
+//! use monomorph::prelude::*;
+//!
+//! let universe = dist::mpi::initialize().expect("MPI initialised twice");
+//! let world = universe.world();
+//! let b = Cpu::<Single>::new();
+//! let target = b.upload(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[32, 32, 32])).view())?;
+//! let template = b.upload(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[8, 8, 8])).view())?;
+//! let params = MatchParams::new(Score::CC, RotationSet::uniform(3, 30.0)?);
+//! match dist::match_template(&world, &b, &target, &template, &params) {
+//!     Ok(Some(result)) => println!("rank 0: ssum {}", result.ssum), // the merged result
+//!     Ok(None) => {}                                                 // other ranks
+//!     Err(e) => eprintln!("{e}"), // every rank: the lowest failing rank's error
+//! }
+//! # Ok::<(), monomorph::Error>(())
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::os::raw::{c_int, c_void};
+
+use monomorph_core::algo::matching::{
+    MatchParams, MatchResult, Prerotated, match_template as match_one,
+};
+use monomorph_core::algo::rotations::RotationSet;
+use mpi::Count;
+use mpi::collective::{SystemOperation, UnsafeUserOperation};
+use mpi::datatype::{PartitionMut, UserDatatype};
+use mpi::traits::*;
+use ndarray::{ArrayD, IxDyn};
+
+use crate::{Arr, ArrayMeta, Backend, Error, FloatOf, Index, IntOf, Real, Result};
+
+/// The `mpi` crate (rsmpi) this module is built on, so that a user crate initialises MPI and
+/// builds communicators with the same version.
+pub use mpi;
+
+/// The rotations rank `rank` of `size` searches: `nrot` split into contiguous ranges, in rank
+/// order, whose lengths differ by at most one (empty when there are more ranks than rotations).
+pub fn rotation_range(nrot: usize, size: usize, rank: usize) -> Range<usize> {
+    let size = size.max(1);
+    nrot * rank / size..nrot * (rank + 1) / size
+}
+
+/// A failure on one rank, as every rank sees it after [`agree`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankError {
+    /// The lowest rank that failed.
+    pub rank: i32,
+    /// That rank's code for the failure (see [`agree_code`]; 1 from [`agree`]).
+    pub code: i32,
+    /// That rank's error message.
+    pub message: String,
+}
+
+impl fmt::Display for RankError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rank {}: {}", self.rank, self.message)
+    }
+}
+
+impl std::error::Error for RankError {}
+
+/// Collective (every rank, at the same point): `Ok` on every rank if every rank's `local` is
+/// `Ok`, else the same [`RankError`] on every rank: the lowest failing rank's message (code 1).
+pub fn agree<C: Communicator, T, E: fmt::Display>(
+    comm: &C,
+    local: std::result::Result<T, E>,
+) -> std::result::Result<T, RankError> {
+    agree_code(comm, local, |_| 1)
+}
+
+/// [`agree`] with a code per error (e.g. an exit code), taken from the failing rank.
+pub fn agree_code<C: Communicator, T, E: fmt::Display>(
+    comm: &C,
+    local: std::result::Result<T, E>,
+    code: impl Fn(&E) -> i32,
+) -> std::result::Result<T, RankError> {
+    let (rank, size) = (comm.rank(), comm.size());
+    let mine = if local.is_err() { rank } else { size };
+    let mut first = size;
+    comm.all_reduce_into(&mine, &mut first, SystemOperation::min());
+    if first == size {
+        return local.map_err(|_| unreachable_error());
+    }
+    let (mut c, mut msg) = match &local {
+        Err(e) if rank == first => (code(e), e.to_string().into_bytes()),
+        _ => (0, Vec::new()),
+    };
+    let root = comm.process_at_rank(first);
+    root.broadcast_into(&mut c);
+    bcast_bytes(comm, first, &mut msg);
+    Err(RankError {
+        rank: first,
+        code: c,
+        message: String::from_utf8_lossy(&msg).into_owned(),
+    })
+}
+
+/// Only reached if MPI's MIN reduction were wrong: every rank reported success.
+fn unreachable_error() -> RankError {
+    RankError {
+        rank: -1,
+        code: 1,
+        message: "internal error: ranks disagree on a failure".into(),
+    }
+}
+
+/// Collective: rank `from`'s bytes to every rank (length first).
+pub fn bcast_bytes<C: Communicator>(comm: &C, from: i32, buf: &mut Vec<u8>) {
+    let root = comm.process_at_rank(from);
+    let mut len = buf.len() as u64;
+    root.broadcast_into(&mut len);
+    buf.resize(len as usize, 0);
+    for chunk in buf.chunks_mut(CHUNK_BYTES) {
+        root.broadcast_into(chunk);
+    }
+}
+
+/// MPI counts are `i32`: large buffers move in chunks of at most this many bytes.
+const CHUNK_BYTES: usize = 1 << 30;
+/// Voxels per reduction call: bounds scratch memory (and MPI's `i32` counts).
+const CHUNK: usize = 1 << 22;
+
+/// One voxel's running maximum, moved as opaque bytes (serves f32/i32 and f64/i64).
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Best<T, I> {
+    score: T,
+    index: I,
+}
+
+// SAFETY: `Best<T, I>` is plain old data of `size_of::<Self>()` bytes without padding (checked
+// in `reduce_best` before any transfer); only `keep_first_max` interprets it.
+unsafe impl<T: Copy, I: Copy> Equivalence for Best<T, I> {
+    type Out = UserDatatype;
+    fn equivalent_datatype() -> UserDatatype {
+        UserDatatype::contiguous(size_of::<Self>() as Count, &u8::equivalent_datatype())
+    }
+}
+
+/// The reduction: `invec` holds lower ranks (earlier rotations), `inout` later ones; the later
+/// value stays only if strictly greater, as in the single loop.
+unsafe extern "C" fn keep_first_max<T: PartialOrd + Copy, I: Copy>(
+    invec: *mut c_void,
+    inout: *mut c_void,
+    len: *mut c_int,
+    _: *mut mpi::ffi::MPI_Datatype,
+) {
+    // SAFETY: MPI passes `len` elements of the datatype built by `Best::equivalent_datatype`.
+    let n = unsafe { *len } as usize;
+    let earlier = unsafe { std::slice::from_raw_parts(invec as *const Best<T, I>, n) };
+    let later = unsafe { std::slice::from_raw_parts_mut(inout as *mut Best<T, I>, n) };
+    for (e, l) in earlier.iter().zip(later) {
+        if !(l.score > e.score) {
+            *l = *e;
+        }
+    }
+}
+
+/// Collective: rank 0's `scores` / `index` become the merge of every rank's maps (each rank's
+/// indices already global), the lower rank winning ties. Other ranks' slices are left as they
+/// are. Every rank must pass slices of the same length.
+pub fn reduce_best<C: Communicator, T: PartialOrd + Copy, I: Copy>(
+    comm: &C,
+    scores: &mut [T],
+    index: &mut [I],
+) -> Result<()> {
+    if size_of::<Best<T, I>>() != size_of::<T>() + size_of::<I>() || scores.len() != index.len() {
+        // Same on every rank (types and lengths are the caller's): no collective is skipped
+        // by some ranks only.
+        return Err(Error::invalid(
+            "scores/index",
+            "expected equal lengths and an unpadded (score, index) pair",
+        ));
+    }
+    // SAFETY: keep_first_max::<T, I> reads and writes exactly `len` values of Best<T, I>.
+    let op = unsafe { UnsafeUserOperation::associative(keep_first_max::<T, I>) };
+    let root = comm.process_at_rank(0);
+    let is_root = comm.rank() == 0;
+    let mut send = Vec::with_capacity(CHUNK.min(scores.len()));
+    let mut recv = Vec::with_capacity(if is_root { CHUNK.min(scores.len()) } else { 0 });
+    for (s, i) in scores.chunks_mut(CHUNK).zip(index.chunks_mut(CHUNK)) {
+        send.clear();
+        send.extend(
+            s.iter()
+                .zip(&*i)
+                .map(|(&score, &index)| Best { score, index }),
+        );
+        if !is_root {
+            root.reduce_into(&send[..], &op);
+            continue;
+        }
+        recv.clear();
+        recv.extend_from_slice(&send);
+        root.reduce_into_root(&send[..], &mut recv[..], &op);
+        for ((s, i), b) in s.iter_mut().zip(i.iter_mut()).zip(&recv) {
+            (*s, *i) = (b.score, b.index);
+        }
+    }
+    Ok(())
+}
+
+/// Collective: every rank's Σ score² partials (`parts`: this rank's rotations, tile by tile)
+/// folded on rank 0 in the single process's order: tile by tile, and within a tile, rotation
+/// by rotation across the ranks. Returns, on rank 0, the partials in that order (what one
+/// process's [`MatchResult::ssum_parts`] holds), their left fold from zero, and the number of
+/// tiles; `None` elsewhere.
+pub fn fold_ssum_parts<C: Communicator>(
+    comm: &C,
+    nrot: usize,
+    parts: &[f64],
+) -> Result<Option<(Vec<f64>, f64, usize)>> {
+    let (size, rank) = (comm.size() as usize, comm.rank() as usize);
+    let root = comm.process_at_rank(0);
+    let n = parts.len() as Count;
+    if rank != 0 {
+        root.gather_into(&n);
+        root.gather_varcount_into(parts);
+        return Ok(None);
+    }
+    let mut counts = vec![0 as Count; size];
+    root.gather_into_root(&n, &mut counts[..]);
+    let displs: Vec<Count> = counts
+        .iter()
+        .scan(0 as Count, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect();
+    let total: usize = counts.iter().map(|&c| c as usize).sum();
+    let mut all = vec![0.0f64; total];
+    root.gather_varcount_into_root(
+        parts,
+        &mut PartitionMut::new(&mut all[..], counts.clone(), &displs[..]),
+    );
+    // Tiles: every rank with rotations ran every tile.
+    let lens: Vec<usize> = (0..size)
+        .map(|k| rotation_range(nrot, size, k).len())
+        .collect();
+    let tiles = (0..size)
+        .find(|&k| lens[k] > 0)
+        .map_or(0, |k| counts[k] as usize / lens[k]);
+    if (0..size).any(|k| counts[k] as usize != tiles * lens[k]) {
+        return Err(Error::invalid(
+            "ssum_parts",
+            format!("ranks ran different tile counts (partials per rank {counts:?})"),
+        ));
+    }
+    let mut ordered = Vec::with_capacity(total);
+    for t in 0..tiles {
+        for k in 0..size {
+            let at = displs[k] as usize + t * lens[k];
+            ordered.extend_from_slice(&all[at..at + lens[k]]);
+        }
+    }
+    let sum = ordered.iter().fold(0.0, |acc, p| acc + p);
+    Ok(Some((ordered, sum, tiles)))
+}
+
+/// This rank's share of a distributed match, on the host: its rotations' running maxima (indices
+/// into the whole rotation set) and Σ score² partials.
+pub struct Part<B: Backend> {
+    /// The rotations this rank searched ([`rotation_range`]).
+    pub range: Range<usize>,
+    /// Best score per voxel over `range` (−∞ where empty).
+    pub scores: ArrayD<FloatOf<B>>,
+    /// Index into the whole rotation set of the best rotation per voxel (−1 where none).
+    pub rotation_index: ArrayD<IntOf<B>>,
+    /// Σ score² of each (tile, rotation) call, tile by tile ([`MatchResult::ssum_parts`]).
+    pub ssum_parts: Vec<f64>,
+}
+
+/// Local (no communication): runs this rank's rotations of `params.rotations` and downloads the
+/// result. `params.progress` sees this rank's steps only. A rank with no rotations (more ranks
+/// than rotations) returns empty maps without touching the backend.
+pub fn match_part<B: Backend, C: Communicator>(
+    comm: &C,
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    template: &Arr<B, FloatOf<B>>,
+    params: &MatchParams<'_, B>,
+) -> Result<Part<B>> {
+    let nrot = params.rotations.len();
+    let range = rotation_range(nrot, comm.size() as usize, comm.rank() as usize);
+    let shape = IxDyn(target.shape());
+    if range.is_empty() {
+        return Ok(Part {
+            range,
+            scores: ArrayD::from_elem(shape.clone(), <FloatOf<B> as Real>::lowest()),
+            rotation_index: ArrayD::from_elem(shape, IntOf::<B>::from_i64(-1)),
+            ssum_parts: Vec::new(),
+        });
+    }
+    let d = params.rotations.dim();
+    let flat = &params.rotations.as_flat()[range.start * d * d..range.end * d * d];
+    let mut sub = MatchParams::new(params.score, RotationSet::from_matrices(d, flat)?);
+    sub.template_mask = params.template_mask;
+    sub.target_mask = params.target_mask;
+    sub.pad_edges = params.pad_edges;
+    sub.interpolation = params.interpolation;
+    sub.prerotated =
+        match &params.prerotated {
+            Some(p) => Some(Prerotated {
+                templates: p.templates.get(range.clone()).ok_or_else(|| {
+                    Error::invalid("prerotated", "fewer templates than rotations")
+                })?,
+                masks: match p.masks {
+                    Some(m) => Some(m.get(range.clone()).ok_or_else(|| {
+                        Error::invalid("prerotated", "fewer masks than rotations")
+                    })?),
+                    None => None,
+                },
+            }),
+            None => None,
+        };
+    sub.memory_limit = params.memory_limit;
+    sub.tile_shape = params.tile_shape.clone();
+    sub.mcc_overlap_ratio = params.mcc_overlap_ratio;
+    sub.progress = params.progress;
+    let r = match_one(b, target, template, &sub)?;
+    let scores = b.download(&r.scores)?;
+    let mut rotation_index = b.download(&r.rotation_index)?;
+    for v in rotation_index.iter_mut() {
+        if let Some(i) = v.to_usize() {
+            *v = IntOf::<B>::from_usize(i + range.start).ok_or_else(|| {
+                Error::invalid("rotations", "a rotation index overflows the index type")
+            })?;
+        }
+    }
+    Ok(Part {
+        range,
+        scores,
+        rotation_index,
+        ssum_parts: r.ssum_parts,
+    })
+}
+
+/// Collective: merges every rank's [`Part`] on rank 0 (see the module docs) and uploads the
+/// result there. `rotations` is the whole rotation set. `Some` on rank 0, `None` elsewhere.
+/// Call it only after every rank's [`match_part`] succeeded (e.g. through [`agree`]). An error
+/// here is local to rank 0 (after the collectives), so [`agree`] on it before exiting.
+pub fn merge<B: Backend, C: Communicator>(
+    comm: &C,
+    b: &B,
+    mut part: Part<B>,
+    rotations: &RotationSet,
+) -> Result<Option<MatchResult<B>>> {
+    let shape = part.scores.shape().to_vec();
+    let (Some(s), Some(i)) = (
+        part.scores.as_slice_memory_order_mut(),
+        part.rotation_index.as_slice_memory_order_mut(),
+    ) else {
+        return Err(Error::invalid("part", "expected contiguous maps"));
+    };
+    reduce_best(comm, s, i)?;
+    let nrot = rotations.len();
+    let folded = fold_ssum_parts(comm, nrot, &part.ssum_parts)?;
+    let Some((ssum_parts, sum, tiles)) = folded else {
+        return Ok(None);
+    };
+    let voxels: usize = shape.iter().product();
+    Ok(Some(MatchResult {
+        scores: b.upload(part.scores.view())?,
+        rotation_index: b.upload(part.rotation_index.view())?,
+        rotations: rotations.clone(),
+        n_rotations: nrot,
+        ssum: sum / (voxels as f64 * nrot as f64),
+        ssum_parts,
+        tiles,
+    }))
+}
+
+/// Collective: [`match_template`](monomorph_core::algo::matching::match_template) over the
+/// ranks of `comm`, each searching its [`rotation_range`]: the merged result on rank 0
+/// (bit-identical to one process), `None` on the others, and on a failure of any rank the same
+/// [`RankError`] on every rank.
+pub fn match_template<B: Backend, C: Communicator>(
+    comm: &C,
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    template: &Arr<B, FloatOf<B>>,
+    params: &MatchParams<'_, B>,
+) -> std::result::Result<Option<MatchResult<B>>, RankError> {
+    let part = agree(comm, match_part(comm, b, target, template, params))?;
+    let merged = merge(comm, b, part, &params.rotations);
+    agree(comm, merged)
+}
