@@ -110,7 +110,7 @@ pub fn validation_elementwise<B: Backend>(b: &B) {
         "shape mismatch in binary_assign: b vs a: expected (2, 3), got (6,)",
     );
     fails_with(
-        b.axpy(FloatOf::<B>::from_f64(2.0), &a, &mut wrong),
+        b.axpy(2.0, &a, &mut wrong),
         "shape mismatch in axpy: y vs x: expected (2, 3), got (3, 2)",
     );
     let c = b.zeros::<ComplexOf<B>>(&[2, 3]).expect("zeros");
