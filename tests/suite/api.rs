@@ -220,3 +220,25 @@ fn rayon_pool_install_bounds_the_cpu_backend_threads() {
     let processors = pool.install(|| Cpu::<Single>::new().device().processors);
     assert_eq!(processors, 1);
 }
+
+/// `Cpu::with_threads(n)`: a pool of the backend's own, reported by `threads()` and the device
+/// info; 0 threads is an error naming the argument; results are bit-identical to rayon's
+/// global pool for 1 and 3 threads (ops entered from outside and inside `install`).
+#[test]
+fn own_thread_pool_is_reported_and_changes_no_bit() {
+    let e = Cpu::<Single>::with_threads(0).expect_err("0 threads");
+    assert!(e.to_string().contains("threads"), "{e}");
+    let global = match_peaks::run(&Cpu::<Single>::new()).expect("global pool");
+    for n in [1, 3] {
+        let cpu = Cpu::<Single>::with_threads(n).expect("pool");
+        assert_eq!(cpu.threads(), n);
+        let d = cpu.device();
+        assert_eq!(d.processors, n);
+        assert!(d.description.contains(&format!("{n} own threads")), "{}", d.description);
+        assert_eq!(match_peaks::run(&cpu).expect("own pool"), global, "{n} threads");
+        let inside = cpu.install(|| match_peaks::run(&cpu)).expect("inside install");
+        assert_eq!(inside, global, "{n} threads, inside install");
+        // A backend of the other precision made from it shares the pool.
+        assert_eq!(Cpu::<Double>::sharing(&cpu).threads(), n);
+    }
+}
