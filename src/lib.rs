@@ -75,8 +75,9 @@
 //! `monomorph = { version = "0.1", default-features = false, features = ["cpu"] }`.
 //!
 //! ## Threads
-//! The CPU backend runs its ops on rayon's *current* pool: set `RAYON_NUM_THREADS`, or run the
-//! work inside `rayon::ThreadPoolBuilder::new().num_threads(n).build()?.install(|| …)`.
+//! `Cpu::with_threads(n)` gives the CPU backend a thread pool of its own, on which every op
+//! runs (`cpu.install(|| …)` enters it once for a whole algorithm). `Cpu::new()` runs its ops
+//! on rayon's *current* pool: set `RAYON_NUM_THREADS`, or run the work inside a pool of yours.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // No `unsafe` in the facade but two audited places: `io::stream`'s `madvise` (huge-page advice
