@@ -234,9 +234,19 @@ fn own_thread_pool_is_reported_and_changes_no_bit() {
         assert_eq!(cpu.threads(), n);
         let d = cpu.device();
         assert_eq!(d.processors, n);
-        assert!(d.description.contains(&format!("{n} own threads")), "{}", d.description);
-        assert_eq!(match_peaks::run(&cpu).expect("own pool"), global, "{n} threads");
-        let inside = cpu.install(|| match_peaks::run(&cpu)).expect("inside install");
+        assert!(
+            d.description.contains(&format!("{n} own threads")),
+            "{}",
+            d.description
+        );
+        assert_eq!(
+            match_peaks::run(&cpu).expect("own pool"),
+            global,
+            "{n} threads"
+        );
+        let inside = cpu
+            .install(|| match_peaks::run(&cpu))
+            .expect("inside install");
         assert_eq!(inside, global, "{n} threads, inside install");
         // A backend of the other precision made from it shares the pool.
         assert_eq!(Cpu::<Double>::sharing(&cpu).threads(), n);

@@ -69,14 +69,16 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<T>,
         out: &mut ArrayD<T>,
     ) -> Result<()> {
-        check_binary("binary", a.shape(), b.shape(), out.shape())?;
-        let (a, b) = (data("a", a)?, data("b", b)?);
-        zip3(data_mut("out", out)?, a, b, |o, a, b| {
-            for i in 0..o.len() {
-                o[i] = op.apply(a[i], b[i]);
-            }
-        });
-        Ok(())
+        self.install(|| {
+            check_binary("binary", a.shape(), b.shape(), out.shape())?;
+            let (a, b) = (data("a", a)?, data("b", b)?);
+            zip3(data_mut("out", out)?, a, b, |o, a, b| {
+                for i in 0..o.len() {
+                    o[i] = op.apply(a[i], b[i]);
+                }
+            });
+            Ok(())
+        })
     }
 
     fn binary_assign<T: Float>(
@@ -85,45 +87,57 @@ impl<P: Precision> Elementwise for Cpu<P> {
         a: &mut ArrayD<T>,
         b: &ArrayD<T>,
     ) -> Result<()> {
-        monomorph_core::check_elementwise("binary_assign", ("a", a.shape()), &[("b", b.shape())])?;
-        let b = data("b", b)?;
-        zip2(data_mut("a", a)?, b, |a, b| {
-            for i in 0..a.len() {
-                a[i] = op.apply(a[i], b[i]);
-            }
-        });
-        Ok(())
+        self.install(|| {
+            monomorph_core::check_elementwise(
+                "binary_assign",
+                ("a", a.shape()),
+                &[("b", b.shape())],
+            )?;
+            let b = data("b", b)?;
+            zip2(data_mut("a", a)?, b, |a, b| {
+                for i in 0..a.len() {
+                    a[i] = op.apply(a[i], b[i]);
+                }
+            });
+            Ok(())
+        })
     }
 
     fn scalar_assign<T: Float>(&self, op: BinaryOp, a: &mut ArrayD<T>, s: f64) -> Result<()> {
-        let s = T::from_f64(s);
-        each(data_mut("a", a)?, |a| {
-            for v in a {
-                *v = op.apply(*v, s);
-            }
-        });
-        Ok(())
+        self.install(|| {
+            let s = T::from_f64(s);
+            each(data_mut("a", a)?, |a| {
+                for v in a {
+                    *v = op.apply(*v, s);
+                }
+            });
+            Ok(())
+        })
     }
 
     fn unary_assign<T: Float>(&self, op: UnaryOp, a: &mut ArrayD<T>) -> Result<()> {
-        each(data_mut("a", a)?, |a| {
-            for v in a {
-                *v = op.apply(*v);
-            }
-        });
-        Ok(())
+        self.install(|| {
+            each(data_mut("a", a)?, |a| {
+                for v in a {
+                    *v = op.apply(*v);
+                }
+            });
+            Ok(())
+        })
     }
 
     fn axpy<T: Float>(&self, alpha: f64, x: &ArrayD<T>, y: &mut ArrayD<T>) -> Result<()> {
-        let alpha = T::from_f64(alpha);
-        monomorph_core::check_elementwise("axpy", ("x", x.shape()), &[("y", y.shape())])?;
-        let x = data("x", x)?;
-        zip2(data_mut("y", y)?, x, |y, x| {
-            for i in 0..y.len() {
-                y[i] += alpha * x[i];
-            }
-        });
-        Ok(())
+        self.install(|| {
+            let alpha = T::from_f64(alpha);
+            monomorph_core::check_elementwise("axpy", ("x", x.shape()), &[("y", y.shape())])?;
+            let x = data("x", x)?;
+            zip2(data_mut("y", y)?, x, |y, x| {
+                for i in 0..y.len() {
+                    y[i] += alpha * x[i];
+                }
+            });
+            Ok(())
+        })
     }
 
     fn complex_mul_conj<T: Float>(
@@ -132,7 +146,7 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<Complex<T>>,
         out: &mut ArrayD<Complex<T>>,
     ) -> Result<()> {
-        complex_binary("complex_mul_conj", a, b, out, |x, y| x * y.conj())
+        self.install(|| complex_binary("complex_mul_conj", a, b, out, |x, y| x * y.conj()))
     }
 
     fn complex_mul<T: Float>(
@@ -141,17 +155,19 @@ impl<P: Precision> Elementwise for Cpu<P> {
         b: &ArrayD<Complex<T>>,
         out: &mut ArrayD<Complex<T>>,
     ) -> Result<()> {
-        complex_binary("complex_mul", a, b, out, |x, y| x * y)
+        self.install(|| complex_binary("complex_mul", a, b, out, |x, y| x * y))
     }
 
     fn complex_scale<T: Float>(&self, a: &mut ArrayD<Complex<T>>, s: f64) -> Result<()> {
-        let s = T::from_f64(s);
-        each(data_mut("a", a)?, |a| {
-            for v in a {
-                *v = *v * s;
-            }
-        });
-        Ok(())
+        self.install(|| {
+            let s = T::from_f64(s);
+            each(data_mut("a", a)?, |a| {
+                for v in a {
+                    *v = *v * s;
+                }
+            });
+            Ok(())
+        })
     }
 
     fn complex_norm_sq<T: Float>(
@@ -159,17 +175,19 @@ impl<P: Precision> Elementwise for Cpu<P> {
         src: &ArrayD<Complex<T>>,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        monomorph_core::check_elementwise(
-            "complex_norm_sq",
-            ("src", src.shape()),
-            &[("dst", dst.shape())],
-        )?;
-        let s = data("src", src)?;
-        zip2(data_mut("dst", dst)?, s, |d, s| {
-            for i in 0..d.len() {
-                d[i] = s[i].norm_sqr();
-            }
-        });
-        Ok(())
+        self.install(|| {
+            monomorph_core::check_elementwise(
+                "complex_norm_sq",
+                ("src", src.shape()),
+                &[("dst", dst.shape())],
+            )?;
+            let s = data("src", src)?;
+            zip2(data_mut("dst", dst)?, s, |d, s| {
+                for i in 0..d.len() {
+                    d[i] = s[i].norm_sqr();
+                }
+            });
+            Ok(())
+        })
     }
 }

@@ -775,54 +775,56 @@ impl<P: Precision> Filter for Cpu<P> {
         mode: BorderMode,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let shape = src.shape().to_vec();
-        monomorph_core::check_max_filter(&shape, size, mode, dst.shape())?;
-        let s = data("max_filter: src", src)?;
-        let o = data_mut("max_filter: dst", dst)?;
-        if o.is_empty() {
-            return Ok(());
-        }
-        let r = shape.len();
-        let planes: usize = shape[..r.saturating_sub(2)].iter().product();
-        let mut first = true;
-        let mut done = vec![false; r];
-        let pool = ScratchPool::new();
-        if r >= 3
-            && planes >= 2 * rayon::current_num_threads()
-            && (size[r - 1] > 1 || size[r - 2] > 1)
-        {
-            // The last two axes plane by plane (each plane stays in cache between its two
-            // passes), planes in parallel; then the leading axes over the whole volume.
-            let pshape = [shape[r - 2], shape[r - 1]];
-            let plane = pshape[0] * pshape[1];
-            o.par_chunks_mut(plane)
-                .zip(s.par_chunks(plane))
-                .for_each(|(op, sp)| {
-                    let mut pfirst = true;
-                    for (k, ax) in [(r - 1, 1), (r - 2, 0)] {
-                        if size[k] > 1 {
-                            let src = pfirst.then_some(sp);
-                            max_pass(src, op, &pshape, ax, size[k], mode, false, &pool);
-                            pfirst = false;
-                        }
-                    }
-                });
-            first = false;
-            done[r - 1] = true;
-            done[r - 2] = true;
-        }
-        for axis in 0..r {
-            if size[axis] <= 1 || done[axis] {
-                continue;
+        self.install(|| {
+            let shape = src.shape().to_vec();
+            monomorph_core::check_max_filter(&shape, size, mode, dst.shape())?;
+            let s = data("max_filter: src", src)?;
+            let o = data_mut("max_filter: dst", dst)?;
+            if o.is_empty() {
+                return Ok(());
             }
-            let src = first.then_some(s);
-            max_pass(src, o, &shape, axis, size[axis], mode, true, &pool);
-            first = false;
-        }
-        if first {
-            o.copy_from_slice(s);
-        }
-        Ok(())
+            let r = shape.len();
+            let planes: usize = shape[..r.saturating_sub(2)].iter().product();
+            let mut first = true;
+            let mut done = vec![false; r];
+            let pool = ScratchPool::new();
+            if r >= 3
+                && planes >= 2 * rayon::current_num_threads()
+                && (size[r - 1] > 1 || size[r - 2] > 1)
+            {
+                // The last two axes plane by plane (each plane stays in cache between its two
+                // passes), planes in parallel; then the leading axes over the whole volume.
+                let pshape = [shape[r - 2], shape[r - 1]];
+                let plane = pshape[0] * pshape[1];
+                o.par_chunks_mut(plane)
+                    .zip(s.par_chunks(plane))
+                    .for_each(|(op, sp)| {
+                        let mut pfirst = true;
+                        for (k, ax) in [(r - 1, 1), (r - 2, 0)] {
+                            if size[k] > 1 {
+                                let src = pfirst.then_some(sp);
+                                max_pass(src, op, &pshape, ax, size[k], mode, false, &pool);
+                                pfirst = false;
+                            }
+                        }
+                    });
+                first = false;
+                done[r - 1] = true;
+                done[r - 2] = true;
+            }
+            for axis in 0..r {
+                if size[axis] <= 1 || done[axis] {
+                    continue;
+                }
+                let src = first.then_some(s);
+                max_pass(src, o, &shape, axis, size[axis], mode, true, &pool);
+                first = false;
+            }
+            if first {
+                o.copy_from_slice(s);
+            }
+            Ok(())
+        })
     }
 
     fn max_filter_footprint<T: Real>(
@@ -833,25 +835,27 @@ impl<P: Precision> Filter for Cpu<P> {
         mode: BorderMode,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let shape = src.shape().to_vec();
-        monomorph_core::check_max_filter_footprint(
-            &shape,
-            footprint,
-            footprint_shape,
-            mode,
-            dst.shape(),
-        )?;
-        let s = data("max_filter_footprint: src", src)?;
-        let o = data_mut("max_filter_footprint: dst", dst)?;
-        if o.is_empty() {
-            return Ok(());
-        }
-        if shape.is_empty() {
-            o.copy_from_slice(s);
-            return Ok(());
-        }
-        footprint_impl(s, o, &shape, footprint, footprint_shape, mode);
-        Ok(())
+        self.install(|| {
+            let shape = src.shape().to_vec();
+            monomorph_core::check_max_filter_footprint(
+                &shape,
+                footprint,
+                footprint_shape,
+                mode,
+                dst.shape(),
+            )?;
+            let s = data("max_filter_footprint: src", src)?;
+            let o = data_mut("max_filter_footprint: dst", dst)?;
+            if o.is_empty() {
+                return Ok(());
+            }
+            if shape.is_empty() {
+                o.copy_from_slice(s);
+                return Ok(());
+            }
+            footprint_impl(s, o, &shape, footprint, footprint_shape, mode);
+            Ok(())
+        })
     }
 
     fn laplace<T: Float>(
@@ -860,21 +864,23 @@ impl<P: Precision> Filter for Cpu<P> {
         mode: BorderMode,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let shape = src.shape().to_vec();
-        monomorph_core::check_laplace(&shape, mode, dst.shape())?;
-        let s = data("laplace: src", src)?;
-        let o = data_mut("laplace: dst", dst)?;
-        if o.is_empty() {
-            return Ok(());
-        }
-        if shape.is_empty() {
-            o.copy_from_slice(s);
-            return Ok(());
-        }
-        for axis in 0..shape.len() {
-            laplace_axis(s, o, &shape, axis, mode, axis == 0);
-        }
-        Ok(())
+        self.install(|| {
+            let shape = src.shape().to_vec();
+            monomorph_core::check_laplace(&shape, mode, dst.shape())?;
+            let s = data("laplace: src", src)?;
+            let o = data_mut("laplace: dst", dst)?;
+            if o.is_empty() {
+                return Ok(());
+            }
+            if shape.is_empty() {
+                o.copy_from_slice(s);
+                return Ok(());
+            }
+            for axis in 0..shape.len() {
+                laplace_axis(s, o, &shape, axis, mode, axis == 0);
+            }
+            Ok(())
+        })
     }
 
     fn peak_candidates<T: Real>(
@@ -884,66 +890,68 @@ impl<P: Precision> Filter for Cpu<P> {
         threshold: T,
         border: &[usize],
     ) -> Result<Vec<(usize, T)>> {
-        let shape = src.shape().to_vec();
-        monomorph_core::check_peak_candidates(&shape, filtered.shape(), border)?;
-        let s = data("peak_candidates: src", src)?;
-        let f = data("peak_candidates: filtered", filtered)?;
-        if s.is_empty() {
-            return Ok(Vec::new());
-        }
-        let r = shape.len();
-        if r == 0 {
-            let ok = s[0] == f[0] && s[0] > threshold;
-            return Ok(if ok { vec![(0, s[0])] } else { Vec::new() });
-        }
-        // the index range kept on each axis
-        let keep: Vec<(usize, usize)> = (0..r)
-            .map(|k| (border[k], shape[k].saturating_sub(border[k])))
-            .collect();
-        if keep.iter().any(|&(a, b)| a >= b) {
-            return Ok(Vec::new());
-        }
-        let row_len = shape[r - 1];
-        let rows = s.len() / row_len;
-        let (j0, j1) = keep[r - 1];
-        let scan_row = |row: usize, found: &mut Vec<(usize, T)>| {
-            let mut rem = row;
-            for k in (0..r - 1).rev() {
-                let i = rem % shape[k];
-                rem /= shape[k];
-                if i < keep[k].0 || i >= keep[k].1 {
-                    return;
-                }
+        self.install(|| {
+            let shape = src.shape().to_vec();
+            monomorph_core::check_peak_candidates(&shape, filtered.shape(), border)?;
+            let s = data("peak_candidates: src", src)?;
+            let f = data("peak_candidates: filtered", filtered)?;
+            if s.is_empty() {
+                return Ok(Vec::new());
             }
-            let base = row * row_len;
-            for j in j0..j1 {
-                let v = s[base + j];
-                if v == f[base + j] && v > threshold {
-                    found.push((base + j, v));
-                }
+            let r = shape.len();
+            if r == 0 {
+                let ok = s[0] == f[0] && s[0] > threshold;
+                return Ok(if ok { vec![(0, s[0])] } else { Vec::new() });
             }
-        };
-        let found = if s.len() >= PAR_MIN {
-            let rows_per_task = (PAR_MIN / row_len).max(1);
-            let parts: Vec<Vec<(usize, T)>> = (0..rows.div_ceil(rows_per_task))
-                .into_par_iter()
-                .map(|c| {
-                    let mut v = Vec::new();
-                    for row in c * rows_per_task..((c + 1) * rows_per_task).min(rows) {
-                        scan_row(row, &mut v);
-                    }
-                    v
-                })
+            // the index range kept on each axis
+            let keep: Vec<(usize, usize)> = (0..r)
+                .map(|k| (border[k], shape[k].saturating_sub(border[k])))
                 .collect();
-            parts.concat()
-        } else {
-            let mut v = Vec::new();
-            for row in 0..rows {
-                scan_row(row, &mut v);
+            if keep.iter().any(|&(a, b)| a >= b) {
+                return Ok(Vec::new());
             }
-            v
-        };
-        Ok(found)
+            let row_len = shape[r - 1];
+            let rows = s.len() / row_len;
+            let (j0, j1) = keep[r - 1];
+            let scan_row = |row: usize, found: &mut Vec<(usize, T)>| {
+                let mut rem = row;
+                for k in (0..r - 1).rev() {
+                    let i = rem % shape[k];
+                    rem /= shape[k];
+                    if i < keep[k].0 || i >= keep[k].1 {
+                        return;
+                    }
+                }
+                let base = row * row_len;
+                for j in j0..j1 {
+                    let v = s[base + j];
+                    if v == f[base + j] && v > threshold {
+                        found.push((base + j, v));
+                    }
+                }
+            };
+            let found = if s.len() >= PAR_MIN {
+                let rows_per_task = (PAR_MIN / row_len).max(1);
+                let parts: Vec<Vec<(usize, T)>> = (0..rows.div_ceil(rows_per_task))
+                    .into_par_iter()
+                    .map(|c| {
+                        let mut v = Vec::new();
+                        for row in c * rows_per_task..((c + 1) * rows_per_task).min(rows) {
+                            scan_row(row, &mut v);
+                        }
+                        v
+                    })
+                    .collect();
+                parts.concat()
+            } else {
+                let mut v = Vec::new();
+                for row in 0..rows {
+                    scan_row(row, &mut v);
+                }
+                v
+            };
+            Ok(found)
+        })
     }
 }
 

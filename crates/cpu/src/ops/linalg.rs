@@ -280,34 +280,36 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
     ) -> Result<()> {
-        let DenseDims {
-            batch,
-            m,
-            n,
-            per_entry,
-        } = check_matvec_dense(a.shape(), x.shape(), y.shape())?;
-        let (da, dx) = (data("a", a)?, data("x", x)?);
-        let dy = data_mut("y", y)?;
-        let body = |idx: usize, out: &mut T| {
-            let (b, i) = (idx / m.max(1), idx % m.max(1));
-            let row = if per_entry {
-                &da[(b * m + i) * n..(b * m + i + 1) * n]
-            } else {
-                &da[i * n..(i + 1) * n]
+        self.install(|| {
+            let DenseDims {
+                batch,
+                m,
+                n,
+                per_entry,
+            } = check_matvec_dense(a.shape(), x.shape(), y.shape())?;
+            let (da, dx) = (data("a", a)?, data("x", x)?);
+            let dy = data_mut("y", y)?;
+            let body = |idx: usize, out: &mut T| {
+                let (b, i) = (idx / m.max(1), idx % m.max(1));
+                let row = if per_entry {
+                    &da[(b * m + i) * n..(b * m + i + 1) * n]
+                } else {
+                    &da[i * n..(i + 1) * n]
+                };
+                let xv = &dx[b * n..(b + 1) * n];
+                let mut acc = T::zero();
+                for j in 0..n {
+                    acc += row[j] * xv[j];
+                }
+                *out = acc;
             };
-            let xv = &dx[b * n..(b + 1) * n];
-            let mut acc = T::zero();
-            for j in 0..n {
-                acc += row[j] * xv[j];
+            if batch * m * n >= PAR_MIN {
+                dy.par_iter_mut().enumerate().for_each(|(i, o)| body(i, o));
+            } else {
+                dy.iter_mut().enumerate().for_each(|(i, o)| body(i, o));
             }
-            *out = acc;
-        };
-        if batch * m * n >= PAR_MIN {
-            dy.par_iter_mut().enumerate().for_each(|(i, o)| body(i, o));
-        } else {
-            dy.iter_mut().enumerate().for_each(|(i, o)| body(i, o));
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn matvec_csr<T: Float>(
@@ -316,7 +318,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
     ) -> Result<()> {
-        self.csr_impl(a, x, y, &[], false).map(|_| ())
+        self.install(|| self.csr_impl(a, x, y, &[], false).map(|_| ()))
     }
 
     fn laplacian<T: Float>(
@@ -326,48 +328,56 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
     ) -> Result<()> {
-        self.laplacian_impl(grid, boundary, x, y, &[], false)
-            .map(|_| ())
+        self.install(|| {
+            self.laplacian_impl(grid, boundary, x, y, &[], false)
+                .map(|_| ())
+        })
     }
 
     fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut ArrayD<T>) -> Result<()> {
-        let (_, n) = check_scale_rows(alpha, x.shape())?;
-        rows_mut(data_mut("x", x)?, n, |r, _, c| {
-            let a = alpha[r];
-            for v in c {
-                *v *= a;
-            }
-        });
-        Ok(())
+        self.install(|| {
+            let (_, n) = check_scale_rows(alpha, x.shape())?;
+            rows_mut(data_mut("x", x)?, n, |r, _, c| {
+                let a = alpha[r];
+                for v in c {
+                    *v *= a;
+                }
+            });
+            Ok(())
+        })
     }
 
     fn axpy_rows<T: Float>(&self, alpha: &[T], x: &ArrayD<T>, y: &mut ArrayD<T>) -> Result<()> {
-        let (_, n) = check_axpy_rows(alpha, x.shape(), y.shape())?;
-        let dx = data("x", x)?;
-        rows_mut(data_mut("y", y)?, n, |r, off, c| {
-            let a = alpha[r];
-            if a == T::zero() {
-                return;
-            }
-            let xs = &dx[r * n + off..r * n + off + c.len()];
-            for (v, &xv) in c.iter_mut().zip(xs) {
-                *v += a * xv;
-            }
-        });
-        Ok(())
+        self.install(|| {
+            let (_, n) = check_axpy_rows(alpha, x.shape(), y.shape())?;
+            let dx = data("x", x)?;
+            rows_mut(data_mut("y", y)?, n, |r, off, c| {
+                let a = alpha[r];
+                if a == T::zero() {
+                    return;
+                }
+                let xs = &dx[r * n + off..r * n + off + c.len()];
+                for (v, &xv) in c.iter_mut().zip(xs) {
+                    *v += a * xv;
+                }
+            });
+            Ok(())
+        })
     }
 
     fn xpay_rows<T: Float>(&self, x: &ArrayD<T>, beta: &[T], y: &mut ArrayD<T>) -> Result<()> {
-        let (_, n) = check_xpay_rows("xpay_rows", x.shape(), beta, y.shape(), None)?;
-        let dx = data("x", x)?;
-        rows_mut(data_mut("y", y)?, n, |r, off, c| {
-            let b = beta[r];
-            let xs = &dx[r * n + off..r * n + off + c.len()];
-            for (v, &xv) in c.iter_mut().zip(xs) {
-                *v = xv + b * *v;
-            }
-        });
-        Ok(())
+        self.install(|| {
+            let (_, n) = check_xpay_rows("xpay_rows", x.shape(), beta, y.shape(), None)?;
+            let dx = data("x", x)?;
+            rows_mut(data_mut("y", y)?, n, |r, off, c| {
+                let b = beta[r];
+                let xs = &dx[r * n + off..r * n + off + c.len()];
+                for (v, &xv) in c.iter_mut().zip(xs) {
+                    *v = xv + b * *v;
+                }
+            });
+            Ok(())
+        })
     }
 
     fn axpy_pair_rows<T: Float>(
@@ -378,7 +388,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &mut ArrayD<T>,
         r: &mut ArrayD<T>,
     ) -> Result<Vec<f64>> {
-        self.update_xr(alpha, d, q, x, r, false).map(|(rr, _)| rr)
+        self.install(|| self.update_xr(alpha, d, q, x, r, false).map(|(rr, _)| rr))
     }
 
     fn axpy_pair_rows_dots<T: Float>(
@@ -389,7 +399,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &mut ArrayD<T>,
         r: &mut ArrayD<T>,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
-        self.update_xr(alpha, d, q, x, r, true)
+        self.install(|| self.update_xr(alpha, d, q, x, r, true))
     }
 
     fn xpay_rows_where<T: Float>(
@@ -399,7 +409,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
     ) -> Result<()> {
-        self.xpay_impl(x, beta, y, active, false).map(|_| ())
+        self.install(|| self.xpay_impl(x, beta, y, active, false).map(|_| ()))
     }
 
     fn xpay_rows_dot<T: Float>(
@@ -409,7 +419,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        self.xpay_impl(x, beta, y, active, true)
+        self.install(|| self.xpay_impl(x, beta, y, active, true))
     }
 
     fn laplacian_dot<T: Float>(
@@ -420,7 +430,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        self.laplacian_impl(grid, boundary, x, y, active, true)
+        self.install(|| self.laplacian_impl(grid, boundary, x, y, active, true))
     }
 
     fn matvec_dense_dot<T: Float>(
@@ -430,20 +440,22 @@ impl<P: Precision> Linalg for Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        let DenseDims { batch: rows, n, .. } =
-            check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
-        // Dense products are O(n²) per row: the extra O(n) pass for the dot costs nothing.
-        self.matvec_dense(a, x, y)?;
-        let (dx, dy) = (data("x", x)?, data("y", y)?);
-        Ok((0..rows)
-            .map(|r| {
-                if active[r] {
-                    dot_lanes(&dx[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n])
-                } else {
-                    0.0
-                }
-            })
-            .collect())
+        self.install(|| {
+            let DenseDims { batch: rows, n, .. } =
+                check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
+            // Dense products are O(n²) per row: the extra O(n) pass for the dot costs nothing.
+            self.matvec_dense(a, x, y)?;
+            let (dx, dy) = (data("x", x)?, data("y", y)?);
+            Ok((0..rows)
+                .map(|r| {
+                    if active[r] {
+                        dot_lanes(&dx[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n])
+                    } else {
+                        0.0
+                    }
+                })
+                .collect())
+        })
     }
 
     fn matvec_csr_dot<T: Float>(
@@ -453,8 +465,10 @@ impl<P: Precision> Linalg for Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
-        self.csr_impl(a, x, y, active, true)
+        self.install(|| {
+            check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
+            self.csr_impl(a, x, y, active, true)
+        })
     }
 }
 

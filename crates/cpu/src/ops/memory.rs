@@ -9,30 +9,34 @@ use crate::util::{PAR_MIN, advise_huge_pages, host_memory};
 
 impl<P: Precision> Memory for Cpu<P> {
     fn zeros<T: Element>(&self, shape: &[usize]) -> Result<ArrayD<T>> {
-        let bytes = array_bytes::<T>(shape)?;
-        self.check_allocation("array", bytes)?;
-        let n: usize = shape.iter().product();
-        // A zeroed allocation (calloc): a large one comes straight from the kernel, already
-        // zero and not yet touched, so nothing is written here. The pages are faulted in by
-        // whichever threads first use them (in parallel, in the passes that fill the array),
-        // and an array a backend never touches costs no memory.
-        let mut v: Vec<T> =
-            bytemuck::allocation::try_zeroed_vec(n).map_err(|()| Error::OutOfMemory {
-                what: format!("zeros of shape {shape:?}"),
-                requested: bytes,
-                available: self.available_memory(),
-            })?;
-        // Before the first touch, so that the pages are faulted in huge where possible.
-        advise_huge_pages(v.as_mut_ptr().cast(), bytes as usize);
-        ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| Error::Backend {
-            backend: "cpu",
-            message: format!("zeros of shape {shape:?}: {e}"),
+        self.install(|| {
+            let bytes = array_bytes::<T>(shape)?;
+            self.check_allocation("array", bytes)?;
+            let n: usize = shape.iter().product();
+            // A zeroed allocation (calloc): a large one comes straight from the kernel, already
+            // zero and not yet touched, so nothing is written here. The pages are faulted in by
+            // whichever threads first use them (in parallel, in the passes that fill the array),
+            // and an array a backend never touches costs no memory.
+            let mut v: Vec<T> =
+                bytemuck::allocation::try_zeroed_vec(n).map_err(|()| Error::OutOfMemory {
+                    what: format!("zeros of shape {shape:?}"),
+                    requested: bytes,
+                    available: self.available_memory(),
+                })?;
+            // Before the first touch, so that the pages are faulted in huge where possible.
+            advise_huge_pages(v.as_mut_ptr().cast(), bytes as usize);
+            ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| Error::Backend {
+                backend: "cpu",
+                message: format!("zeros of shape {shape:?}: {e}"),
+            })
         })
     }
 
     fn upload<T: Element>(&self, host: ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
-        self.check_allocation("upload", array_bytes::<T>(host.shape())?)?;
-        Ok(host.as_standard_layout().into_owned())
+        self.install(|| {
+            self.check_allocation("upload", array_bytes::<T>(host.shape())?)?;
+            Ok(host.as_standard_layout().into_owned())
+        })
     }
 
     fn upload_owned<T: Element>(&self, host: ArrayD<T>) -> Result<ArrayD<T>> {
@@ -48,27 +52,31 @@ impl<P: Precision> Memory for Cpu<P> {
     }
 
     fn copy<T: Element>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
-        check_copy("copy", src.shape(), dst.shape())?;
-        let s = data("src", src)?;
-        let d = data_mut("dst", dst)?;
-        if s.len() >= PAR_MIN {
-            d.par_chunks_mut(PAR_MIN)
-                .zip(s.par_chunks(PAR_MIN))
-                .for_each(|(d, s)| d.copy_from_slice(s));
-        } else {
-            d.copy_from_slice(s);
-        }
-        Ok(())
+        self.install(|| {
+            check_copy("copy", src.shape(), dst.shape())?;
+            let s = data("src", src)?;
+            let d = data_mut("dst", dst)?;
+            if s.len() >= PAR_MIN {
+                d.par_chunks_mut(PAR_MIN)
+                    .zip(s.par_chunks(PAR_MIN))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+            } else {
+                d.copy_from_slice(s);
+            }
+            Ok(())
+        })
     }
 
     fn fill<T: Element>(&self, a: &mut ArrayD<T>, value: T) -> Result<()> {
-        let d = data_mut("a", a)?;
-        if d.len() >= PAR_MIN {
-            d.par_chunks_mut(PAR_MIN).for_each(|c| c.fill(value));
-        } else {
-            d.fill(value);
-        }
-        Ok(())
+        self.install(|| {
+            let d = data_mut("a", a)?;
+            if d.len() >= PAR_MIN {
+                d.par_chunks_mut(PAR_MIN).for_each(|c| c.fill(value));
+            } else {
+                d.fill(value);
+            }
+            Ok(())
+        })
     }
 
     fn reshape<T: Element>(&self, a: ArrayD<T>, shape: &[usize]) -> Result<ArrayD<T>> {
@@ -83,22 +91,24 @@ impl<P: Precision> Memory for Cpu<P> {
     }
 
     fn cast<S: Real, D: Real>(&self, src: &ArrayD<S>, dst: &mut ArrayD<D>) -> Result<()> {
-        check_copy("cast", src.shape(), dst.shape())?;
-        let s = data("src", src)?;
-        let d = data_mut("dst", dst)?;
-        let conv = |d: &mut [D], s: &[S]| {
-            for (o, &i) in d.iter_mut().zip(s) {
-                *o = D::from_f64(i.as_f64());
+        self.install(|| {
+            check_copy("cast", src.shape(), dst.shape())?;
+            let s = data("src", src)?;
+            let d = data_mut("dst", dst)?;
+            let conv = |d: &mut [D], s: &[S]| {
+                for (o, &i) in d.iter_mut().zip(s) {
+                    *o = D::from_f64(i.as_f64());
+                }
+            };
+            if s.len() >= PAR_MIN {
+                d.par_chunks_mut(PAR_MIN)
+                    .zip(s.par_chunks(PAR_MIN))
+                    .for_each(|(d, s)| conv(d, s));
+            } else {
+                conv(d, s);
             }
-        };
-        if s.len() >= PAR_MIN {
-            d.par_chunks_mut(PAR_MIN)
-                .zip(s.par_chunks(PAR_MIN))
-                .for_each(|(d, s)| conv(d, s));
-        } else {
-            conv(d, s);
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn available_memory(&self) -> u64 {

@@ -120,177 +120,197 @@ fn per_row<T: Sync>(
 
 impl<P: Precision> Reduce for Cpu<P> {
     fn sum<T: Real>(&self, a: &ArrayD<T>) -> Result<f64> {
-        let d = data("a", a)?;
-        Ok(chunked(d, |_, c| sum_f64(c, |v| v.as_f64()), |x, y| x + y).unwrap_or(0.0))
+        self.install(|| {
+            let d = data("a", a)?;
+            Ok(chunked(d, |_, c| sum_f64(c, |v| v.as_f64()), |x, y| x + y).unwrap_or(0.0))
+        })
     }
 
     fn sum_sq<T: Float>(&self, a: &ArrayD<T>) -> Result<f64> {
-        let d = data("a", a)?;
-        Ok(chunked(
-            d,
-            |_, c| {
+        self.install(|| {
+            let d = data("a", a)?;
+            Ok(chunked(
+                d,
+                |_, c| {
+                    sum_f64(c, |v| {
+                        let v = v.as_f64();
+                        v * v
+                    })
+                },
+                |x, y| x + y,
+            )
+            .unwrap_or(0.0))
+        })
+    }
+
+    fn dot<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<f64> {
+        self.install(|| {
+            check_dot("dot", a.shape(), b.shape())?;
+            let (da, db) = (data("a", a)?, data("b", b)?);
+            Ok(chunked(
+                da,
+                |off, c| dot_f64(c, &db[off..off + c.len()]),
+                |x, y| x + y,
+            )
+            .unwrap_or(0.0))
+        })
+    }
+
+    fn min<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
+        self.install(|| {
+            let d = nonempty(a)?;
+            let m = chunked(
+                d,
+                |_, c| {
+                    c.iter().fold(None, |m: Option<T>, &v| {
+                        #[allow(clippy::eq_op)]
+                        if v != v {
+                            m
+                        } else {
+                            Some(match m {
+                                Some(m) if m <= v => m,
+                                _ => v,
+                            })
+                        }
+                    })
+                },
+                |x, y| match (x, y) {
+                    (Some(x), Some(y)) => Some(if y < x { y } else { x }),
+                    (x, None) => x,
+                    (None, y) => y,
+                },
+            )
+            .flatten();
+            m.ok_or_else(|| all_nan_error(d.len()))
+        })
+    }
+
+    fn max<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
+        self.install(|| Ok(self.argmax(a)?.1))
+    }
+
+    fn argmax<T: Real>(&self, a: &ArrayD<T>) -> Result<(usize, T)> {
+        self.install(|| {
+            let d = nonempty(a)?;
+            chunked(d, argmax_slice, pick_first_max)
+                .flatten()
+                .ok_or_else(|| all_nan_error(d.len()))
+        })
+    }
+
+    fn top_k<T: Real>(&self, a: &ArrayD<T>, k: usize) -> Result<Vec<(usize, T)>> {
+        self.install(|| {
+            let d = data("a", a)?;
+            if k == 0 || d.is_empty() {
+                return Ok(Vec::new());
+            }
+            // Order: value descending, then index ascending; NaN excluded.
+            let cmp = |x: &(usize, T), y: &(usize, T)| {
+                y.1.partial_cmp(&x.1)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(x.0.cmp(&y.0))
+            };
+            let select = |off: usize, c: &[T]| -> Vec<(usize, T)> {
+                #[allow(clippy::eq_op)]
+                let mut v: Vec<(usize, T)> = c
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| **x == **x)
+                    .map(|(i, &x)| (off + i, x))
+                    .collect();
+                if v.len() > k {
+                    v.select_nth_unstable_by(k - 1, cmp);
+                    v.truncate(k);
+                }
+                v
+            };
+            let mut all = chunked(d, select, |mut x, y| {
+                x.extend(y);
+                if x.len() > k {
+                    x.select_nth_unstable_by(k - 1, cmp);
+                    x.truncate(k);
+                }
+                x
+            })
+            .unwrap_or_default();
+            all.sort_by(cmp);
+            Ok(all)
+        })
+    }
+
+    fn count_nonfinite<T: Float>(&self, a: &ArrayD<T>) -> Result<usize> {
+        self.install(|| {
+            let d = data("a", a)?;
+            Ok(chunked(
+                d,
+                |_, c| c.iter().filter(|v| !v.is_finite()).count(),
+                |x, y| x + y,
+            )
+            .unwrap_or(0))
+        })
+    }
+
+    fn sum_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
+        self.install(|| per_row("sum_rows", a, |_, c| sum_f64(c, |v| v.as_f64())))
+    }
+
+    fn dot_rows<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<Vec<f64>> {
+        self.install(|| {
+            check_dot("dot_rows", a.shape(), b.shape())?;
+            let (rows, n) = check_rows("dot_rows", a.shape())?;
+            let (da, db) = (data("a", a)?, data("b", b)?);
+            if n == 0 {
+                return Ok(vec![0.0; rows]);
+            }
+            if rows == 1 {
+                return Ok(vec![self.dot(a, b)?]);
+            }
+            let f = |r: usize, c: &[T]| dot_f64(c, &db[r * n..(r + 1) * n]);
+            if rows * n >= PAR_MIN {
+                Ok(da
+                    .par_chunks(n.max(1))
+                    .enumerate()
+                    .map(|(r, c)| f(r, c))
+                    .collect())
+            } else {
+                Ok(da
+                    .chunks(n.max(1))
+                    .enumerate()
+                    .map(|(r, c)| f(r, c))
+                    .collect())
+            }
+        })
+    }
+
+    fn sum_sq_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
+        self.install(|| {
+            per_row("sum_sq_rows", a, |_, c| {
                 sum_f64(c, |v| {
                     let v = v.as_f64();
                     v * v
                 })
-            },
-            |x, y| x + y,
-        )
-        .unwrap_or(0.0))
-    }
-
-    fn dot<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<f64> {
-        check_dot("dot", a.shape(), b.shape())?;
-        let (da, db) = (data("a", a)?, data("b", b)?);
-        Ok(chunked(
-            da,
-            |off, c| dot_f64(c, &db[off..off + c.len()]),
-            |x, y| x + y,
-        )
-        .unwrap_or(0.0))
-    }
-
-    fn min<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
-        let d = nonempty(a)?;
-        let m = chunked(
-            d,
-            |_, c| {
-                c.iter().fold(None, |m: Option<T>, &v| {
-                    #[allow(clippy::eq_op)]
-                    if v != v {
-                        m
-                    } else {
-                        Some(match m {
-                            Some(m) if m <= v => m,
-                            _ => v,
-                        })
-                    }
-                })
-            },
-            |x, y| match (x, y) {
-                (Some(x), Some(y)) => Some(if y < x { y } else { x }),
-                (x, None) => x,
-                (None, y) => y,
-            },
-        )
-        .flatten();
-        m.ok_or_else(|| all_nan_error(d.len()))
-    }
-
-    fn max<T: Real>(&self, a: &ArrayD<T>) -> Result<T> {
-        Ok(self.argmax(a)?.1)
-    }
-
-    fn argmax<T: Real>(&self, a: &ArrayD<T>) -> Result<(usize, T)> {
-        let d = nonempty(a)?;
-        chunked(d, argmax_slice, pick_first_max)
-            .flatten()
-            .ok_or_else(|| all_nan_error(d.len()))
-    }
-
-    fn top_k<T: Real>(&self, a: &ArrayD<T>, k: usize) -> Result<Vec<(usize, T)>> {
-        let d = data("a", a)?;
-        if k == 0 || d.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Order: value descending, then index ascending; NaN excluded.
-        let cmp = |x: &(usize, T), y: &(usize, T)| {
-            y.1.partial_cmp(&x.1)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(x.0.cmp(&y.0))
-        };
-        let select = |off: usize, c: &[T]| -> Vec<(usize, T)> {
-            #[allow(clippy::eq_op)]
-            let mut v: Vec<(usize, T)> = c
-                .iter()
-                .enumerate()
-                .filter(|(_, x)| **x == **x)
-                .map(|(i, &x)| (off + i, x))
-                .collect();
-            if v.len() > k {
-                v.select_nth_unstable_by(k - 1, cmp);
-                v.truncate(k);
-            }
-            v
-        };
-        let mut all = chunked(d, select, |mut x, y| {
-            x.extend(y);
-            if x.len() > k {
-                x.select_nth_unstable_by(k - 1, cmp);
-                x.truncate(k);
-            }
-            x
-        })
-        .unwrap_or_default();
-        all.sort_by(cmp);
-        Ok(all)
-    }
-
-    fn count_nonfinite<T: Float>(&self, a: &ArrayD<T>) -> Result<usize> {
-        let d = data("a", a)?;
-        Ok(chunked(
-            d,
-            |_, c| c.iter().filter(|v| !v.is_finite()).count(),
-            |x, y| x + y,
-        )
-        .unwrap_or(0))
-    }
-
-    fn sum_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
-        per_row("sum_rows", a, |_, c| sum_f64(c, |v| v.as_f64()))
-    }
-
-    fn dot_rows<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<Vec<f64>> {
-        check_dot("dot_rows", a.shape(), b.shape())?;
-        let (rows, n) = check_rows("dot_rows", a.shape())?;
-        let (da, db) = (data("a", a)?, data("b", b)?);
-        if n == 0 {
-            return Ok(vec![0.0; rows]);
-        }
-        if rows == 1 {
-            return Ok(vec![self.dot(a, b)?]);
-        }
-        let f = |r: usize, c: &[T]| dot_f64(c, &db[r * n..(r + 1) * n]);
-        if rows * n >= PAR_MIN {
-            Ok(da
-                .par_chunks(n.max(1))
-                .enumerate()
-                .map(|(r, c)| f(r, c))
-                .collect())
-        } else {
-            Ok(da
-                .chunks(n.max(1))
-                .enumerate()
-                .map(|(r, c)| f(r, c))
-                .collect())
-        }
-    }
-
-    fn sum_sq_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
-        per_row("sum_sq_rows", a, |_, c| {
-            sum_f64(c, |v| {
-                let v = v.as_f64();
-                v * v
             })
         })
     }
 
     fn mean_std<T: Float>(&self, a: &ArrayD<T>) -> Result<(f64, f64)> {
-        let d = nonempty(a)?;
-        let n = d.len() as f64;
-        let mean = self.sum(a)? / n;
-        let var = chunked(
-            d,
-            |_, c| {
-                sum_f64(c, |v| {
-                    let e = v.as_f64() - mean;
-                    e * e
-                })
-            },
-            |x, y| x + y,
-        )
-        .unwrap_or(0.0)
-            / n;
-        Ok((mean, var.sqrt()))
+        self.install(|| {
+            let d = nonempty(a)?;
+            let n = d.len() as f64;
+            let mean = self.sum(a)? / n;
+            let var = chunked(
+                d,
+                |_, c| {
+                    sum_f64(c, |v| {
+                        let e = v.as_f64() - mean;
+                        e * e
+                    })
+                },
+                |x, y| x + y,
+            )
+            .unwrap_or(0.0)
+                / n;
+            Ok((mean, var.sqrt()))
+        })
     }
 }

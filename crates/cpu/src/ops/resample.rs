@@ -500,24 +500,28 @@ impl<P: Precision> Resample for Cpu<P> {
         mode: PadMode,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        monomorph_core::check_pad(&ss, before, mode, &ds)?;
-        let maps: Vec<AxisMap> = (0..ss.len())
-            .map(|k| {
-                (0..ds[k])
-                    .map(|o| {
-                        let p = o as isize - before[k] as isize;
-                        match mode {
-                            PadMode::Zero => (p >= 0 && (p as usize) < ss[k]).then_some(p as usize),
-                            PadMode::Symmetric => Some(symmetric_index(p, ss[k])),
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        let s = data("pad: src", src)?;
-        remap(s, &ss, data_mut("pad: dst", dst)?, &ds, &maps);
-        Ok(())
+        self.install(|| {
+            let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+            monomorph_core::check_pad(&ss, before, mode, &ds)?;
+            let maps: Vec<AxisMap> = (0..ss.len())
+                .map(|k| {
+                    (0..ds[k])
+                        .map(|o| {
+                            let p = o as isize - before[k] as isize;
+                            match mode {
+                                PadMode::Zero => {
+                                    (p >= 0 && (p as usize) < ss[k]).then_some(p as usize)
+                                }
+                                PadMode::Symmetric => Some(symmetric_index(p, ss[k])),
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let s = data("pad: src", src)?;
+            remap(s, &ss, data_mut("pad: dst", dst)?, &ds, &maps);
+            Ok(())
+        })
     }
 
     fn crop<T: Element>(
@@ -526,29 +530,33 @@ impl<P: Precision> Resample for Cpu<P> {
         offset: &[usize],
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        monomorph_core::check_crop(&ss, offset, &ds)?;
-        let maps: Vec<AxisMap> = (0..ss.len())
-            .map(|k| (0..ds[k]).map(|o| Some(o + offset[k])).collect())
-            .collect();
-        let s = data("crop: src", src)?;
-        remap(s, &ss, data_mut("crop: dst", dst)?, &ds, &maps);
-        Ok(())
+        self.install(|| {
+            let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+            monomorph_core::check_crop(&ss, offset, &ds)?;
+            let maps: Vec<AxisMap> = (0..ss.len())
+                .map(|k| (0..ds[k]).map(|o| Some(o + offset[k])).collect())
+                .collect();
+            let s = data("crop: src", src)?;
+            remap(s, &ss, data_mut("crop: dst", dst)?, &ds, &maps);
+            Ok(())
+        })
     }
 
     fn flip<T: Element>(&self, src: &ArrayD<T>, axes: &[usize], dst: &mut ArrayD<T>) -> Result<()> {
-        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        let flipped = monomorph_core::check_flip(&ss, axes, &ds)?;
-        let maps: Vec<AxisMap> = (0..ss.len())
-            .map(|k| {
-                (0..ds[k])
-                    .map(|o| Some(if flipped[k] { ss[k] - 1 - o } else { o }))
-                    .collect()
-            })
-            .collect();
-        let s = data("flip: src", src)?;
-        remap(s, &ss, data_mut("flip: dst", dst)?, &ds, &maps);
-        Ok(())
+        self.install(|| {
+            let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+            let flipped = monomorph_core::check_flip(&ss, axes, &ds)?;
+            let maps: Vec<AxisMap> = (0..ss.len())
+                .map(|k| {
+                    (0..ds[k])
+                        .map(|o| Some(if flipped[k] { ss[k] - 1 - o } else { o }))
+                        .collect()
+                })
+                .collect();
+            let s = data("flip: src", src)?;
+            remap(s, &ss, data_mut("flip: dst", dst)?, &ds, &maps);
+            Ok(())
+        })
     }
 
     fn roll<T: Element>(
@@ -557,27 +565,31 @@ impl<P: Precision> Resample for Cpu<P> {
         shifts: &[isize],
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        monomorph_core::check_roll(&ss, shifts, &ds)?;
-        let maps: Vec<AxisMap> = (0..ss.len())
-            .map(|k| {
-                let n = ss[k] as isize;
-                (0..ds[k])
-                    .map(
-                        |o| Some((o as isize - shifts[k] % n.max(1)).rem_euclid(n.max(1)) as usize),
-                    )
-                    .collect()
-            })
-            .collect();
-        let s = data("roll: src", src)?;
-        remap(s, &ss, data_mut("roll: dst", dst)?, &ds, &maps);
-        Ok(())
+        self.install(|| {
+            let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+            monomorph_core::check_roll(&ss, shifts, &ds)?;
+            let maps: Vec<AxisMap> = (0..ss.len())
+                .map(|k| {
+                    let n = ss[k] as isize;
+                    (0..ds[k])
+                        .map(|o| {
+                            Some((o as isize - shifts[k] % n.max(1)).rem_euclid(n.max(1)) as usize)
+                        })
+                        .collect()
+                })
+                .collect();
+            let s = data("roll: src", src)?;
+            remap(s, &ss, data_mut("roll: dst", dst)?, &ds, &maps);
+            Ok(())
+        })
     }
 
     fn spline_prefilter<T: Float>(&self, a: &mut ArrayD<T>) -> Result<()> {
-        let shape = a.shape().to_vec();
-        spline_prefilter_impl(data_mut("spline_prefilter: a", a)?, &shape);
-        Ok(())
+        self.install(|| {
+            let shape = a.shape().to_vec();
+            spline_prefilter_impl(data_mut("spline_prefilter: a", a)?, &shape);
+            Ok(())
+        })
     }
 
     fn affine_transform<T: Float>(
@@ -588,22 +600,30 @@ impl<P: Precision> Resample for Cpu<P> {
         interp: Interpolation,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-        if !monomorph_core::check_affine_transform(&ss, &ds, matrix, offset)? {
-            return Ok(());
-        }
-        let d = ss.len();
-        let s = data("affine_transform: src", src)?;
-        let o = data_mut("affine_transform: dst", dst)?;
-        match (d, interp) {
-            (1, Interpolation::Linear) => affine_impl::<T, 1, 2>(s, &ss, o, &ds, matrix, offset),
-            (1, Interpolation::Cubic) => affine_impl::<T, 1, 4>(s, &ss, o, &ds, matrix, offset),
-            (2, Interpolation::Linear) => affine_impl::<T, 2, 2>(s, &ss, o, &ds, matrix, offset),
-            (2, Interpolation::Cubic) => affine_impl::<T, 2, 4>(s, &ss, o, &ds, matrix, offset),
-            (_, Interpolation::Linear) => affine_impl::<T, 3, 2>(s, &ss, o, &ds, matrix, offset),
-            (_, Interpolation::Cubic) => affine_impl::<T, 3, 4>(s, &ss, o, &ds, matrix, offset),
-        }
-        Ok(())
+        self.install(|| {
+            let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+            if !monomorph_core::check_affine_transform(&ss, &ds, matrix, offset)? {
+                return Ok(());
+            }
+            let d = ss.len();
+            let s = data("affine_transform: src", src)?;
+            let o = data_mut("affine_transform: dst", dst)?;
+            match (d, interp) {
+                (1, Interpolation::Linear) => {
+                    affine_impl::<T, 1, 2>(s, &ss, o, &ds, matrix, offset)
+                }
+                (1, Interpolation::Cubic) => affine_impl::<T, 1, 4>(s, &ss, o, &ds, matrix, offset),
+                (2, Interpolation::Linear) => {
+                    affine_impl::<T, 2, 2>(s, &ss, o, &ds, matrix, offset)
+                }
+                (2, Interpolation::Cubic) => affine_impl::<T, 2, 4>(s, &ss, o, &ds, matrix, offset),
+                (_, Interpolation::Linear) => {
+                    affine_impl::<T, 3, 2>(s, &ss, o, &ds, matrix, offset)
+                }
+                (_, Interpolation::Cubic) => affine_impl::<T, 3, 4>(s, &ss, o, &ds, matrix, offset),
+            }
+            Ok(())
+        })
     }
 }
 

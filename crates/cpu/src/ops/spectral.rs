@@ -15,16 +15,18 @@ impl<P: Precision> Spectral for Cpu<P> {
     }
 
     fn rfft(&self, plan: &CpuFftPlan, input: &ArrayD<F<P>>, out: &mut ArrayD<C<P>>) -> Result<()> {
-        let out_shape = out.shape().to_vec();
-        fft::forward(
-            plan,
-            input.shape(),
-            data("input of rfft", input)?,
-            &out_shape,
-            data_mut("out of rfft", out)?,
-            None,
-            None,
-        )
+        self.install(|| {
+            let out_shape = out.shape().to_vec();
+            fft::forward(
+                plan,
+                input.shape(),
+                data("input of rfft", input)?,
+                &out_shape,
+                data_mut("out of rfft", out)?,
+                None,
+                None,
+            )
+        })
     }
 
     fn irfft(
@@ -33,14 +35,16 @@ impl<P: Precision> Spectral for Cpu<P> {
         input: &mut ArrayD<C<P>>,
         out: &mut ArrayD<F<P>>,
     ) -> Result<()> {
-        let (in_shape, out_shape) = (input.shape().to_vec(), out.shape().to_vec());
-        fft::inverse(
-            plan,
-            &in_shape,
-            data_mut("input of irfft", input)?,
-            &out_shape,
-            data_mut("out of irfft", out)?,
-        )
+        self.install(|| {
+            let (in_shape, out_shape) = (input.shape().to_vec(), out.shape().to_vec());
+            fft::inverse(
+                plan,
+                &in_shape,
+                data_mut("input of irfft", input)?,
+                &out_shape,
+                data_mut("out of irfft", out)?,
+            )
+        })
     }
 
     fn rfft_pruned(
@@ -50,15 +54,17 @@ impl<P: Precision> Spectral for Cpu<P> {
         nonzero: &[usize],
         out: &mut ArrayD<C<P>>,
     ) -> Result<()> {
-        let out_shape = out.shape().to_vec();
-        fft::forward(
-            plan,
-            input.shape(),
-            data("input of rfft_pruned", input)?,
-            &out_shape,
-            data_mut("out of rfft_pruned", out)?,
-            Some(nonzero),
-            None,
-        )
+        self.install(|| {
+            let out_shape = out.shape().to_vec();
+            fft::forward(
+                plan,
+                input.shape(),
+                data("input of rfft_pruned", input)?,
+                &out_shape,
+                data_mut("out of rfft_pruned", out)?,
+                Some(nonzero),
+                None,
+            )
+        })
     }
 }
