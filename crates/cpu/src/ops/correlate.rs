@@ -93,8 +93,10 @@ fn output_line(row: usize, fast: &[usize], shift: &[isize], out: &[usize]) -> Op
 
 impl<P: Precision> Correlate for Cpu<P> {
     fn write_corner<T: Float>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
-        let offset = vec![0usize; src.ndim()];
-        self.insert_block(src, &offset, dst)
+        self.install(|| {
+            let offset = vec![0usize; src.ndim()];
+            self.insert_block(src, &offset, dst)
+        })
     }
 
     fn insert_block<T: Element>(
@@ -103,14 +105,16 @@ impl<P: Precision> Correlate for Cpu<P> {
         offset: &[usize],
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let dshape = dst.shape().to_vec();
-        host::insert_block(
-            data("src", src)?,
-            src.shape(),
-            offset,
-            data_mut("dst", dst)?,
-            &dshape,
-        )
+        self.install(|| {
+            let dshape = dst.shape().to_vec();
+            host::insert_block(
+                data("src", src)?,
+                src.shape(),
+                offset,
+                data_mut("dst", dst)?,
+                &dshape,
+            )
+        })
     }
 
     fn gather_window<T: Float>(
@@ -121,27 +125,29 @@ impl<P: Precision> Correlate for Cpu<P> {
         ext: WindowExtension<'_>,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        let dshape = dst.shape().to_vec();
-        let (s, sshape) = (data("src", src)?, src.shape());
-        let d = data_mut("dst", dst)?;
-        if dshape.is_empty() || start.len() != dshape.len() || len.len() != dshape.len() {
-            // Let the host kernel report the mismatch.
-            return host::gather_window(s, sshape, start, len, ext, d, &dshape);
-        }
-        // Blocks of axis-0 rows in parallel: each is the same window, started r0 rows later.
-        let row_len: usize = dshape[1..].iter().product::<usize>().max(1);
-        let per = rows_per_task(dshape[0], row_len);
-        d.par_chunks_mut(per * row_len)
-            .enumerate()
-            .try_for_each(|(t, chunk)| {
-                let r0 = t * per;
-                let rows = chunk.len() / row_len;
-                let (mut st, mut ln, mut sh) = (start.to_vec(), len.to_vec(), dshape.clone());
-                st[0] += r0 as isize;
-                ln[0] = len[0].saturating_sub(r0).min(rows);
-                sh[0] = rows;
-                host::gather_window(s, sshape, &st, &ln, ext, chunk, &sh)
-            })
+        self.install(|| {
+            let dshape = dst.shape().to_vec();
+            let (s, sshape) = (data("src", src)?, src.shape());
+            let d = data_mut("dst", dst)?;
+            if dshape.is_empty() || start.len() != dshape.len() || len.len() != dshape.len() {
+                // Let the host kernel report the mismatch.
+                return host::gather_window(s, sshape, start, len, ext, d, &dshape);
+            }
+            // Blocks of axis-0 rows in parallel: each is the same window, started r0 rows later.
+            let row_len: usize = dshape[1..].iter().product::<usize>().max(1);
+            let per = rows_per_task(dshape[0], row_len);
+            d.par_chunks_mut(per * row_len)
+                .enumerate()
+                .try_for_each(|(t, chunk)| {
+                    let r0 = t * per;
+                    let rows = chunk.len() / row_len;
+                    let (mut st, mut ln, mut sh) = (start.to_vec(), len.to_vec(), dshape.clone());
+                    st[0] += r0 as isize;
+                    ln[0] = len[0].saturating_sub(r0).min(rows);
+                    sh[0] = rows;
+                    host::gather_window(s, sshape, &st, &ln, ext, chunk, &sh)
+                })
+        })
     }
 
     fn inverse_denominator<T: Float>(
@@ -154,37 +160,39 @@ impl<P: Precision> Correlate for Cpu<P> {
         eps: T,
         out: &mut ArrayD<T>,
     ) -> Result<()> {
-        same_shape("inverse_denominator: c2 vs c1", c1.shape(), c2.shape())?;
-        let oshape = out.shape().to_vec();
-        if oshape.is_empty() {
-            return Err(Error::shape(
-                "inverse_denominator out",
-                "≥ 1 axis",
-                fmt_shape(&oshape),
-            ));
-        }
-        let row_len: usize = oshape[1..].iter().product();
-        let per = rows_per_task(oshape[0], row_len);
-        let (h1, h2, fast) = (data("c1", c1)?, data("c2", c2)?, c1.shape());
-        data_mut("out", out)?
-            .par_chunks_mut(per * row_len.max(1))
-            .enumerate()
-            .try_for_each(|(t, o)| {
-                let r0 = t * per;
-                let rows = r0..r0 + o.len() / row_len.max(1);
-                host::inverse_denominator(
-                    h1,
-                    h2,
-                    fast,
-                    window.shift,
-                    scale,
-                    n,
-                    eps,
-                    &oshape,
-                    rows,
-                    o,
-                )
-            })
+        self.install(|| {
+            same_shape("inverse_denominator: c2 vs c1", c1.shape(), c2.shape())?;
+            let oshape = out.shape().to_vec();
+            if oshape.is_empty() {
+                return Err(Error::shape(
+                    "inverse_denominator out",
+                    "≥ 1 axis",
+                    fmt_shape(&oshape),
+                ));
+            }
+            let row_len: usize = oshape[1..].iter().product();
+            let per = rows_per_task(oshape[0], row_len);
+            let (h1, h2, fast) = (data("c1", c1)?, data("c2", c2)?, c1.shape());
+            data_mut("out", out)?
+                .par_chunks_mut(per * row_len.max(1))
+                .enumerate()
+                .try_for_each(|(t, o)| {
+                    let r0 = t * per;
+                    let rows = r0..r0 + o.len() / row_len.max(1);
+                    host::inverse_denominator(
+                        h1,
+                        h2,
+                        fast,
+                        window.shift,
+                        scale,
+                        n,
+                        eps,
+                        &oshape,
+                        rows,
+                        o,
+                    )
+                })
+        })
     }
 
     fn score_max_update<T: Float, I: Index>(
@@ -197,50 +205,52 @@ impl<P: Precision> Correlate for Cpu<P> {
         index: I,
         ssum: &mut ArrayD<f64>,
     ) -> Result<()> {
-        let oshape = check_running_max("score_max_update", best, best_index, ssum)?;
-        if oshape.is_empty() {
-            return Err(Error::shape("best", "≥ 1 axis", fmt_shape(&oshape)));
-        }
-        let hn = match norm {
-            ScoreNorm::Scaled { scale } => host::Norm::Scaled(scale),
-            ScoreNorm::Denominator { scale, inv_den } => {
-                same_shape(
-                    "score_max_update: inv_den vs best",
-                    inv_den.shape(),
-                    &oshape,
-                )?;
-                host::Norm::Denominator(scale, data("inv_den", inv_den)?)
+        self.install(|| {
+            let oshape = check_running_max("score_max_update", best, best_index, ssum)?;
+            if oshape.is_empty() {
+                return Err(Error::shape("best", "≥ 1 axis", fmt_shape(&oshape)));
             }
-            ScoreNorm::LocalNorm {
-                scale,
-                c1,
-                c2,
-                n,
-                eps,
-            } => host::Norm::Local {
-                scale,
-                c1: data("c1", c1)?,
-                c2: data("c2", c2)?,
-                n,
-                eps,
-            },
-        };
-        let row_len: usize = oshape[1..].iter().product::<usize>().max(1);
-        let per = rows_per_task(oshape[0], row_len);
-        let (c, fast) = (data("corr", corr)?, corr.shape());
-        let parts: Vec<f64> = data_mut("best", best)?
-            .par_chunks_mut(per * row_len)
-            .zip(data_mut("best_index", best_index)?.par_chunks_mut(per * row_len))
-            .enumerate()
-            .map(|(t, (b, bi))| {
-                let r0 = t * per;
-                let rows = r0..r0 + b.len() / row_len;
-                score_rows(c, fast, &hn, window.shift, &oshape, rows, b, bi, index)
-            })
-            .collect::<Result<_>>()?;
-        let s = data_mut("ssum", ssum)?;
-        s[0] += parts.iter().sum::<f64>();
-        Ok(())
+            let hn = match norm {
+                ScoreNorm::Scaled { scale } => host::Norm::Scaled(scale),
+                ScoreNorm::Denominator { scale, inv_den } => {
+                    same_shape(
+                        "score_max_update: inv_den vs best",
+                        inv_den.shape(),
+                        &oshape,
+                    )?;
+                    host::Norm::Denominator(scale, data("inv_den", inv_den)?)
+                }
+                ScoreNorm::LocalNorm {
+                    scale,
+                    c1,
+                    c2,
+                    n,
+                    eps,
+                } => host::Norm::Local {
+                    scale,
+                    c1: data("c1", c1)?,
+                    c2: data("c2", c2)?,
+                    n,
+                    eps,
+                },
+            };
+            let row_len: usize = oshape[1..].iter().product::<usize>().max(1);
+            let per = rows_per_task(oshape[0], row_len);
+            let (c, fast) = (data("corr", corr)?, corr.shape());
+            let parts: Vec<f64> = data_mut("best", best)?
+                .par_chunks_mut(per * row_len)
+                .zip(data_mut("best_index", best_index)?.par_chunks_mut(per * row_len))
+                .enumerate()
+                .map(|(t, (b, bi))| {
+                    let r0 = t * per;
+                    let rows = r0..r0 + b.len() / row_len;
+                    score_rows(c, fast, &hn, window.shift, &oshape, rows, b, bi, index)
+                })
+                .collect::<Result<_>>()?;
+            let s = data_mut("ssum", ssum)?;
+            s[0] += parts.iter().sum::<f64>();
+            Ok(())
+        })
     }
 
     fn rfft_pruned_mul_conj(
@@ -252,46 +262,48 @@ impl<P: Precision> Correlate for Cpu<P> {
         factors: &[&ArrayD<C<P>>],
         outs: &mut [&mut ArrayD<C<P>>],
     ) -> Result<()> {
-        if factors.len() != outs.len() {
-            return Err(Error::shape(
-                "rfft_pruned_mul_conj outs",
-                format!("{} arrays (one per factor)", factors.len()),
-                outs.len(),
-            ));
-        }
-        let cshape = spec.shape().to_vec();
-        for (q, a) in factors
-            .iter()
-            .map(|a| a.shape())
-            .chain(outs.iter().map(|o| o.shape()))
-            .enumerate()
-        {
-            same_shape(
-                &format!("rfft_pruned_mul_conj: array {q} vs spec"),
-                a,
+        self.install(|| {
+            if factors.len() != outs.len() {
+                return Err(Error::shape(
+                    "rfft_pruned_mul_conj outs",
+                    format!("{} arrays (one per factor)", factors.len()),
+                    outs.len(),
+                ));
+            }
+            let cshape = spec.shape().to_vec();
+            for (q, a) in factors
+                .iter()
+                .map(|a| a.shape())
+                .chain(outs.iter().map(|o| o.shape()))
+                .enumerate()
+            {
+                same_shape(
+                    &format!("rfft_pruned_mul_conj: array {q} vs spec"),
+                    a,
+                    &cshape,
+                )?;
+            }
+            let f: Vec<&[C<P>]> = factors
+                .iter()
+                .map(|a| data("factor of rfft_pruned_mul_conj", a))
+                .collect::<Result<_>>()?;
+            let mut o: Vec<&mut [C<P>]> = outs
+                .iter_mut()
+                .map(|a| data_mut("out of rfft_pruned_mul_conj", a))
+                .collect::<Result<_>>()?;
+            fft::forward(
+                plan,
+                input.shape(),
+                data("input of rfft_pruned_mul_conj", input)?,
                 &cshape,
-            )?;
-        }
-        let f: Vec<&[C<P>]> = factors
-            .iter()
-            .map(|a| data("factor of rfft_pruned_mul_conj", a))
-            .collect::<Result<_>>()?;
-        let mut o: Vec<&mut [C<P>]> = outs
-            .iter_mut()
-            .map(|a| data_mut("out of rfft_pruned_mul_conj", a))
-            .collect::<Result<_>>()?;
-        fft::forward(
-            plan,
-            input.shape(),
-            data("input of rfft_pruned_mul_conj", input)?,
-            &cshape,
-            data_mut("spec of rfft_pruned_mul_conj", spec)?,
-            Some(nonzero),
-            Some(fft::ProductArgs {
-                factors: &f,
-                outs: &mut o,
-            }),
-        )
+                data_mut("spec of rfft_pruned_mul_conj", spec)?,
+                Some(nonzero),
+                Some(fft::ProductArgs {
+                    factors: &f,
+                    outs: &mut o,
+                }),
+            )
+        })
     }
 
     fn irfft_score_max_update<I: Index>(
@@ -306,110 +318,114 @@ impl<P: Precision> Correlate for Cpu<P> {
         index: I,
         ssum: &mut ArrayD<f64>,
     ) -> Result<()> {
-        let oshape = check_running_max("irfft_score_max_update", best, best_index, ssum)?;
-        let fast = plan.real_shape().to_vec();
-        let d = fast.len();
-        if oshape.len() != d || window.shift.len() != d {
-            return Err(Error::shape(
-                "irfft_score_max_update: best",
-                format!("{d} axes like the FFT grid {}", fmt_shape(&fast)),
-                format!("{} (shift {:?})", fmt_shape(&oshape), window.shift),
-            ));
-        }
-        if let Some(k) = (0..d).find(|&k| oshape[k] > fast[k]) {
-            return Err(Error::shape(
-                "irfft_score_max_update: best",
-                format!("at most the FFT grid {} on every axis", fmt_shape(&fast)),
-                format!("{} (axis {k})", fmt_shape(&oshape)),
-            ));
-        }
-        if d < 2 || !fft::consumable(plan) {
-            // Nothing to fuse over (1-D) or batch axes after the r2c axis: the unfused sequence.
-            return monomorph_core::irfft_then_score(
-                self, plan, spec, norm, work, window, best, best_index, index, ssum,
-            );
-        }
-        enum Kind<'a, T> {
-            Scaled(T),
-            Denominator(T, &'a [T]),
-            Local { k: f64, kt: T, eps: T },
-        }
-        let mut specs: Vec<&mut ArrayD<C<P>>> = vec![spec];
-        let kind = match norm {
-            SpectralNorm::Scaled { scale } => Kind::Scaled(scale),
-            SpectralNorm::Denominator { scale, inv_den } => {
-                same_shape(
-                    "irfft_score_max_update: inv_den vs best",
-                    inv_den.shape(),
-                    &oshape,
-                )?;
-                Kind::Denominator(scale, data("inv_den", inv_den)?)
+        self.install(|| {
+            let oshape = check_running_max("irfft_score_max_update", best, best_index, ssum)?;
+            let fast = plan.real_shape().to_vec();
+            let d = fast.len();
+            if oshape.len() != d || window.shift.len() != d {
+                return Err(Error::shape(
+                    "irfft_score_max_update: best",
+                    format!("{d} axes like the FFT grid {}", fmt_shape(&fast)),
+                    format!("{} (shift {:?})", fmt_shape(&oshape), window.shift),
+                ));
             }
-            SpectralNorm::LocalNorm {
-                scale,
-                c1,
-                c2,
-                n,
-                eps,
-            } => {
-                specs.push(c1);
-                specs.push(c2);
-                let k = scale.as_f64() / n.as_f64();
-                Kind::Local {
-                    k,
-                    kt: F::<P>::from_f64(k),
-                    eps,
+            if let Some(k) = (0..d).find(|&k| oshape[k] > fast[k]) {
+                return Err(Error::shape(
+                    "irfft_score_max_update: best",
+                    format!("at most the FFT grid {} on every axis", fmt_shape(&fast)),
+                    format!("{} (axis {k})", fmt_shape(&oshape)),
+                ));
+            }
+            if d < 2 || !fft::consumable(plan) {
+                // Nothing to fuse over (1-D) or batch axes after the r2c axis: the unfused sequence.
+                return monomorph_core::irfft_then_score(
+                    self, plan, spec, norm, work, window, best, best_index, index, ssum,
+                );
+            }
+            enum Kind<'a, T> {
+                Scaled(T),
+                Denominator(T, &'a [T]),
+                Local { k: f64, kt: T, eps: T },
+            }
+            let mut specs: Vec<&mut ArrayD<C<P>>> = vec![spec];
+            let kind = match norm {
+                SpectralNorm::Scaled { scale } => Kind::Scaled(scale),
+                SpectralNorm::Denominator { scale, inv_den } => {
+                    same_shape(
+                        "irfft_score_max_update: inv_den vs best",
+                        inv_den.shape(),
+                        &oshape,
+                    )?;
+                    Kind::Denominator(scale, data("inv_den", inv_den)?)
                 }
-            }
-        };
-        let shapes: Vec<Vec<usize>> = specs.iter().map(|x| x.shape().to_vec()).collect();
-        let shape_refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
-        let mut inputs: Vec<&mut [C<P>]> = specs
-            .into_iter()
-            .map(|x| data_mut("spectrum of irfft_score_max_update", x))
-            .collect::<Result<_>>()?;
-        let maps = host::index_maps(&fast, window.shift, &oshape)?;
-        let segs = host::line_runs(&maps[d - 1]);
-        let (n, nl) = (fast[d - 1], oshape[d - 1]);
-        let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
-        let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
-        let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<f64> {
-            let mut acc = [0.0f64; host::LANES];
-            for r in 0..outs[0].len() / n {
-                let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
-                    continue;
-                };
-                let o = line * nl;
-                let row = r * n..(r + 1) * n;
-                let ln = match kind {
-                    Kind::Scaled(s) => host::LineNorm::Scaled(s),
-                    Kind::Denominator(s, den) => host::LineNorm::Denominator(s, &den[o..o + nl]),
-                    Kind::Local { k, kt, eps } => host::LineNorm::Local {
+                SpectralNorm::LocalNorm {
+                    scale,
+                    c1,
+                    c2,
+                    n,
+                    eps,
+                } => {
+                    specs.push(c1);
+                    specs.push(c2);
+                    let k = scale.as_f64() / n.as_f64();
+                    Kind::Local {
                         k,
-                        kt,
+                        kt: F::<P>::from_f64(k),
                         eps,
-                        c1: &outs[1][row.clone()],
-                        c2: &outs[2][row.clone()],
-                    },
-                };
-                // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
-                // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
-                // Distinct FFT-grid rows map to distinct output lines (per axis,
-                // x = (i − shift) mod fast is injective in i), and each row is consumed once,
-                // so no two calls touch the same line.
-                let (b, bi) = unsafe {
-                    (
-                        std::slice::from_raw_parts_mut(bp.get().add(o), nl),
-                        std::slice::from_raw_parts_mut(bip.get().add(o), nl),
-                    )
-                };
-                score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc);
-            }
-            Ok(host::fold_lanes(&acc))
-        };
-        let total = fft::inverse_consume(plan, &shape_refs, &mut inputs, &consume)?;
-        data_mut("ssum", ssum)?[0] += total;
-        Ok(())
+                    }
+                }
+            };
+            let shapes: Vec<Vec<usize>> = specs.iter().map(|x| x.shape().to_vec()).collect();
+            let shape_refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+            let mut inputs: Vec<&mut [C<P>]> = specs
+                .into_iter()
+                .map(|x| data_mut("spectrum of irfft_score_max_update", x))
+                .collect::<Result<_>>()?;
+            let maps = host::index_maps(&fast, window.shift, &oshape)?;
+            let segs = host::line_runs(&maps[d - 1]);
+            let (n, nl) = (fast[d - 1], oshape[d - 1]);
+            let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
+            let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
+            let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<f64> {
+                let mut acc = [0.0f64; host::LANES];
+                for r in 0..outs[0].len() / n {
+                    let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
+                        continue;
+                    };
+                    let o = line * nl;
+                    let row = r * n..(r + 1) * n;
+                    let ln = match kind {
+                        Kind::Scaled(s) => host::LineNorm::Scaled(s),
+                        Kind::Denominator(s, den) => {
+                            host::LineNorm::Denominator(s, &den[o..o + nl])
+                        }
+                        Kind::Local { k, kt, eps } => host::LineNorm::Local {
+                            k,
+                            kt,
+                            eps,
+                            c1: &outs[1][row.clone()],
+                            c2: &outs[2][row.clone()],
+                        },
+                    };
+                    // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
+                    // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
+                    // Distinct FFT-grid rows map to distinct output lines (per axis,
+                    // x = (i − shift) mod fast is injective in i), and each row is consumed once,
+                    // so no two calls touch the same line.
+                    let (b, bi) = unsafe {
+                        (
+                            std::slice::from_raw_parts_mut(bp.get().add(o), nl),
+                            std::slice::from_raw_parts_mut(bip.get().add(o), nl),
+                        )
+                    };
+                    score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc);
+                }
+                Ok(host::fold_lanes(&acc))
+            };
+            let total = fft::inverse_consume(plan, &shape_refs, &mut inputs, &consume)?;
+            data_mut("ssum", ssum)?[0] += total;
+            Ok(())
+        })
     }
 
     fn combine_masked_correlations<T: Float>(
@@ -424,27 +440,35 @@ impl<P: Precision> Correlate for Cpu<P> {
         eps: T,
         overlap_ratio: T,
     ) -> Result<()> {
-        for (w, a) in [
-            ("c_fm", c_fm),
-            ("c_tt", c_tt),
-            ("c_f2m", c_f2m),
-            ("c_tt2", c_tt2),
-            ("c_tm", c_tm),
-        ] {
-            same_shape(
-                &format!("combine_masked_correlations: {w} vs c_ft"),
-                a.shape(),
-                c_ft.shape(),
-            )?;
-        }
-        let rest = [
-            data("c_fm", c_fm)?,
-            data("c_tt", c_tt)?,
-            data("c_f2m", c_f2m)?,
-            data("c_tt2", c_tt2)?,
-            data("c_tm", c_tm)?,
-        ];
-        host::combine_masked_correlations(data_mut("c_ft", c_ft)?, rest, scale, eps, overlap_ratio);
-        Ok(())
+        self.install(|| {
+            for (w, a) in [
+                ("c_fm", c_fm),
+                ("c_tt", c_tt),
+                ("c_f2m", c_f2m),
+                ("c_tt2", c_tt2),
+                ("c_tm", c_tm),
+            ] {
+                same_shape(
+                    &format!("combine_masked_correlations: {w} vs c_ft"),
+                    a.shape(),
+                    c_ft.shape(),
+                )?;
+            }
+            let rest = [
+                data("c_fm", c_fm)?,
+                data("c_tt", c_tt)?,
+                data("c_f2m", c_f2m)?,
+                data("c_tt2", c_tt2)?,
+                data("c_tm", c_tm)?,
+            ];
+            host::combine_masked_correlations(
+                data_mut("c_ft", c_ft)?,
+                rest,
+                scale,
+                eps,
+                overlap_ratio,
+            );
+            Ok(())
+        })
     }
 }
