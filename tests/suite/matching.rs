@@ -416,7 +416,8 @@ fn ssum_over_the_fft_grid_as_pytme_on_a_non_fast_target() {
             (thr - pytme).abs() <= 1e-5 * pytme,
             "limit {limit:?}: threshold {thr} vs pytme postprocess {pytme}"
         );
-        let rows = text
+        let particles = &text[text.find("data_particles").expect("particles block")..];
+        let rows = particles
             .lines()
             .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
             .count() as u64;
