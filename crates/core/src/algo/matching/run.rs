@@ -11,7 +11,7 @@ use super::state::{RunningMax, ScoreState};
 
 /// Runs every rotation on one job, updating `best`/`best_index` (the job's output shape) and
 /// pushing one Σ score² per rotation to `ssum_parts` (each summed into the zeroed 1-element
-/// `ssum`).
+/// `ssum`, kept on the device and read back once per job, not once per rotation).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_job<B: Backend>(
     b: &B,
@@ -30,6 +30,7 @@ pub(super) fn run_job<B: Backend>(
     let single = std::mem::size_of::<FloatOf<B>>() == 4;
     let mut tbox = b.zeros::<FloatOf<B>>(tshape)?;
     let mut scratch = b.zeros::<FloatOf<B>>(tshape)?;
+    let mut parts = b.zeros::<f64>(&[p.rotations.len()])?;
     for r in 0..p.rotations.len() {
         let (m, off) = pull_back(p.rotations.matrix(r), tshape, single);
         // Rotated template (and the score's mask) in the template box.
@@ -49,9 +50,10 @@ pub(super) fn run_job<B: Backend>(
             ssum: &mut *ssum,
         };
         state.score(b, &mut grid, tshape, &mut tbox, n, window, rm)?;
-        ssum_parts.push(b.download(ssum)?.iter().copied().next().unwrap_or(0.0));
+        b.insert_block(ssum, &[r], &mut parts)?;
         progress(r + 1)?;
     }
+    ssum_parts.extend(b.download(&parts)?.iter().copied());
     Ok(())
 }
 
