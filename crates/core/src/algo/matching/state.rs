@@ -333,29 +333,9 @@ impl<B: Backend> ScoreState<B> {
                 &mut [&mut g.y],
             )?;
         }
-        match self {
-            ScoreState::Plain { scale, .. } => b.irfft_score_max_update(
-                plan,
-                &mut g.y,
-                SpectralNorm::Scaled { scale: *scale },
-                &mut g.work,
-                window,
-                best,
-                best_index,
-                index,
-                ssum,
-            ),
-            ScoreState::Denominator { inv_den } => b.irfft_score_max_update(
-                plan,
-                &mut g.y,
-                SpectralNorm::Denominator { scale, inv_den },
-                &mut g.work,
-                window,
-                best,
-                best_index,
-                index,
-                ssum,
-            ),
+        let norm = match self {
+            ScoreState::Plain { scale, .. } => SpectralNorm::Scaled { scale: *scale },
+            ScoreState::Denominator { inv_den } => SpectralNorm::Denominator { scale, inv_den },
             ScoreState::Local {
                 spec_f2,
                 c1,
@@ -371,23 +351,13 @@ impl<B: Backend> ScoreState<B> {
                     &[&g.spec_f, spec_f2],
                     &mut [c1, c2],
                 )?;
-                b.irfft_score_max_update(
-                    plan,
-                    &mut g.y,
-                    SpectralNorm::LocalNorm {
-                        scale,
-                        c1,
-                        c2,
-                        n: F::<B>::from_f64(n),
-                        eps: F::<B>::EPS,
-                    },
-                    &mut g.work,
-                    window,
-                    best,
-                    best_index,
-                    index,
-                    ssum,
-                )
+                SpectralNorm::LocalNorm {
+                    scale,
+                    c1,
+                    c2,
+                    n: F::<B>::from_f64(n),
+                    eps: F::<B>::EPS,
+                }
             }
             ScoreState::Mcc {
                 spec_t,
@@ -432,7 +402,7 @@ impl<B: Backend> ScoreState<B> {
                     F::<B>::EPS,
                     *overlap_ratio,
                 )?;
-                b.score_max_update(
+                return b.score_max_update(
                     corr,
                     ScoreNorm::Scaled {
                         scale: F::<B>::from_f64(1.0),
@@ -442,8 +412,20 @@ impl<B: Backend> ScoreState<B> {
                     best_index,
                     index,
                     ssum,
-                )
+                );
             }
-        }
+        };
+        // One scoring call for the spectral scores, with the normalisation their state chose.
+        b.irfft_score_max_update(
+            plan,
+            &mut g.y,
+            norm,
+            &mut g.work,
+            window,
+            best,
+            best_index,
+            index,
+            ssum,
+        )
     }
 }
