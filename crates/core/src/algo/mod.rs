@@ -1,6 +1,7 @@
 //! Algorithms, generic over the backend.
 
 pub mod cg;
+pub mod filters;
 pub mod matching;
 pub mod peaks;
 pub mod rotations;

@@ -199,6 +199,9 @@ pub struct MatchParams<'a, B: Backend> {
     pub mcc_overlap_ratio: f64,
     /// Called after every rotation; may cancel.
     pub progress: Option<Progress<'a>>,
+    /// Fourier-space filters of the template (per rotation) and the target (once); none if
+    /// `None`.
+    pub filters: Option<&'a dyn crate::algo::filters::SpectralFilter>,
 }
 
 impl<'a, B: Backend> MatchParams<'a, B> {
@@ -216,6 +219,7 @@ impl<'a, B: Backend> MatchParams<'a, B> {
             tile_shape: None,
             mcc_overlap_ratio: 0.3,
             progress: None,
+            filters: None,
         }
     }
 }
@@ -319,6 +323,12 @@ pub fn match_template<B: Backend>(
     template: &Arr<B, FloatOf<B>>,
     params: &MatchParams<'_, B>,
 ) -> Result<MatchResult<B>> {
+    if params.filters.is_some() {
+        return Err(Error::invalid(
+            "filters",
+            "spectral filters are not applied yet",
+        ));
+    }
     let prep = prepare(b, target, template, params)?;
     let ts = target.shape().to_vec();
     let tshape = template.shape().to_vec();
