@@ -319,9 +319,10 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
 pub fn match_error(e: monomorph::Error, memory_limit: Option<u64>) -> CliError {
     match (e, memory_limit) {
         // The user's own limit is too small: an input error naming the flag.
-        (e @ monomorph::Error::OutOfMemory { .. }, Some(l)) => {
-            CliError::input(format!("--memory-limit {l}: {e}, expected a larger limit"))
-        }
+        (e @ monomorph::Error::OutOfMemory { .. }, Some(l)) => CliError::input(format!(
+            "--memory-limit {}: {e}, expected a larger limit",
+            monomorph::error::fmt_bytes(l)
+        )),
         (e, _) => CliError::from(e),
     }
 }

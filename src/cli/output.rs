@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use monomorph::error::fmt_bytes;
 use monomorph::io::{HostArray, Volume, read_array};
 use serde_json::{Value, json};
 
@@ -489,16 +490,15 @@ pub fn available_memory() -> Option<u64> {
 /// `None` (overflow) means more than any machine has.
 pub fn check_memory(flag: &str, value: &str, need: Option<u128>) -> CliResult<()> {
     let avail = available_memory();
-    let gib = |b: f64| b / 1073741824.0;
     match (need, avail) {
         (Some(n), Some(a)) if n <= a as u128 => Ok(()),
         (Some(n), None) if n <= u64::MAX as u128 => Ok(()),
         (Some(n), a) => Err(CliError::input(format!(
-            "{flag} {value}: needs at least {n} bytes ({:.1} GiB) of memory but {} are available, expected a smaller value",
-            gib(n as f64),
+            "{flag} {value}: needs at least {} of memory but {} are available, expected a smaller value",
+            fmt_bytes(u64::try_from(n).unwrap_or(u64::MAX)),
             a.map_or("not that many".to_string(), |a| format!(
-                "only {a} bytes ({:.1} GiB)",
-                gib(a as f64)
+                "only {}",
+                fmt_bytes(a)
             ))
         ))),
         (None, _) => Err(CliError::input(format!(

@@ -41,8 +41,8 @@ pub enum Error {
     },
     /// An allocation or a run needs more memory than the backend can give.
     #[error(
-        "out of memory: {what} needs {requested} bytes ({:.2} GiB) but only {available} bytes ({:.2} GiB) are available",
-        *requested as f64 / 1073741824.0, *available as f64 / 1073741824.0
+        "out of memory: {what} needs {} but only {} are available",
+        fmt_bytes(*requested), fmt_bytes(*available)
     )]
     OutOfMemory {
         /// What was being allocated.
@@ -126,5 +126,36 @@ pub fn fmt_shape(shape: &[usize]) -> String {
         format!("({},)", parts[0])
     } else {
         format!("({})", parts.join(", "))
+    }
+}
+
+/// `n` bytes as a person reads them: the exact count and, from 1 KiB up, the size in the
+/// largest binary unit that keeps the number at least 1 (`1048576 bytes (1.0 MiB)`), so a
+/// small limit does not print as `0.00 GiB`.
+pub fn fmt_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{n} bytes ({v:.1} {})", UNITS[u])
+}
+
+#[cfg(test)]
+mod fmt_tests {
+    use super::fmt_bytes;
+
+    #[test]
+    fn bytes_read_in_the_largest_unit() {
+        assert_eq!(fmt_bytes(0), "0 bytes");
+        assert_eq!(fmt_bytes(1023), "1023 bytes");
+        assert_eq!(fmt_bytes(102400), "102400 bytes (100.0 KiB)");
+        assert_eq!(fmt_bytes(1 << 20), "1048576 bytes (1.0 MiB)");
+        assert_eq!(fmt_bytes(3 << 30), "3221225472 bytes (3.0 GiB)");
     }
 }
