@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, ValueEnum};
 use monomorph::algo::matching::{MatchParams, MatchResult, Score, match_template};
-use monomorph::algo::rotations::RotationSet;
+use monomorph::algo::rotations::{RotationSet, Symmetry};
 use monomorph::io::{HostArray, read_euler_csv, write_mrc, write_npy, write_png};
 use monomorph::{Backend, BackendTask, FloatOf, Interpolation};
 use ndarray::{Array3, ArrayD};
@@ -54,6 +54,13 @@ pub struct MatchArgs {
     /// same angles `peaks` writes. A first line without numbers is a header.
     #[arg(long, value_name = "E.csv")]
     pub euler: Option<PathBuf>,
+    /// Point-group symmetry of the template about its z axis (array axis 0; pytme's axis 2),
+    /// `Cn` or `Dn` (`D` adds n two-fold axes perpendicular to z, the first along x): the
+    /// rotation set (any of the three above) is restricted to the group's fundamental domain,
+    /// keeping the rotations pytme's `--symmetry` keeps (about 1/n of them for Cn, 1/2n for
+    /// Dn). 2-D: Cn only. Default C1 (no restriction).
+    #[arg(long, value_name = "Cn|Dn", value_parser = parse_symmetry)]
+    pub symmetry: Option<Symmetry>,
     /// Interpolation of the rotated template.
     #[arg(long, value_enum, default_value_t = InterpArg::Cubic)]
     pub interpolation: InterpArg,
@@ -315,6 +322,11 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
     write(&a, p, out, m)
 }
 
+/// `--symmetry`: a point group `Cn` or `Dn`.
+fn parse_symmetry(s: &str) -> Result<Symmetry, String> {
+    s.parse().map_err(|e: monomorph::Error| e.to_string())
+}
+
 /// A matching error as the command reports it.
 pub fn match_error(e: monomorph::Error, memory_limit: Option<u64>) -> CliError {
     match (e, memory_limit) {
@@ -386,6 +398,12 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         let step = a.angular_step.unwrap_or(30.0);
         RotationSet::uniform(d, step)
             .map_err(|e| CliError::for_flag(e, "--angular-step", super::error::show(step)))?
+    };
+    let rotations = match a.symmetry {
+        Some(sym) => rotations
+            .reduce_by_symmetry(sym)
+            .map_err(|e| CliError::for_flag(e, "--symmetry", sym.to_string()))?,
+        None => rotations,
     };
     let png_query = a.png.then(|| PeakQuery {
         min_distance: template
@@ -493,7 +511,8 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "template_mask": opt_path_json(&a.template_mask),
                 "target_mask": opt_path_json(&a.target_mask), "score": score.name(),
                 "rotations_file": opt_path_json(&a.rotations),
-                "angular_step": a.angular_step, "euler": opt_path_json(&a.euler), "n_rotations": n_rot,
+                "angular_step": a.angular_step, "euler": opt_path_json(&a.euler),
+                "symmetry": a.symmetry.map(|s| s.to_string()), "n_rotations": n_rot,
                 "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
                 "target_shape": tshape, "voxel_size": voxel_size,

@@ -593,7 +593,11 @@ fn numeric_flags_take_negative_values_and_name_the_flag() {
     // A limit too small for the run: exit 2, the limit in units a person reads (not 0.00 GiB).
     let small = m(&["--memory-limit", "100K"]);
     let small: Vec<&str> = small.iter().map(|s| s.as_str()).collect();
-    let o = fails(&small, 2, &["--memory-limit 102400 bytes (100.0 KiB)", "larger limit"]);
+    let o = fails(
+        &small,
+        2,
+        &["--memory-limit 102400 bytes (100.0 KiB)", "larger limit"],
+    );
     assert!(
         !String::from_utf8_lossy(&o.stderr).contains("0.00 GiB"),
         "{}",

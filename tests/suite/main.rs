@@ -28,3 +28,4 @@ mod mpi;
 mod orientation;
 mod peaks;
 mod resample_fixtures;
+mod symmetry;

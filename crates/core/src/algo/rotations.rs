@@ -10,6 +10,8 @@
 //! * [`RotationSet::from_euler_zyz`] / [`RotationSet::to_euler_zyz`]: intrinsic ZYZ Euler angles
 //!   in degrees, scipy's `Rotation.from_euler("ZYZ", …, degrees=True)` convention, of a matrix in
 //!   the set's own frame (array-index axes), with no change of frame.
+//! * [`RotationSet::reduce_by_symmetry`]: the members in the fundamental domain of a point
+//!   group [`Symmetry`] (`Cn`, `Dn` about the template's `z` axis), pytme's `--symmetry`.
 //! * [`RotationSet::uniform`]: an even sampling for an angular step. In 3-D it is a
 //!   Hopf-fibration set: a Fibonacci sphere of axis directions (spacing 1.2 × step) times an
 //!   in-plane grid (spacing 0.9 × step, offset by −φ along each fibre), first rotation the
@@ -48,6 +50,9 @@
 //! `R_xy = [[cos psi, −sin psi], [sin psi, cos psi]]` acting on `(x, y)`, `R_xy = P·R·P`.
 
 use crate::error::{Error, Result};
+
+mod symmetry;
+pub use symmetry::Symmetry;
 
 /// Tolerance on `max |RᵀR − I|` and `|det R − 1|` when validating a matrix (float32 input is
 /// accepted).
