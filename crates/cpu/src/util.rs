@@ -60,7 +60,7 @@ pub(crate) fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     let _ = (ptr, bytes);
 }
 
-pub(crate) use monomorph_core::shape::{same_shape, strides};
+pub(crate) use monomorph_core::shape::strides;
 
 /// Rows per parallel task among `nrows`: about `per_thread` tasks per thread of the current
 /// pool (for balance), but at least `min_rows` rows per task (so that no task is too small for

@@ -170,7 +170,7 @@ fn device_info_is_consistent() {
 
 // ------------------------------------------------------------------ fused kernels vs host
 
-use monomorph_core::{CorrWindow, Correlate, IntOf, Real, ScoreNorm, host};
+use monomorph_core::{CorrWindow, Correlate, IntOf, Normalization, Real, RunningMax, host};
 
 /// `score_max_update` on the device equals the host reference kernel for the three
 /// normalisations: scores within round-off, the same winners, the same Σ score².
@@ -194,10 +194,13 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
         // Host reference.
         let mut hb = best0.clone();
         let mut hi = ndarray::ArrayD::<IntOf<Cuda<P>>>::zeros(ndarray::IxDyn(&out));
-        let hnorm = match which {
-            0 => host::Norm::Scaled(scale),
-            1 => host::Norm::Denominator(scale, inv_den.as_slice().unwrap()),
-            _ => host::Norm::Local {
+        let hnorm: host::Norm<'_, F<P>> = match which {
+            0 => Normalization::Scaled { scale },
+            1 => Normalization::Denominator {
+                scale,
+                inv_den: inv_den.as_slice().unwrap(),
+            },
+            _ => Normalization::Local {
                 scale,
                 c1: c1.as_slice().unwrap(),
                 c2: c2.as_slice().unwrap(),
@@ -228,30 +231,17 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
         let mut db = gpu.upload(best0.view()).unwrap();
         let mut di = gpu.zeros::<IntOf<Cuda<P>>>(&out).unwrap();
         let mut ss = gpu.zeros::<f64>(&[1]).unwrap();
-        let norm = match which {
-            0 => ScoreNorm::Scaled { scale },
-            1 => ScoreNorm::Denominator {
-                scale,
-                inv_den: &dd,
-            },
-            _ => ScoreNorm::LocalNorm {
-                scale,
-                c1: &d1,
-                c2: &d2,
-                n,
-                eps,
-            },
+        // The same normalisation on the device arrays (c1, then c2).
+        let mut masks = [&d1, &d2].into_iter();
+        let norm = hnorm.map(|_| &dd, |_| masks.next().unwrap());
+        let rm = RunningMax {
+            best: &mut db,
+            best_index: &mut di,
+            index: idx,
+            ssum: &mut ss,
         };
-        gpu.score_max_update(
-            &dc,
-            norm,
-            CorrWindow { shift: &shift },
-            &mut db,
-            &mut di,
-            idx,
-            &mut ss,
-        )
-        .unwrap();
+        gpu.score_max_update(&dc, norm, CorrWindow { shift: &shift }, rm)
+            .unwrap();
         let gb = to_f64(&gpu.download(&db).unwrap());
         let d = max_abs_diff(&gb, &to_f64(&hb));
         assert!(d <= tol, "norm {which}: best differs by {d:e}");

@@ -45,12 +45,18 @@
 //! | resample | `backend/ops/resample.rs` | `src/ops/resample.rs` | `testing/ops/resample.rs` |
 //! | filter | `backend/ops/filter.rs` | `src/ops/filter.rs` | `testing/ops/filter.rs` |
 //! | linalg | `backend/ops/linalg.rs` | `src/ops/linalg.rs` | `testing/ops/linalg.rs` |
-//! | correlate | `backend/ops/correlate.rs` | `src/ops/correlate.rs` | `testing/ops/correlate.rs` |
+//! | correlate | `backend/ops/correlate/` (`mod.rs` the trait, `norm.rs` its argument types, `check.rs`, `host.rs` the reference kernels) | `src/ops/correlate.rs` | `testing/ops/correlate.rs` |
 //! | (all) | the `check_*` functions of each file above | calls them first | `testing/ops/validation.rs` |
 //!
 //! (Core paths are under `crates/core/src/`; the backend's under `crates/<name>/`. The CPU
 //! backend, `crates/cpu`, and the CUDA backend, `crates/cuda` with its kernels in
 //! `crates/cuda/kernels/<family>.cu`, follow this layout file for file.)
+//!
+//! The score passes of [`Correlate`] take one [`Normalization`] type (its data as device
+//! arrays, [`CorrSpectrum`] products or host slices) and a [`RunningMax`]; a backend's fused
+//! kernels map it to their own form in one `match` (the CPU backend through
+//! [`host::score_line`], which takes it as it is; the CUDA backend in `ScoreArgs::new`, to
+//! its kernels' `norm` code), so a new normalisation shows up as a compile error at each.
 //!
 //! 1. `crates/<name>/src/lib.rs`: the backend type, its [`BackendTypes`] (precision, array
 //!    type implementing [`ArrayMeta`], FFT plan type implementing [`FftPlan`]) and

@@ -163,7 +163,7 @@ macro_rules! conformance_family {
         $crate::conformance_family!(@mod validation, $make;
             cpu_reference_argument_rules, validation_memory, validation_elementwise,
             validation_reduce, validation_spectral, validation_resample, validation_filter,
-            validation_linalg);
+            validation_linalg, validation_correlate);
     };
     (@mod $family:ident, $make:path; $($name:ident),* $(,)?) => {
         mod $family {

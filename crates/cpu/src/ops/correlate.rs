@@ -1,14 +1,16 @@
 use monomorph_core::backend::host;
-use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    CorrWindow, Correlate, Element, Error, FftPlan, Float, Index, Precision, Real, Result,
-    ScoreNorm, SpectralNorm, WindowExtension,
+    CorrSpectrum, CorrWindow, Correlate, Element, FftPlan, Float, Index, Precision, Result,
+    RunningMax, ScoreNorm, SpectralNorm, WindowExtension, check_combine_masked_correlations,
+    check_gather_window, check_insert_block, check_inverse_denominator,
+    check_irfft_score_max_update, check_rfft_pruned_mul_conj, check_score_max_update,
+    check_write_corner,
 };
 use ndarray::ArrayD;
 use rayon::prelude::*;
 
 use super::{data, data_mut};
-use crate::util::{PAR_MIN, SharedMut, same_shape};
+use crate::util::{PAR_MIN, SharedMut};
 use crate::{Cpu, CpuFftPlan, fft};
 
 type F<P> = <P as Precision>::Float;
@@ -43,32 +45,13 @@ widest_simd! {
     /// [`host::score_line`] at the widest vector width (the fused inverse's score pass).
     fn score_line<T: Float, I: Index>(
         c: &[T],
-        norm: &host::LineNorm<'_, T>,
+        norm: &host::Norm<'_, T>,
         segs: &[(usize, usize, usize)],
         best: &mut [T],
         best_index: &mut [I],
         index: I,
         acc: &mut [f64; host::LANES],
     ) -> () = host::score_line;
-}
-
-/// The checks of the running-max arrays every score pass shares: `best_index` shaped like
-/// `best`, `ssum` of one element. Returns the output shape.
-fn check_running_max<T, I>(
-    op: &str,
-    best: &ArrayD<T>,
-    best_index: &ArrayD<I>,
-    ssum: &ArrayD<f64>,
-) -> Result<Vec<usize>> {
-    same_shape(
-        &format!("{op}: best_index vs best"),
-        best.shape(),
-        best_index.shape(),
-    )?;
-    if ssum.len() != 1 {
-        return Err(Error::shape("ssum", "(1,)", fmt_shape(ssum.shape())));
-    }
-    Ok(best.shape().to_vec())
 }
 
 /// The output line (flat index over all axes but the last) that the FFT-grid row `row` (flat
@@ -93,6 +76,7 @@ fn output_line(row: usize, fast: &[usize], shift: &[isize], out: &[usize]) -> Op
 
 impl<P: Precision> Correlate for Cpu<P> {
     fn write_corner<T: Float>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
+        check_write_corner(src.shape(), dst.shape())?;
         self.install(|| {
             let offset = vec![0usize; src.ndim()];
             self.insert_block(src, &offset, dst)
@@ -105,6 +89,7 @@ impl<P: Precision> Correlate for Cpu<P> {
         offset: &[usize],
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
+        check_insert_block(src.shape(), offset, dst.shape())?;
         self.install(|| {
             let dshape = dst.shape().to_vec();
             host::insert_block(
@@ -125,12 +110,13 @@ impl<P: Precision> Correlate for Cpu<P> {
         ext: WindowExtension<'_>,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
+        check_gather_window(src.shape(), start, len, ext, dst.shape())?;
         self.install(|| {
             let dshape = dst.shape().to_vec();
             let (s, sshape) = (data("src", src)?, src.shape());
             let d = data_mut("dst", dst)?;
-            if dshape.is_empty() || start.len() != dshape.len() || len.len() != dshape.len() {
-                // Let the host kernel report the mismatch.
+            if dshape.is_empty() {
+                // A 0-d window: one element, nothing to split.
                 return host::gather_window(s, sshape, start, len, ext, d, &dshape);
             }
             // Blocks of axis-0 rows in parallel: each is the same window, started r0 rows later.
@@ -160,16 +146,9 @@ impl<P: Precision> Correlate for Cpu<P> {
         eps: T,
         out: &mut ArrayD<T>,
     ) -> Result<()> {
+        check_inverse_denominator(c1.shape(), c2.shape(), window, out.shape())?;
         self.install(|| {
-            same_shape("inverse_denominator: c2 vs c1", c1.shape(), c2.shape())?;
             let oshape = out.shape().to_vec();
-            if oshape.is_empty() {
-                return Err(Error::shape(
-                    "inverse_denominator out",
-                    "≥ 1 axis",
-                    fmt_shape(&oshape),
-                ));
-            }
             let row_len: usize = oshape[1..].iter().product();
             let per = rows_per_task(oshape[0], row_len);
             let (h1, h2, fast) = (data("c1", c1)?, data("c2", c2)?, c1.shape());
@@ -200,40 +179,18 @@ impl<P: Precision> Correlate for Cpu<P> {
         corr: &ArrayD<T>,
         norm: ScoreNorm<'_, Self, T>,
         window: CorrWindow<'_>,
-        best: &mut ArrayD<T>,
-        best_index: &mut ArrayD<I>,
-        index: I,
-        ssum: &mut ArrayD<f64>,
+        rm: RunningMax<'_, Self, T, I>,
     ) -> Result<()> {
+        check_score_max_update(corr, &norm, window, &rm)?;
+        let RunningMax {
+            best,
+            best_index,
+            index,
+            ssum,
+        } = rm;
         self.install(|| {
-            let oshape = check_running_max("score_max_update", best, best_index, ssum)?;
-            if oshape.is_empty() {
-                return Err(Error::shape("best", "≥ 1 axis", fmt_shape(&oshape)));
-            }
-            let hn = match norm {
-                ScoreNorm::Scaled { scale } => host::Norm::Scaled(scale),
-                ScoreNorm::Denominator { scale, inv_den } => {
-                    same_shape(
-                        "score_max_update: inv_den vs best",
-                        inv_den.shape(),
-                        &oshape,
-                    )?;
-                    host::Norm::Denominator(scale, data("inv_den", inv_den)?)
-                }
-                ScoreNorm::LocalNorm {
-                    scale,
-                    c1,
-                    c2,
-                    n,
-                    eps,
-                } => host::Norm::Local {
-                    scale,
-                    c1: data("c1", c1)?,
-                    c2: data("c2", c2)?,
-                    n,
-                    eps,
-                },
-            };
+            let oshape = best.shape().to_vec();
+            let hn = norm.try_map(|d| data("inv_den", d), |c| data("mask correlation", c))?;
             let row_len: usize = oshape[1..].iter().product::<usize>().max(1);
             let per = rows_per_task(oshape[0], row_len);
             let (c, fast) = (data("corr", corr)?, corr.shape());
@@ -260,36 +217,25 @@ impl<P: Precision> Correlate for Cpu<P> {
         nonzero: &[usize],
         spec: &mut ArrayD<C<P>>,
         factors: &[&ArrayD<C<P>>],
-        outs: &mut [&mut ArrayD<C<P>>],
+        outs: &mut [&mut CorrSpectrum<Self>],
     ) -> Result<()> {
+        check_rfft_pruned_mul_conj::<Self>(
+            plan,
+            input.shape(),
+            nonzero,
+            spec.shape(),
+            factors,
+            outs,
+        )?;
         self.install(|| {
-            if factors.len() != outs.len() {
-                return Err(Error::shape(
-                    "rfft_pruned_mul_conj outs",
-                    format!("{} arrays (one per factor)", factors.len()),
-                    outs.len(),
-                ));
-            }
             let cshape = spec.shape().to_vec();
-            for (q, a) in factors
-                .iter()
-                .map(|a| a.shape())
-                .chain(outs.iter().map(|o| o.shape()))
-                .enumerate()
-            {
-                same_shape(
-                    &format!("rfft_pruned_mul_conj: array {q} vs spec"),
-                    a,
-                    &cshape,
-                )?;
-            }
             let f: Vec<&[C<P>]> = factors
                 .iter()
                 .map(|a| data("factor of rfft_pruned_mul_conj", a))
                 .collect::<Result<_>>()?;
             let mut o: Vec<&mut [C<P>]> = outs
                 .iter_mut()
-                .map(|a| data_mut("out of rfft_pruned_mul_conj", a))
+                .map(|a| data_mut("out of rfft_pruned_mul_conj", a.layout_mut()))
                 .collect::<Result<_>>()?;
             fft::forward(
                 plan,
@@ -309,72 +255,37 @@ impl<P: Precision> Correlate for Cpu<P> {
     fn irfft_score_max_update<I: Index>(
         &self,
         plan: &CpuFftPlan,
-        spec: &mut ArrayD<C<P>>,
+        spec: &mut CorrSpectrum<Self>,
         norm: SpectralNorm<'_, Self>,
         work: &mut [ArrayD<F<P>>],
         window: CorrWindow<'_>,
-        best: &mut ArrayD<F<P>>,
-        best_index: &mut ArrayD<I>,
-        index: I,
-        ssum: &mut ArrayD<f64>,
+        rm: RunningMax<'_, Self, F<P>, I>,
     ) -> Result<()> {
+        check_irfft_score_max_update(plan, spec, &norm, work, window, &rm)?;
         self.install(|| {
-            let oshape = check_running_max("irfft_score_max_update", best, best_index, ssum)?;
             let fast = plan.real_shape().to_vec();
             let d = fast.len();
-            if oshape.len() != d || window.shift.len() != d {
-                return Err(Error::shape(
-                    "irfft_score_max_update: best",
-                    format!("{d} axes like the FFT grid {}", fmt_shape(&fast)),
-                    format!("{} (shift {:?})", fmt_shape(&oshape), window.shift),
-                ));
-            }
-            if let Some(k) = (0..d).find(|&k| oshape[k] > fast[k]) {
-                return Err(Error::shape(
-                    "irfft_score_max_update: best",
-                    format!("at most the FFT grid {} on every axis", fmt_shape(&fast)),
-                    format!("{} (axis {k})", fmt_shape(&oshape)),
-                ));
-            }
             if d < 2 || !fft::consumable(plan) {
                 // Nothing to fuse over (1-D) or batch axes after the r2c axis: the unfused sequence.
-                return monomorph_core::irfft_then_score(
-                    self, plan, spec, norm, work, window, best, best_index, index, ssum,
-                );
+                return monomorph_core::irfft_then_score(self, plan, spec, norm, work, window, rm);
             }
-            enum Kind<'a, T> {
-                Scaled(T),
-                Denominator(T, &'a [T]),
-                Local { k: f64, kt: T, eps: T },
-            }
-            let mut specs: Vec<&mut ArrayD<C<P>>> = vec![spec];
-            let kind = match norm {
-                SpectralNorm::Scaled { scale } => Kind::Scaled(scale),
-                SpectralNorm::Denominator { scale, inv_den } => {
-                    same_shape(
-                        "irfft_score_max_update: inv_den vs best",
-                        inv_den.shape(),
-                        &oshape,
-                    )?;
-                    Kind::Denominator(scale, data("inv_den", inv_den)?)
-                }
-                SpectralNorm::LocalNorm {
-                    scale,
-                    c1,
-                    c2,
-                    n,
-                    eps,
-                } => {
-                    specs.push(c1);
-                    specs.push(c2);
-                    let k = scale.as_f64() / n.as_f64();
-                    Kind::Local {
-                        k,
-                        kt: F::<P>::from_f64(k),
-                        eps,
-                    }
-                }
-            };
+            let RunningMax {
+                best,
+                best_index,
+                index,
+                ssum,
+            } = rm;
+            let oshape = best.shape().to_vec();
+            // The products transformed together: `spec`, then the normalisation's mask
+            // correlations, which the score pass reads as `outs[q]` at their index `q` here.
+            let mut specs: Vec<&mut ArrayD<C<P>>> = vec![spec.layout_mut()];
+            let norm = norm.try_map(
+                |den| data("inv_den", den),
+                |c| {
+                    specs.push(c.layout_mut());
+                    Ok(specs.len() - 1)
+                },
+            )?;
             let shapes: Vec<Vec<usize>> = specs.iter().map(|x| x.shape().to_vec()).collect();
             let shape_refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
             let mut inputs: Vec<&mut [C<P>]> = specs
@@ -394,19 +305,8 @@ impl<P: Precision> Correlate for Cpu<P> {
                     };
                     let o = line * nl;
                     let row = r * n..(r + 1) * n;
-                    let ln = match kind {
-                        Kind::Scaled(s) => host::LineNorm::Scaled(s),
-                        Kind::Denominator(s, den) => {
-                            host::LineNorm::Denominator(s, &den[o..o + nl])
-                        }
-                        Kind::Local { k, kt, eps } => host::LineNorm::Local {
-                            k,
-                            kt,
-                            eps,
-                            c1: &outs[1][row.clone()],
-                            c2: &outs[2][row.clone()],
-                        },
-                    };
+                    let ln: host::Norm<'_, F<P>> =
+                        norm.map(|den| &den[o..o + nl], |q| &outs[q][row.clone()]);
                     // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
                     // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
                     // Distinct FFT-grid rows map to distinct output lines (per axis,
@@ -440,20 +340,9 @@ impl<P: Precision> Correlate for Cpu<P> {
         eps: T,
         overlap_ratio: T,
     ) -> Result<()> {
+        let rest = [c_fm, c_tt, c_f2m, c_tt2, c_tm];
+        check_combine_masked_correlations(c_ft.shape(), rest.map(|a| a.shape()))?;
         self.install(|| {
-            for (w, a) in [
-                ("c_fm", c_fm),
-                ("c_tt", c_tt),
-                ("c_f2m", c_f2m),
-                ("c_tt2", c_tt2),
-                ("c_tm", c_tm),
-            ] {
-                same_shape(
-                    &format!("combine_masked_correlations: {w} vs c_ft"),
-                    a.shape(),
-                    c_ft.shape(),
-                )?;
-            }
             let rest = [
                 data("c_fm", c_fm)?,
                 data("c_tt", c_tt)?,

@@ -1,11 +1,13 @@
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    ArrayMeta, CorrWindow, Correlate, Element, Error, Float, Index, Precision, Real, Result,
-    ScoreNorm, WindowExtension,
+    ArrayMeta, CorrWindow, Correlate, Element, Error, Float, Index, Normalization, Precision, Real,
+    Result, RunningMax, ScoreNorm, WindowExtension, check_combine_masked_correlations,
+    check_gather_window, check_insert_block, check_inverse_denominator, check_score_max_update,
+    check_write_corner,
 };
 
-use super::{Geom, MAXD, same_shape};
+use super::{Geom, MAXD};
 use crate::error::Ck;
 use crate::{Cuda, CudaArray};
 
@@ -23,6 +25,57 @@ struct Win {
 
 // SAFETY: plain `repr(C)` integers, laid out as the C struct.
 unsafe impl DeviceRepr for Win {}
+
+/// The normalisation arguments of `mm_score_max` (`correlate.cu`): its `norm` code (0 scaled,
+/// 1 denominator, 2 local), the arrays `c1`, `c2`, `inv_den` (one a variant does not use
+/// points at `corr`), and the scalars.
+struct ScoreArgs<'a, T: Element> {
+    code: i32,
+    c1: &'a CudaArray<T>,
+    c2: &'a CudaArray<T>,
+    inv_den: &'a CudaArray<T>,
+    scale: T,
+    n: f64,
+    eps: f64,
+}
+
+impl<'a, T: Float> ScoreArgs<'a, T> {
+    /// The kernel's arguments for `norm` (the kernel ABI is unchanged: the shared
+    /// [`Normalization`] is mapped to it here, and only here).
+    fn new(
+        corr: &'a CudaArray<T>,
+        norm: Normalization<T, &'a CudaArray<T>, &'a CudaArray<T>>,
+    ) -> Self {
+        let plain = |code, scale, inv_den| ScoreArgs {
+            code,
+            c1: corr,
+            c2: corr,
+            inv_den,
+            scale,
+            n: 1.0,
+            eps: 0.0,
+        };
+        match norm {
+            Normalization::Scaled { scale } => plain(0, scale, corr),
+            Normalization::Denominator { scale, inv_den } => plain(1, scale, inv_den),
+            Normalization::Local {
+                scale,
+                c1,
+                c2,
+                n,
+                eps,
+            } => ScoreArgs {
+                code: 2,
+                c1,
+                c2,
+                inv_den: corr,
+                scale,
+                n: <T as Real>::as_f64(n),
+                eps: <T as Real>::as_f64(eps),
+            },
+        }
+    }
+}
 
 /// The window geometry: src = FFT grid, dst = output shape, p = shift reduced into [0, fast).
 fn window_geom(fast: &[usize], out: &[usize], shift: &[isize]) -> Result<Geom> {
@@ -53,6 +106,7 @@ impl<P: Precision> Cuda<P> {
 
 impl<P: Precision> Correlate for Cuda<P> {
     fn write_corner<T: Float>(&self, src: &CudaArray<T>, dst: &mut CudaArray<T>) -> Result<()> {
+        check_write_corner(src.shape(), dst.shape())?;
         // Only the corner is written: the rest of dst is zero by contract.
         let origin = vec![0usize; src.ndim()];
         self.insert_block(src, &origin, dst)
@@ -64,17 +118,8 @@ impl<P: Precision> Correlate for Cuda<P> {
         offset: &[usize],
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
+        check_insert_block(src.shape(), offset, dst.shape())?;
         let d = src.ndim();
-        if dst.ndim() != d
-            || offset.len() != d
-            || (0..d).any(|k| offset[k] + src.shape()[k] > dst.shape()[k])
-        {
-            return Err(Error::shape(
-                "insert_block",
-                format!("a block inside {}", fmt_shape(dst.shape())),
-                format!("{} at {:?}", fmt_shape(src.shape()), offset),
-            ));
-        }
         let n = src.len();
         if n == 0 {
             return Ok(());
@@ -100,12 +145,15 @@ impl<P: Precision> Correlate for Cuda<P> {
         ext: WindowExtension<'_>,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
+        check_gather_window(src.shape(), start, len, ext, dst.shape())?;
         let d = src.ndim();
-        if d == 0 || d > MAXD || dst.ndim() != d || start.len() != d || len.len() != d {
-            return Err(Error::shape(
+        if d == 0 || d > MAXD {
+            return Err(Error::invalid(
                 "gather_window",
-                format!("{d} axes"),
-                fmt_shape(dst.shape()),
+                format!(
+                    "the CUDA backend handles 1 to {MAXD} axes; got {}",
+                    fmt_shape(src.shape())
+                ),
             ));
         }
         let mut w = Win {
@@ -114,13 +162,6 @@ impl<P: Precision> Correlate for Cuda<P> {
         };
         let code: i32 = match ext {
             WindowExtension::Periodic(p) => {
-                if p.len() != d || p.iter().zip(src.shape()).any(|(p, s)| p < s) {
-                    return Err(Error::shape(
-                        "gather_window period",
-                        format!("≥ {}", fmt_shape(src.shape())),
-                        fmt_shape(p),
-                    ));
-                }
                 for k in 0..d {
                     w.per[k] = p[k] as i64;
                 }
@@ -137,9 +178,6 @@ impl<P: Precision> Correlate for Cuda<P> {
         let n = dst.len();
         if n == 0 {
             return Ok(());
-        }
-        if src.is_empty() {
-            return Err(Error::Empty("src of gather_window".into()));
         }
         let f = self.kernel::<T>("gather_window")?;
         let (t64, cfg) = (n as i64, self.grid(n));
@@ -164,7 +202,7 @@ impl<P: Precision> Correlate for Cuda<P> {
         eps: T,
         out: &mut CudaArray<T>,
     ) -> Result<()> {
-        same_shape("inverse_denominator: c2 vs c1", c1.shape(), c2.shape())?;
+        check_inverse_denominator(c1.shape(), c2.shape(), window, out.shape())?;
         let g = window_geom(c1.shape(), out.shape(), window.shift)?;
         let total = out.len();
         if total == 0 {
@@ -196,67 +234,40 @@ impl<P: Precision> Correlate for Cuda<P> {
         corr: &CudaArray<T>,
         norm: ScoreNorm<'_, Self, T>,
         window: CorrWindow<'_>,
-        best: &mut CudaArray<T>,
-        best_index: &mut CudaArray<I>,
-        index: I,
-        ssum: &mut CudaArray<f64>,
+        rm: RunningMax<'_, Self, T, I>,
     ) -> Result<()> {
-        same_shape(
-            "score_max_update: best_index vs best",
-            best.shape(),
-            best_index.shape(),
-        )?;
-        same_shape("ssum", &[1], ssum.shape())?;
+        check_score_max_update(corr, &norm, window, &rm)?;
+        let RunningMax {
+            best,
+            best_index,
+            index,
+            ssum,
+        } = rm;
         let g = window_geom(corr.shape(), best.shape(), window.shift)?;
         let total = best.len();
         if total == 0 {
             return Ok(());
         }
-        let (code, scale, c1, c2, den, nn, ep) = match norm {
-            ScoreNorm::Scaled { scale } => (0i32, scale, corr, corr, corr, 1.0, 0.0),
-            ScoreNorm::Denominator { scale, inv_den } => {
-                same_shape("inverse denominator", best.shape(), inv_den.shape())?;
-                (1, scale, corr, corr, inv_den, 1.0, 0.0)
-            }
-            ScoreNorm::LocalNorm {
-                scale,
-                c1,
-                c2,
-                n,
-                eps,
-            } => {
-                same_shape("FLC mask correlation c1", corr.shape(), c1.shape())?;
-                same_shape("FLC mask correlation c2", corr.shape(), c2.shape())?;
-                (
-                    2,
-                    scale,
-                    c1,
-                    c2,
-                    corr,
-                    <T as Real>::as_f64(n),
-                    <T as Real>::as_f64(eps),
-                )
-            }
-        };
+        let a = ScoreArgs::new(corr, norm);
         let f = self.kernel2::<T, I>("score_max")?;
-        let (s32, s64) = Self::push_float(scale);
+        let (s32, s64) = Self::push_float(a.scale);
         let ib = bytemuck::bytes_of(&index);
         let (i32v, i64v): (i32, i64);
         let (t64, cfg) = (total as i64, self.grid(total));
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&corr.buf)
-            .arg(&c1.buf)
-            .arg(&c2.buf)
-            .arg(&den.buf)
+            .arg(&a.c1.buf)
+            .arg(&a.c2.buf)
+            .arg(&a.inv_den.buf)
             .arg(&g)
-            .arg(&code);
+            .arg(&a.code);
         if std::mem::size_of::<T>() == 4 {
             l.arg(&s32);
         } else {
             l.arg(&s64);
         }
-        l.arg(&nn)
-            .arg(&ep)
+        l.arg(&a.n)
+            .arg(&a.eps)
             .arg(&mut best.buf)
             .arg(&mut best_index.buf);
         if ib.len() == 4 {
@@ -284,19 +295,8 @@ impl<P: Precision> Correlate for Cuda<P> {
         eps: T,
         overlap_ratio: T,
     ) -> Result<()> {
-        for (what, a) in [
-            ("c_fm", c_fm),
-            ("c_tt", c_tt),
-            ("c_f2m", c_f2m),
-            ("c_tt2", c_tt2),
-            ("c_tm", c_tm),
-        ] {
-            same_shape(
-                &format!("combine_masked_correlations: {what} vs c_ft"),
-                c_ft.shape(),
-                a.shape(),
-            )?;
-        }
+        let rest = [c_fm, c_tt, c_f2m, c_tt2, c_tm];
+        check_combine_masked_correlations(c_ft.shape(), rest.map(|a| a.shape()))?;
         let n = c_ft.len();
         if n == 0 {
             return Ok(());

@@ -47,8 +47,6 @@ pub(crate) fn bn<T: Element>() -> Result<&'static str> {
     }
 }
 
-pub(crate) use monomorph_core::shape::same_shape;
-
 /// Shapes and per-axis parameters of an n-d index mapping (`struct Geom` in `common.cuh`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

@@ -52,12 +52,15 @@
 //!   [`Score::rotates_mask`] if it reads a mask) in `mod.rs`; its preprocessing, if any, in
 //!   `prepare.rs`; in `state.rs`, the `ScoreState` variant it builds in
 //!   `ScoreState::new` and its row of `buffer_counts`. The loop (`run.rs`) does not change.
-//! * One with a new normalisation: also a `ScoreState` variant with its buffers, its arms in
-//!   `rotate_mask` / `standardize` / `score`, and, when the backends should fuse it, a
-//!   normalisation of [`Correlate::irfft_score_max_update`](crate::backend::Correlate::irfft_score_max_update)
-//!   in `backend/ops/correlate.rs` with its host kernel, the CPU's and CUDA's
-//!   (`crates/cpu/src/ops/correlate.rs`, `crates/cuda/src/ops/correlate.rs`,
-//!   `crates/cuda/kernels/correlate.cu`) and a conformance test
+//! * One with a new normalisation: also a `ScoreState` variant with its buffers and its arms
+//!   in `standardize` / `score` (and `rotate_mask` if it rotates a mask); and, when the
+//!   backends should fuse it, a variant of [`Normalization`](crate::backend::Normalization)
+//!   (`backend/ops/correlate/norm.rs`), after which the compiler lists every place to extend:
+//!   its arms in `norm.rs`, its shape check (`correlate/check.rs`), the host kernel
+//!   (`host::score_line` in `correlate/host.rs`, which the CPU's fused and unfused passes
+//!   share, so the CPU crate does not change), CUDA's `ScoreArgs::new`
+//!   (`crates/cuda/src/ops/correlate.rs`) with its branch of `mm_score_max`
+//!   (`crates/cuda/kernels/correlate.cu`); then a case of the conformance test
 //!   (`testing/ops/correlate.rs`).
 //! * The command line's `--score` values (`src/cli/matching.rs`) and a pytme fixture
 //!   (`tests/fixtures/matching/reference.py`, `tests/suite/matching.rs`).
@@ -317,6 +320,12 @@ pub fn fft_buffers_allocated_and_estimated<B: Backend>(
 ///
 /// A progress callback ([`MatchParams::progress`]) is `Fn + Sync`: count with an atomic
 /// (`AtomicUsize::fetch_add`), which also serves as CG's observer.
+///
+/// It asks for [`Backend`] rather than the op families it uses, unlike CG and peak calling:
+/// matching uses every family but [`Linalg`](crate::backend::Linalg) (memory, elementwise,
+/// reductions, FFTs, resampling, LCC's Laplace filter, the fused correlate ops), so the exact
+/// bound would be `Correlate + Reduce + Filter` spelled out on every type and function of the
+/// module, for a backend that lacks only the CG ops.
 pub fn match_template<B: Backend>(
     b: &B,
     target: &Arr<B, FloatOf<B>>,

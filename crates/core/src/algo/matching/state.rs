@@ -10,7 +10,7 @@
 //! rotation.
 
 use crate::backend::{
-    Arr, Backend, ComplexOf, CorrWindow, FloatOf, IntOf, ScoreNorm, SpectralNorm, UnaryOp,
+    Arr, Backend, ComplexOf, CorrSpectrum, CorrWindow, FloatOf, IntOf, Normalization, UnaryOp,
     WindowExtension,
 };
 use crate::dtype::{Float, Real};
@@ -70,6 +70,11 @@ impl<'a, B: Backend> Alloc<'a, B> {
         self.complex += 1;
         self.b.zeros(&self.cshape)
     }
+    /// A complex array for products in the backend's correlation layout.
+    fn corr(&mut self, plan: &B::Fft) -> Result<CorrSpectrum<B>> {
+        self.complex += 1;
+        self.b.corr_spectrum(plan)
+    }
 }
 
 /// The buffers every score uses in a job: the plan, the target window's spectrum, the template
@@ -81,20 +86,15 @@ pub(super) struct Grid<B: Backend> {
     scale: F<B>,
     spec_f: Arr<B, C<B>>,
     x: Arr<B, C<B>>,
-    y: Arr<B, C<B>>,
+    /// The products `C(f, t̂)` (correlation layout; MCC and the setup use it as scratch).
+    y: CorrSpectrum<B>,
     /// The FFT buffer the rotated template's box is written into (zero outside it).
     pub(super) tpad: Arr<B, F<B>>,
     work: Vec<Arr<B, F<B>>>,
 }
 
-/// The running maximum a scoring step updates: best score and its rotation per output voxel,
-/// the rotation's index, and the 1-element Σ score² accumulator.
-pub(super) struct RunningMax<'a, B: Backend> {
-    pub(super) best: &'a mut Arr<B, F<B>>,
-    pub(super) best_index: &'a mut Arr<B, IntOf<B>>,
-    pub(super) index: IntOf<B>,
-    pub(super) ssum: &'a mut Arr<B, f64>,
-}
+/// The running maximum a scoring step updates, in the backend's float and index types.
+pub(super) type RunningMax<'a, B> = crate::backend::RunningMax<'a, B, F<B>, IntOf<B>>;
 
 /// What a score keeps across the rotations of a job (see the module docs).
 pub(super) enum ScoreState<B: Backend> {
@@ -117,9 +117,9 @@ pub(super) enum ScoreState<B: Backend> {
         /// Spectrum of the squared target window.
         spec_f2: Arr<B, C<B>>,
         /// Products for `C(f, m_R)` and `C(f², m_R)` (correlation layout).
-        c1: Arr<B, C<B>>,
+        c1: CorrSpectrum<B>,
         /// See `c1`.
-        c2: Arr<B, C<B>>,
+        c2: CorrSpectrum<B>,
         /// The rotated mask (template box).
         mask: Arr<B, F<B>>,
     },
@@ -162,7 +162,7 @@ impl<B: Backend> ScoreState<B> {
         b.gather_window(&prep.target, &job.start, &job.len, ext, &mut fpad)?;
         let mut spec_f = a.complex()?;
         b.rfft(&plan, &fpad, &mut spec_f)?;
-        let mut y = a.complex()?;
+        let mut y = a.corr(&plan)?;
         let mut x = a.complex()?;
         let mut tpad = a.real()?;
         let mut work = vec![a.real()?];
@@ -178,15 +178,16 @@ impl<B: Backend> ScoreState<B> {
             Score::CAM | Score::FLCSphericalMask => {
                 b.write_corner(&prep.mask, &mut tpad)?;
                 b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
-                b.complex_mul_conj(&spec_f, &x, &mut y)?;
-                b.irfft(&plan, &mut y, &mut work[0])?;
+                let y = y.scratch();
+                b.complex_mul_conj(&spec_f, &x, y)?;
+                b.irfft(&plan, y, &mut work[0])?;
                 b.unary_assign(UnaryOp::Square, &mut fpad)?;
                 let mut sf2 = a.complex()?;
                 b.rfft(&plan, &fpad, &mut sf2)?;
-                b.complex_mul_conj(&sf2, &x, &mut y)?;
+                b.complex_mul_conj(&sf2, &x, y)?;
                 drop(sf2);
                 let mut c2 = a.real()?;
-                b.irfft(&plan, &mut y, &mut c2)?;
+                b.irfft(&plan, y, &mut c2)?;
                 let mut inv_den = b.zeros::<F<B>>(&job.out_shape)?;
                 b.inverse_denominator(
                     &work[0],
@@ -209,8 +210,8 @@ impl<B: Backend> ScoreState<B> {
                 work.push(a.real()?);
                 ScoreState::Local {
                     spec_f2,
-                    c1: a.complex()?,
-                    c2: a.complex()?,
+                    c1: a.corr(&plan)?,
+                    c2: a.corr(&plan)?,
                     mask: b.zeros(tshape)?,
                 }
             }
@@ -315,12 +316,6 @@ impl<B: Backend> ScoreState<B> {
         window: CorrWindow<'_>,
         rm: RunningMax<'_, B>,
     ) -> Result<()> {
-        let RunningMax {
-            best,
-            best_index,
-            index,
-            ssum,
-        } = rm;
         let (plan, scale) = (&g.plan, g.scale);
         if !matches!(self, ScoreState::Mcc { .. }) {
             // C(f, t̂) as products in the correlation layout.
@@ -334,8 +329,11 @@ impl<B: Backend> ScoreState<B> {
             )?;
         }
         let norm = match self {
-            ScoreState::Plain { scale, .. } => SpectralNorm::Scaled { scale: *scale },
-            ScoreState::Denominator { inv_den } => SpectralNorm::Denominator { scale, inv_den },
+            ScoreState::Plain { scale, .. } => Normalization::Scaled { scale: *scale },
+            ScoreState::Denominator { inv_den } => Normalization::Denominator {
+                scale,
+                inv_den: &*inv_den,
+            },
             ScoreState::Local {
                 spec_f2,
                 c1,
@@ -351,7 +349,7 @@ impl<B: Backend> ScoreState<B> {
                     &[&g.spec_f, spec_f2],
                     &mut [c1, c2],
                 )?;
-                SpectralNorm::LocalNorm {
+                Normalization::Local {
                     scale,
                     c1,
                     c2,
@@ -367,7 +365,7 @@ impl<B: Backend> ScoreState<B> {
                 overlap_ratio,
             } => {
                 let [c_fm, c_tt, c_f2m, c_tt2, c_tm] = c;
-                let (x, y, corr) = (&mut g.x, &mut g.y, &mut g.work[0]);
+                let (x, y, corr) = (&mut g.x, g.y.scratch(), &mut g.work[0]);
                 // MCC multiplies the template spectrum with two more spectra below.
                 b.rfft_pruned(plan, &g.tpad, tshape, x)?;
                 b.complex_mul_conj(&g.spec_f, x, y)?;
@@ -404,28 +402,15 @@ impl<B: Backend> ScoreState<B> {
                 )?;
                 return b.score_max_update(
                     corr,
-                    ScoreNorm::Scaled {
+                    Normalization::Scaled {
                         scale: F::<B>::from_f64(1.0),
                     },
                     window,
-                    best,
-                    best_index,
-                    index,
-                    ssum,
+                    rm,
                 );
             }
         };
         // One scoring call for the spectral scores, with the normalisation their state chose.
-        b.irfft_score_max_update(
-            plan,
-            &mut g.y,
-            norm,
-            &mut g.work,
-            window,
-            best,
-            best_index,
-            index,
-            ssum,
-        )
+        b.irfft_score_max_update(plan, &mut g.y, norm, &mut g.work, window, rm)
     }
 }

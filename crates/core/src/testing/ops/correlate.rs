@@ -31,14 +31,16 @@ pub fn running_max_strict<B: Backend>(b: &B) {
     for (k, s) in [s0, s1].iter().enumerate() {
         b.score_max_update(
             &up(b, s),
-            ScoreNorm::Scaled {
+            Normalization::Scaled {
                 scale: FloatOf::<B>::from_f64(1.0),
             },
             CorrWindow { shift: &[0, 0] },
-            &mut best,
-            &mut idx,
-            IntOf::<B>::from_f64(k as f64),
-            &mut ssum,
+            RunningMax {
+                best: &mut best,
+                best_index: &mut idx,
+                index: IntOf::<B>::from_f64(k as f64),
+                ssum: &mut ssum,
+            },
         )
         .expect("score_max_update");
     }
@@ -104,9 +106,10 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
         let scale = FloatOf::<B>::from_f64(1.0 / f.len() as f64);
         let (n, e) = (FloatOf::<B>::from_f64(30.0), FloatOf::<B>::from_f64(1e-3));
         let zeros = || b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
+        let corr = || b.corr_spectrum(&plan).expect("corr_spectrum");
         for kind in 0..3 {
             let run = |fused: bool| {
-                let (mut x, mut y, mut y1, mut y2) = (zeros(), zeros(), zeros(), zeros());
+                let (mut x, mut y, mut y1, mut y2) = (zeros(), corr(), corr(), corr());
                 let mut work: Vec<Arr<B, FloatOf<B>>> =
                     (0..3).map(|_| b.zeros(fast).expect("zeros")).collect();
                 // Earlier rotations: a running max to beat, and an index to keep.
@@ -131,12 +134,12 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
                         .expect("rfft_pruned_mul_conj");
                     }
                     let norm = match kind {
-                        0 => SpectralNorm::Scaled { scale },
-                        1 => SpectralNorm::Denominator {
+                        0 => Normalization::Scaled { scale },
+                        1 => Normalization::Denominator {
                             scale,
                             inv_den: &den,
                         },
-                        _ => SpectralNorm::LocalNorm {
+                        _ => Normalization::Local {
                             scale,
                             c1: &mut y1,
                             c2: &mut y2,
@@ -144,33 +147,34 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
                             eps: e,
                         },
                     };
-                    b.irfft_score_max_update(
-                        &plan, &mut y, norm, &mut work, window, &mut best, &mut idx, index,
-                        &mut ssum,
-                    )
-                    .expect("irfft_score_max_update");
+                    let rm = RunningMax {
+                        best: &mut best,
+                        best_index: &mut idx,
+                        index,
+                        ssum: &mut ssum,
+                    };
+                    b.irfft_score_max_update(&plan, &mut y, norm, &mut work, window, rm)
+                        .expect("irfft_score_max_update");
                 } else {
                     let (w0, wr) = work.split_at_mut(1);
+                    let (y, y1, y2) = (y.scratch(), y1.scratch(), y2.scratch());
                     b.rfft_pruned(&plan, &t, nz, &mut x).expect("rfft_pruned");
-                    b.complex_mul_conj(&sf, &x, &mut y)
-                        .expect("complex_mul_conj");
-                    b.irfft(&plan, &mut y, &mut w0[0]).expect("irfft");
+                    b.complex_mul_conj(&sf, &x, y).expect("complex_mul_conj");
+                    b.irfft(&plan, y, &mut w0[0]).expect("irfft");
                     if kind == 2 {
                         b.rfft_pruned(&plan, &m, nz, &mut x).expect("rfft_pruned");
-                        b.complex_mul_conj(&sf, &x, &mut y1)
-                            .expect("complex_mul_conj");
-                        b.complex_mul_conj(&sf2, &x, &mut y2)
-                            .expect("complex_mul_conj");
-                        b.irfft(&plan, &mut y1, &mut wr[0]).expect("irfft");
-                        b.irfft(&plan, &mut y2, &mut wr[1]).expect("irfft");
+                        b.complex_mul_conj(&sf, &x, y1).expect("complex_mul_conj");
+                        b.complex_mul_conj(&sf2, &x, y2).expect("complex_mul_conj");
+                        b.irfft(&plan, y1, &mut wr[0]).expect("irfft");
+                        b.irfft(&plan, y2, &mut wr[1]).expect("irfft");
                     }
                     let norm = match kind {
-                        0 => ScoreNorm::Scaled { scale },
-                        1 => ScoreNorm::Denominator {
+                        0 => Normalization::Scaled { scale },
+                        1 => Normalization::Denominator {
                             scale,
                             inv_den: &den,
                         },
-                        _ => ScoreNorm::LocalNorm {
+                        _ => Normalization::Local {
                             scale,
                             c1: &wr[0],
                             c2: &wr[1],
@@ -178,7 +182,13 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
                             eps: e,
                         },
                     };
-                    b.score_max_update(&w0[0], norm, window, &mut best, &mut idx, index, &mut ssum)
+                    let rm = RunningMax {
+                        best: &mut best,
+                        best_index: &mut idx,
+                        index,
+                        ssum: &mut ssum,
+                    };
+                    b.score_max_update(&w0[0], norm, window, rm)
                         .expect("score_max_update");
                 }
                 (down(b, &best), down(b, &idx), down(b, &ssum)[[0]])
@@ -194,7 +204,7 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
             assert_close(&format!("{what}: best"), &flat(&fb), &flat(&ub), 0.0, 0.0);
             assert_close(&format!("{what}: ssum"), &[fs], &[us], 1e-9, 0.0);
         }
-        let (mut x, mut one) = (zeros(), zeros());
+        let (mut x, mut one) = (zeros(), corr());
         assert!(
             b.rfft_pruned_mul_conj(&plan, &t, nz, &mut x, &[&sf, &sf2], &mut [&mut one])
                 .is_err(),

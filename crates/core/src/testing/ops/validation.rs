@@ -1,7 +1,7 @@
 //! Argument rules shared by every backend (the CPU is the reference).
 
 use crate::backend::*;
-use crate::dtype::Real;
+use crate::dtype::{Float, Index, Real};
 
 /// The argument rules on which the CPU is the reference and every backend must agree: an
 /// empty `affine_transform` source is an error (not zeros), `flip` rejects a repeated axis
@@ -446,5 +446,203 @@ pub fn validation_linalg<B: Backend>(b: &B) {
     fails_with(
         b.matvec_csr_dot(&csr, &x3, &mut y2, &[true]),
         "shape mismatch in CSR matrix of matvec_csr_dot: expected a square matrix, got (2, 3)",
+    );
+}
+
+/// Correlate: blocks, windows, the score passes' running maximum, normalisations and work
+/// arrays, the fused products, MCC's inputs.
+pub fn validation_correlate<B: Backend>(b: &B) {
+    let (s33, s44) = (z(b, &[3, 3]), z(b, &[4, 4]));
+    let mut d24 = z(b, &[2, 4]);
+    fails_with(
+        b.write_corner(&s33, &mut d24),
+        "shape mismatch in write_corner: expected a block inside (2, 4), got (3, 3) at the corner",
+    );
+    let mut d44 = z(b, &[4, 4]);
+    fails_with(
+        b.insert_block(&z(b, &[2, 2]), &[3, 0], &mut d44),
+        "shape mismatch in insert_block: expected a block inside (4, 4), got (2, 2) at [3, 0]",
+    );
+    fails_with(
+        b.insert_block(&z(b, &[2, 2]), &[0], &mut d44),
+        "shape mismatch in insert_block: expected a block inside (4, 4), got (2, 2) at [0]",
+    );
+    let per = WindowExtension::Periodic(&[4, 4]);
+    fails_with(
+        b.gather_window(&s44, &[0], &[4, 4], per, &mut d44),
+        "shape mismatch in gather_window: expected dst, start and len with 2 axes like src \
+         (4, 4), got dst (4, 4), start [0], len [4, 4]",
+    );
+    fails_with(
+        b.gather_window(
+            &s44,
+            &[0, 0],
+            &[4, 4],
+            WindowExtension::Periodic(&[2, 4]),
+            &mut d44,
+        ),
+        "shape mismatch in gather_window: period: expected ≥ (4, 4), got (2, 4)",
+    );
+    // A symmetric extension of nothing (the host kernel divided by zero here).
+    fails_with(
+        b.gather_window(
+            &z(b, &[0, 4]),
+            &[0, 0],
+            &[4, 4],
+            WindowExtension::Symmetric,
+            &mut d44,
+        ),
+        "`gather_window: src (0, 4)` is empty (zero-sized array)",
+    );
+    let (scale, n, eps) = (
+        FloatOf::<B>::from_f64(1.0),
+        FloatOf::<B>::from_f64(2.0),
+        FloatOf::<B>::EPS,
+    );
+    let w = CorrWindow { shift: &[0, 0] };
+    fails_with(
+        b.inverse_denominator(&s44, &z(b, &[4, 3]), w, scale, n, eps, &mut d44),
+        "shape mismatch in inverse_denominator: c2 vs c1: expected (4, 4), got (4, 3)",
+    );
+    fails_with(
+        b.inverse_denominator(
+            &s44,
+            &s44,
+            CorrWindow { shift: &[0] },
+            scale,
+            n,
+            eps,
+            &mut d44,
+        ),
+        "shape mismatch in inverse_denominator: window: expected an output with the axes of the \
+         grid (4, 4) (at least one), one shift per axis, got output (4, 4) and shift [0]",
+    );
+    fails_with(
+        b.inverse_denominator(&z(b, &[4, 0]), &z(b, &[4, 0]), w, scale, n, eps, &mut d44),
+        "`inverse_denominator: FFT grid (4, 0)` is empty (zero-sized array)",
+    );
+
+    // The score passes.
+    let mut best = z(b, &[3, 3]);
+    let mut idx = b.zeros::<IntOf<B>>(&[3, 3]).expect("zeros");
+    let mut idx_wrong = b.zeros::<IntOf<B>>(&[3, 2]).expect("zeros");
+    let mut ssum = b.zeros::<f64>(&[1]).expect("zeros");
+    let mut ssum_wrong = b.zeros::<f64>(&[2]).expect("zeros");
+    let index = IntOf::<B>::from_usize(1).expect("index");
+    let scaled = Normalization::Scaled { scale };
+    let rm = RunningMax {
+        best: &mut best,
+        best_index: &mut idx_wrong,
+        index,
+        ssum: &mut ssum,
+    };
+    fails_with(
+        b.score_max_update(&s44, scaled, w, rm),
+        "shape mismatch in score_max_update: best_index vs best: expected (3, 3), got (3, 2)",
+    );
+    let rm = RunningMax {
+        best: &mut best,
+        best_index: &mut idx,
+        index,
+        ssum: &mut ssum_wrong,
+    };
+    fails_with(
+        b.score_max_update(&s44, scaled, w, rm),
+        "shape mismatch in score_max_update: ssum: expected (1,), got (2,)",
+    );
+    let mut rm = RunningMax {
+        best: &mut best,
+        best_index: &mut idx,
+        index,
+        ssum: &mut ssum,
+    };
+    let den = Normalization::Denominator {
+        scale,
+        inv_den: &s44,
+    };
+    fails_with(
+        b.score_max_update(&s44, den, w, rm.reborrow()),
+        "shape mismatch in score_max_update: inv_den vs best: expected (3, 3), got (4, 4)",
+    );
+    let local = Normalization::Local {
+        scale,
+        c1: &s44,
+        c2: &s33,
+        n,
+        eps,
+    };
+    fails_with(
+        b.score_max_update(&s44, local, w, rm.reborrow()),
+        "shape mismatch in score_max_update: c2 vs corr: expected (4, 4), got (3, 3)",
+    );
+
+    // The fused pair on a (4, 4) grid.
+    let plan = b.fft_plan(&[4, 4], &[0, 1]).expect("plan");
+    let mut spec = b.zeros::<ComplexOf<B>>(&[4, 3]).expect("zeros");
+    let f = b.zeros::<ComplexOf<B>>(&[4, 3]).expect("zeros");
+    let f_wrong = b.zeros::<ComplexOf<B>>(&[4, 4]).expect("zeros");
+    let mut y = b.corr_spectrum(&plan).expect("corr_spectrum");
+    fails_with(
+        b.rfft_pruned_mul_conj(&plan, &s44, &[2, 2], &mut spec, &[&f, &f], &mut [&mut y]),
+        "shape mismatch in rfft_pruned_mul_conj: outs: expected 2 arrays (one per factor), got 1",
+    );
+    fails_with(
+        b.rfft_pruned_mul_conj(&plan, &s44, &[2, 2], &mut spec, &[&f_wrong], &mut [&mut y]),
+        "shape mismatch in rfft_pruned_mul_conj: factors[0] vs spec: expected (4, 3), got (4, 4)",
+    );
+    fails_with(
+        b.rfft_pruned_mul_conj(&plan, &s33, &[2, 2], &mut spec, &[&f], &mut [&mut y]),
+        "FFT plan mismatch: plan is for real (4, 4) ↔ complex (4, 3) over axes [0, 1], got \
+         rfft_pruned_mul_conj: real `input` (3, 3) and complex `out` (4, 3)",
+    );
+    let mut work = vec![z(b, &[4, 4])];
+    let mut big = z(b, &[5, 4]);
+    let mut big_idx = b.zeros::<IntOf<B>>(&[5, 4]).expect("zeros");
+    let too_big = RunningMax {
+        best: &mut big,
+        best_index: &mut big_idx,
+        index,
+        ssum: &mut ssum,
+    };
+    fails_with(
+        b.irfft_score_max_update(
+            &plan,
+            &mut y,
+            Normalization::Scaled { scale },
+            &mut work,
+            w,
+            too_big,
+        ),
+        "shape mismatch in irfft_score_max_update: best: expected at most the FFT grid (4, 4) \
+         on every axis, got (5, 4) (axis 0)",
+    );
+    let (mut c1, mut c2) = (
+        b.corr_spectrum(&plan).expect("corr_spectrum"),
+        b.corr_spectrum(&plan).expect("corr_spectrum"),
+    );
+    let mut best = z(b, &[3, 3]);
+    let rm = RunningMax {
+        best: &mut best,
+        best_index: &mut idx,
+        index,
+        ssum: &mut ssum,
+    };
+    let local = Normalization::Local {
+        scale,
+        c1: &mut c1,
+        c2: &mut c2,
+        n,
+        eps,
+    };
+    fails_with(
+        b.irfft_score_max_update(&plan, &mut y, local, &mut work, w, rm),
+        "shape mismatch in irfft_score_max_update: work: expected 3 arrays of the grid (4, 4), \
+         got 1 arrays",
+    );
+
+    let mut c_ft = z(b, &[4, 4]);
+    fails_with(
+        b.combine_masked_correlations(&mut c_ft, &s44, &s33, &s44, &s44, &s44, scale, eps, scale),
+        "shape mismatch in combine_masked_correlations: c_tt vs c_ft: expected (4, 4), got (3, 3)",
     );
 }

@@ -1,0 +1,496 @@
+//! Reference (host) implementations of the [`Correlate`](super::Correlate) kernels over
+//! row-major slices.
+//!
+//! Kernels that write an output-shaped array take a range of axis-0 indices (`rows`) and the
+//! matching sub-slices of the outputs, so a backend can split the work across threads.
+
+use std::ops::Range;
+
+use super::{Normalization, WindowExtension};
+use crate::dtype::{Element, Float, Index};
+use crate::error::{Error, Result, fmt_shape};
+use crate::shape::strides;
+
+#[inline(always)]
+fn f64_of<T: Float>(x: T) -> f64 {
+    <T as crate::dtype::Real>::as_f64(x)
+}
+
+/// [`Normalization`] on host slices: for [`score_max_update`] the whole output-shaped
+/// denominator and the whole FFT-grid mask correlations; for [`score_line`] the same restricted
+/// to one line (the denominator's output line, indexed like `best`; the mask correlations'
+/// FFT-grid line, indexed like `corr`).
+pub type Norm<'a, T> = Normalization<T, &'a [T], &'a [T]>;
+
+/// Per-axis source index maps `(x + shift) mod fast` for `x < out[k]`.
+pub fn index_maps(fast: &[usize], shift: &[isize], out: &[usize]) -> Result<Vec<Vec<usize>>> {
+    if fast.len() != out.len() || shift.len() != out.len() {
+        return Err(Error::shape(
+            "correlation window",
+            format!("{} axes", out.len()),
+            format!("grid {} shift {:?}", fmt_shape(fast), shift),
+        ));
+    }
+    Ok((0..out.len())
+        .map(|k| {
+            let f = fast[k] as isize;
+            (0..out[k])
+                .map(|x| (x as isize + shift[k]).rem_euclid(f) as usize)
+                .collect()
+        })
+        .collect())
+}
+
+/// Flat source offsets of the lines (all axes but the last) of output rows `rows`, and the
+/// last-axis map.
+fn line_offsets(
+    fast: &[usize],
+    shift: &[isize],
+    out: &[usize],
+    rows: Range<usize>,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let maps = index_maps(fast, shift, out)?;
+    let st = strides(fast);
+    let d = out.len();
+    let mut offs = vec![0usize];
+    for k in 0..d - 1 {
+        let idx: Vec<usize> = if k == 0 {
+            maps[0][rows.clone()].to_vec()
+        } else {
+            maps[k].clone()
+        };
+        let mut next = Vec::with_capacity(offs.len() * idx.len());
+        for &o in &offs {
+            for &i in &idx {
+                next.push(o + i * st[k]);
+            }
+        }
+        offs = next;
+    }
+    let last = if d == 1 {
+        maps[0][rows].to_vec()
+    } else {
+        maps[d - 1].clone()
+    };
+    Ok((offs, last))
+}
+
+/// Host kernel of [`super::Correlate::score_max_update`] for output rows `rows` (axis 0);
+/// `best`/`best_index` are the slices of those rows. Returns Σ score² over them.
+///
+/// Always inlined so a backend can instantiate it inside a `#[target_feature]` wrapper
+/// (wider vectors for the f64 normalisation).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn score_max_update<T: Float, I: Index>(
+    corr: &[T],
+    fast: &[usize],
+    norm: &Norm<'_, T>,
+    shift: &[isize],
+    out: &[usize],
+    rows: Range<usize>,
+    best: &mut [T],
+    best_index: &mut [I],
+    index: I,
+) -> Result<f64> {
+    let total: usize = fast.iter().product();
+    if corr.len() != total {
+        return Err(Error::shape(
+            "correlation",
+            fmt_shape(fast),
+            format!("{} values", corr.len()),
+        ));
+    }
+    let row_len: usize = out[1..].iter().product();
+    let nrows = rows.len();
+    if best.len() != nrows * row_len || best_index.len() != best.len() {
+        return Err(Error::shape(
+            "best",
+            format!("{} values", nrows * row_len),
+            best.len(),
+        ));
+    }
+    match *norm {
+        Normalization::Local { c1, c2, .. } if c1.len() != total || c2.len() != total => {
+            return Err(Error::shape(
+                "FLC mask correlations",
+                fmt_shape(fast),
+                c1.len(),
+            ));
+        }
+        Normalization::Denominator { inv_den, .. }
+            if inv_den.len() != out.iter().product::<usize>() =>
+        {
+            return Err(Error::shape(
+                "inverse denominator",
+                fmt_shape(out),
+                inv_den.len(),
+            ));
+        }
+        _ => {}
+    }
+    let first = rows.start * row_len;
+    let (offs, last) = line_offsets(fast, shift, out, rows)?;
+    let nl = last.len();
+    let segs = line_runs(&last);
+    // The line of the denominator (output) and of the mask correlations (FFT grid).
+    let line_norm = |base: usize, o: usize| norm.map(|den| &den[o..o + nl], |c| &c[base..]);
+    let mut acc = [0.0f64; LANES];
+    for (li, &base) in offs.iter().enumerate() {
+        let o0 = li * nl;
+        score_line(
+            &corr[base..],
+            &line_norm(base, first + o0),
+            &segs,
+            &mut best[o0..o0 + nl],
+            &mut best_index[o0..o0 + nl],
+            index,
+            &mut acc,
+        );
+    }
+    Ok(fold_lanes(&acc))
+}
+
+/// Partial sums of score² the score kernels keep (one 512-bit vector of `f64`): wide
+/// enough that the accumulation vectorises instead of adding lane by lane.
+pub const LANES: usize = 8;
+
+/// The partial sums of score² added pairwise (a fixed order).
+pub fn fold_lanes(acc: &[f64; LANES]) -> f64 {
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+/// Scores one output line from one FFT-grid line and folds them into `best`/`best_index`
+/// (the output line) and the [`LANES`] partial sums `acc` of score². `segs` are the
+/// [`line_runs`] of the last-axis map: output `j0..j0 + len` reads `c[src0..src0 + len]`.
+///
+/// Always inlined, like [`score_max_update`], for `#[target_feature]` wrappers.
+#[inline(always)]
+pub fn score_line<T: Float, I: Index>(
+    c: &[T],
+    norm: &Norm<'_, T>,
+    segs: &[(usize, usize, usize)],
+    best: &mut [T],
+    best_index: &mut [I],
+    index: I,
+    acc: &mut [f64; LANES],
+) {
+    for &(j0, src0, len) in segs {
+        let c = &c[src0..src0 + len];
+        let b = &mut best[j0..j0 + len];
+        let bi = &mut best_index[j0..j0 + len];
+        match *norm {
+            Normalization::Scaled { scale } => {
+                update_run(b, bi, index, acc, |k, s| {
+                    for (o, &v) in s.iter_mut().zip(&c[k..]) {
+                        *o = v * scale;
+                    }
+                });
+            }
+            Normalization::Denominator { scale, inv_den } => {
+                let dd = &inv_den[j0..j0 + len];
+                update_run(b, bi, index, acc, |k, s| {
+                    for ((o, &v), &d) in s.iter_mut().zip(&c[k..]).zip(&dd[k..]) {
+                        *o = v * scale * d;
+                    }
+                });
+            }
+            Normalization::Local {
+                scale,
+                c1,
+                c2,
+                n,
+                eps,
+            } => {
+                // e = c·scale/n for all three FLC correlations; only the variance needs f64.
+                let k = f64_of(scale) / f64_of(n);
+                let kt = T::from_f64(k);
+                let (a1, a2) = (&c1[src0..src0 + len], &c2[src0..src0 + len]);
+                update_run(b, bi, index, acc, |j, s| {
+                    for (((o, &v), &u1), &u2) in
+                        s.iter_mut().zip(&c[j..]).zip(&a1[j..]).zip(&a2[j..])
+                    {
+                        *o = local_score_mixed(v, u1, u2, k, kt, eps);
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Maximal runs `(j0, src0, len)` of consecutive source indices in a last-axis map, so the
+/// kernels read contiguous slices instead of gathering element by element.
+pub fn line_runs(last: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut v: Vec<(usize, usize, usize)> = Vec::new();
+    for (j, &i) in last.iter().enumerate() {
+        match v.last_mut() {
+            Some((_, s0, len)) if *s0 + *len == i => *len += 1,
+            _ => v.push((j, i, 1)),
+        }
+    }
+    v
+}
+
+/// Scores of one contiguous run, produced `CH` at a time by `fill(k, scores)` (offset `k`
+/// into the run), folded into `best`/`best_index` and into the [`LANES`] partial sums of `s²`.
+#[inline(always)]
+fn update_run<T: Float, I: Index>(
+    best: &mut [T],
+    best_index: &mut [I],
+    index: I,
+    acc: &mut [f64; LANES],
+    mut fill: impl FnMut(usize, &mut [T]),
+) {
+    const CH: usize = 64;
+    let mut buf = [T::from_f64(0.0); CH];
+    let n = best.len();
+    let mut k = 0;
+    while k < n {
+        let m = CH.min(n - k);
+        let s = &mut buf[..m];
+        fill(k, s);
+        let mut ch = s.chunks_exact(LANES);
+        for q in &mut ch {
+            for l in 0..LANES {
+                acc[l] += f64_of(q[l] * q[l]);
+            }
+        }
+        for &v in ch.remainder() {
+            acc[0] += f64_of(v * v);
+        }
+        for ((b, bi), &v) in best[k..k + m]
+            .iter_mut()
+            .zip(&mut best_index[k..k + m])
+            .zip(s.iter())
+        {
+            let up = v > *b;
+            *b = if up { v } else { *b };
+            *bi = if up { index } else { *bi };
+        }
+        k += m;
+    }
+}
+
+/// `1 / (s · n)` of pytme's `norm_scores` from `C(f, m)`, `C(f², m)` (already scaled).
+#[inline(always)]
+pub fn inv_den(c1: f64, c2: f64, n: f64, eps: f64) -> f64 {
+    let e1 = c1 / n;
+    let e2 = c2 / n;
+    let mut s = (e2 - e1 * e1).max(0.0).sqrt();
+    if s < eps {
+        s = 1.0;
+    }
+    1.0 / (s * n)
+}
+
+/// FLC score from the unscaled correlations `c = C(f, t̂)`, `u1 = C(f, m)`,
+/// `u2 = C(f², m)`, with `k = scale / n` (and `kt`, the same in `T`): the local variance
+/// `e2 − e1²` (`e = u·k`) is formed in f64, where its cancellation is harmless; the square
+/// root and the division run in `T`. For `f32` data that is the same result to a few f32
+/// ulps (the inputs are f32 FFT outputs anyway) at a fraction of the cost of f64
+/// division/square root, the throughput limit of this pass.
+#[inline(always)]
+pub fn local_score_mixed<T: Float>(c: T, u1: T, u2: T, k: f64, kt: T, eps: T) -> T {
+    let e1 = f64_of(u1) * k;
+    let var = f64_of(u2) * k - e1 * e1;
+    let mut s = T::from_f64(var).max(T::zero()).sqrt();
+    if s < eps {
+        s = T::one();
+    }
+    c * kt / s
+}
+
+/// Host kernel of [`super::Correlate::inverse_denominator`] for output rows `rows`.
+pub fn inverse_denominator<T: Float>(
+    c1: &[T],
+    c2: &[T],
+    fast: &[usize],
+    shift: &[isize],
+    scale: T,
+    n: T,
+    eps: T,
+    out: &[usize],
+    rows: Range<usize>,
+    dst: &mut [T],
+) -> Result<()> {
+    let total: usize = fast.iter().product();
+    if c1.len() != total || c2.len() != total {
+        return Err(Error::shape("mask correlations", fmt_shape(fast), c1.len()));
+    }
+    let row_len: usize = out[1..].iter().product();
+    if dst.len() != rows.len() * row_len {
+        return Err(Error::shape("denominator", rows.len() * row_len, dst.len()));
+    }
+    let (offs, last) = line_offsets(fast, shift, out, rows)?;
+    let (sc, nf, ep) = (f64_of(scale), f64_of(n), f64_of(eps));
+    let nl = last.len();
+    for (li, &base) in offs.iter().enumerate() {
+        for j in 0..nl {
+            let q = base + last[j];
+            dst[li * nl + j] = T::from_f64(inv_den(f64_of(c1[q]) * sc, f64_of(c2[q]) * sc, nf, ep));
+        }
+    }
+    Ok(())
+}
+
+/// Host kernel of [`super::Correlate::gather_window`].
+pub fn gather_window<T: Float>(
+    src: &[T],
+    sshape: &[usize],
+    start: &[isize],
+    len: &[usize],
+    ext: WindowExtension<'_>,
+    dst: &mut [T],
+    dshape: &[usize],
+) -> Result<()> {
+    let d = sshape.len();
+    if dshape.len() != d || start.len() != d || len.len() != d {
+        return Err(Error::shape(
+            "gather_window",
+            format!("{d} axes"),
+            fmt_shape(dshape),
+        ));
+    }
+    if let WindowExtension::Periodic(p) = ext
+        && (p.len() != d || p.iter().zip(sshape).any(|(p, s)| p < s))
+    {
+        return Err(Error::shape(
+            "gather_window period",
+            format!("≥ {}", fmt_shape(sshape)),
+            fmt_shape(p),
+        ));
+    }
+    // Per-axis source index (None = zero) for every destination index.
+    let maps: Vec<Vec<Option<usize>>> = (0..d)
+        .map(|k| {
+            (0..dshape[k])
+                .map(|j| {
+                    if j >= len[k] {
+                        return None;
+                    }
+                    let p = start[k] + j as isize;
+                    let s = sshape[k] as isize;
+                    match ext {
+                        WindowExtension::Periodic(per) => {
+                            let q = p.rem_euclid(per[k] as isize);
+                            (q < s).then_some(q as usize)
+                        }
+                        WindowExtension::Symmetric => {
+                            let q = p.rem_euclid(2 * s);
+                            Some(if q >= s {
+                                (2 * s - 1 - q) as usize
+                            } else {
+                                q as usize
+                            })
+                        }
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let sst = strides(sshape);
+    let dst_st = strides(dshape);
+    let total: usize = dshape.iter().product();
+    if dst.len() != total || src.len() != sshape.iter().product::<usize>() {
+        return Err(Error::shape(
+            "gather_window buffers",
+            fmt_shape(dshape),
+            dst.len(),
+        ));
+    }
+    let mut idx = vec![0usize; d];
+    for (flat, v) in dst.iter_mut().enumerate() {
+        let mut rem = flat;
+        for k in 0..d {
+            idx[k] = rem / dst_st[k];
+            rem %= dst_st[k];
+        }
+        let mut off = 0usize;
+        let mut zero = false;
+        for k in 0..d {
+            match maps[k][idx[k]] {
+                Some(i) => off += i * sst[k],
+                None => {
+                    zero = true;
+                    break;
+                }
+            }
+        }
+        *v = if zero { T::zero() } else { src[off] };
+    }
+    Ok(())
+}
+
+/// Host kernel of [`super::Correlate::insert_block`].
+pub fn insert_block<T: Element>(
+    src: &[T],
+    sshape: &[usize],
+    offset: &[usize],
+    dst: &mut [T],
+    dshape: &[usize],
+) -> Result<()> {
+    let d = sshape.len();
+    if dshape.len() != d || offset.len() != d || (0..d).any(|k| offset[k] + sshape[k] > dshape[k]) {
+        return Err(Error::shape(
+            "insert_block",
+            format!("a block inside {}", fmt_shape(dshape)),
+            format!("{} at {:?}", fmt_shape(sshape), offset),
+        ));
+    }
+    let (sst, dstr) = (strides(sshape), strides(dshape));
+    let nl = sshape[d - 1];
+    let lines = src.len() / nl.max(1);
+    for l in 0..lines {
+        let mut rem = l * nl;
+        let mut off = offset[d - 1];
+        for k in 0..d - 1 {
+            let i = rem / sst[k];
+            rem %= sst[k];
+            off += (i + offset[k]) * dstr[k];
+        }
+        dst[off..off + nl].copy_from_slice(&src[l * nl..(l + 1) * nl]);
+    }
+    Ok(())
+}
+
+/// Host kernel of [`super::Correlate::combine_masked_correlations`]: `c_ft` is overwritten by the scores;
+/// `rest = [c_fm, c_tt, c_f2m, c_tt2, c_tm]`.
+pub fn combine_masked_correlations<T: Float>(
+    c_ft: &mut [T],
+    rest: [&[T]; 5],
+    scale: T,
+    eps: T,
+    overlap_ratio: T,
+) {
+    let [c_fm, c_tt, c_f2m, c_tt2, c_tm] = rest;
+    let (sc, ep) = (f64_of(scale), f64_of(eps));
+    let n = c_ft.len();
+    let mut den = vec![0.0f64; n];
+    let mut max_den = 0.0f64;
+    let mut max_ov = f64::NEG_INFINITY;
+    for i in 0..n {
+        let ov = (f64_of(c_tm[i]) * sc).max(ep);
+        let fm = f64_of(c_fm[i]) * sc;
+        let tt = f64_of(c_tt[i]) * sc;
+        let fix = (f64_of(c_f2m[i]) * sc - fm * fm / ov).max(0.0);
+        let mov = (f64_of(c_tt2[i]) * sc - tt * tt / ov).max(0.0);
+        den[i] = (fix * mov).sqrt();
+        max_den = max_den.max(den[i]);
+        max_ov = max_ov.max(ov);
+    }
+    for i in 0..n {
+        let ov = (f64_of(c_tm[i]) * sc).max(ep);
+        if ov < f64_of(overlap_ratio) * max_ov {
+            c_ft[i] = T::zero();
+            continue;
+        }
+        let fm = f64_of(c_fm[i]) * sc;
+        let tt = f64_of(c_tt[i]) * sc;
+        let num = f64_of(c_ft[i]) * sc - fm * tt / ov;
+        let mut d = den[i];
+        if d < 1e3 * ep * max_den {
+            d = 1.0;
+        }
+        c_ft[i] = T::from_f64((num / d).clamp(-1.0, 1.0));
+    }
+}

@@ -1,0 +1,334 @@
+//! The [`Correlate`] family: fused kernels of correlation-based template matching, their
+//! argument types ([`Normalization`], [`RunningMax`], [`CorrSpectrum`]), the argument checks
+//! every backend calls (`check_*`), and the host reference kernels ([`host`]).
+
+use crate::backend::{
+    Arr, ArrayMeta, BackendTypes, ComplexOf, Elementwise, FftPlan, FloatOf, Memory, PadMode,
+    Resample, Spectral,
+};
+use crate::dtype::{Element, Float, Index};
+use crate::error::{Error, Result};
+
+mod check;
+pub mod host;
+mod norm;
+pub use check::*;
+pub use norm::*;
+
+/// How an output voxel `x` reads a correlation computed on a (larger) FFT grid `fast`:
+/// `c[(x + shift) mod fast]` per axis. pytme's circular alignment is `shift = −(n//2)`.
+#[derive(Debug, Clone, Copy)]
+pub struct CorrWindow<'a> {
+    /// Per-axis offset (may be negative).
+    pub shift: &'a [isize],
+}
+
+/// How [`Correlate::gather_window`] extends the source beyond its edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowExtension<'a> {
+    /// The source zero-padded at the high end to `period` per axis, then periodic (pytme's
+    /// circular correlation over `fast_shape(target)`).
+    Periodic(&'a [usize]),
+    /// numpy's `np.pad(mode="symmetric")` extension, repeated indefinitely.
+    Symmetric,
+}
+
+/// Fused kernels of correlation-based template matching (one pass over a volume each).
+///
+/// The defaults marked *host* run through [`Memory::download`] / [`Memory::upload`] with the
+/// reference kernels of [`host`]: correct on every backend, slow on a device. Backends
+/// override them (the CPU backend calls the same [`host`] kernels in parallel in place). Every
+/// implementation, default or not, validates its arguments with the `check_*` function of its
+/// op first, so the same mistake reads the same on every backend.
+pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
+    /// Copies `src` into the corner `[0, src.shape)` of `dst`. Elements of `dst` outside that
+    /// box must already be zero and may be left untouched (a template placed in a zeroed FFT
+    /// buffer every rotation). Default: [`Resample::pad`] with zeros (rewrites all of `dst`).
+    /// Checks: [`check_write_corner`].
+    fn write_corner<T: Float>(&self, src: &Arr<Self, T>, dst: &mut Arr<Self, T>) -> Result<()> {
+        check_write_corner(src.shape(), dst.shape())?;
+        let before = vec![0usize; src.ndim()];
+        self.pad(src, &before, PadMode::Zero, dst)
+    }
+
+    /// `dst[offset + j] = src[j]` for every `j` in `src` (a tile merged into a full map), the
+    /// rest of `dst` unchanged. Default: *host*. Checks: [`check_insert_block`].
+    fn insert_block<T: Element>(
+        &self,
+        src: &Arr<Self, T>,
+        offset: &[usize],
+        dst: &mut Arr<Self, T>,
+    ) -> Result<()> {
+        check_insert_block(src.shape(), offset, dst.shape())?;
+        let s = self.download(src)?;
+        let mut d = self.download(dst)?;
+        host::insert_block(
+            slice(&s)?,
+            s.shape(),
+            offset,
+            slice_mut(&mut d)?,
+            dst.shape(),
+        )?;
+        let up = self.upload(d.view())?;
+        self.copy(&up, dst)
+    }
+
+    /// `dst[j] = ext(src)[start + j]` for `j < len` on every axis, 0 beyond `len` (a target,
+    /// or a tile of it with its margin, placed in an FFT buffer). Default: *host*. Checks:
+    /// [`check_gather_window`].
+    fn gather_window<T: Float>(
+        &self,
+        src: &Arr<Self, T>,
+        start: &[isize],
+        len: &[usize],
+        ext: WindowExtension<'_>,
+        dst: &mut Arr<Self, T>,
+    ) -> Result<()> {
+        check_gather_window(src.shape(), start, len, ext, dst.shape())?;
+        let s = self.download(src)?;
+        let mut d = self.download(dst)?;
+        host::gather_window(
+            slice(&s)?,
+            s.shape(),
+            start,
+            len,
+            ext,
+            slice_mut(&mut d)?,
+            dst.shape(),
+        )?;
+        let up = self.upload(d.view())?;
+        self.copy(&up, dst)
+    }
+
+    /// pytme's `norm_scores` denominator, once: `out[x] = 1 / (s · n)` with
+    /// `e1 = scale·c1/n`, `e2 = scale·c2/n`, `s = √max(e2 − e1², 0)` (1 where `s < eps`), `c1`,
+    /// `c2` read through `window`. `out` has the output shape. Default: *host*. Checks:
+    /// [`check_inverse_denominator`].
+    fn inverse_denominator<T: Float>(
+        &self,
+        c1: &Arr<Self, T>,
+        c2: &Arr<Self, T>,
+        window: CorrWindow<'_>,
+        scale: T,
+        n: T,
+        eps: T,
+        out: &mut Arr<Self, T>,
+    ) -> Result<()> {
+        check_inverse_denominator(c1.shape(), c2.shape(), window, out.shape())?;
+        let (h1, h2) = (self.download(c1)?, self.download(c2)?);
+        let mut o = self.download(out)?;
+        let oshape = out.shape().to_vec();
+        host::inverse_denominator(
+            slice(&h1)?,
+            slice(&h2)?,
+            c1.shape(),
+            window.shift,
+            scale,
+            n,
+            eps,
+            &oshape,
+            0..oshape[0],
+            slice_mut(&mut o)?,
+        )?;
+        let up = self.upload(o.view())?;
+        self.copy(&up, out)
+    }
+
+    /// The matching inner loop's last pass, fused: reads the correlation `corr` (FFT grid)
+    /// through `window`, normalises it by `norm`, and updates the running maximum `rm` (strict
+    /// `>`, NaN never wins; output shape); adds Σ score² over the output to `rm.ssum`.
+    /// Default: *host*. Checks: [`check_score_max_update`].
+    fn score_max_update<T: Float, I: Index>(
+        &self,
+        corr: &Arr<Self, T>,
+        norm: ScoreNorm<'_, Self, T>,
+        window: CorrWindow<'_>,
+        rm: RunningMax<'_, Self, T, I>,
+    ) -> Result<()> {
+        check_score_max_update(corr, &norm, window, &rm)?;
+        let RunningMax {
+            best,
+            best_index,
+            index,
+            ssum,
+        } = rm;
+        let c = self.download(corr)?;
+        let oshape = best.shape().to_vec();
+        let hn = norm.try_map(|d| self.download(d), |c| self.download(c))?;
+        let hn = hn.as_ref().try_map(|d| slice(d), |c| slice(c))?;
+        let mut b = self.download(best)?;
+        let mut bi = self.download(best_index)?;
+        let s = host::score_max_update(
+            slice(&c)?,
+            corr.shape(),
+            &hn,
+            window.shift,
+            &oshape,
+            0..oshape[0],
+            slice_mut(&mut b)?,
+            slice_mut(&mut bi)?,
+            index,
+        )?;
+        let mut ss = self.download(ssum)?;
+        slice_mut(&mut ss)?[0] += s;
+        let (ub, ubi, us) = (
+            self.upload(b.view())?,
+            self.upload(bi.view())?,
+            self.upload(ss.view())?,
+        );
+        self.copy(&ub, best)?;
+        self.copy(&ubi, best_index)?;
+        self.copy(&us, ssum)
+    }
+
+    /// A buffer for the products of [`Correlate::rfft_pruned_mul_conj`] with `plan` (zeros
+    /// of its complex shape; the only way to make a [`CorrSpectrum`]).
+    fn corr_spectrum(&self, plan: &Self::Fft) -> Result<CorrSpectrum<Self>> {
+        Ok(CorrSpectrum::new(self.zeros(plan.complex_shape())?))
+    }
+
+    /// The matching loop's forward transform and spectrum products in one call:
+    /// `outs[q] = factors[q] · conj(rfft_pruned(input))` for an input zero outside `nonzero`
+    /// (see [`Spectral::rfft_pruned`]), for [`Correlate::irfft_score_max_update`] with the same
+    /// plan to consume.
+    ///
+    /// The products are written in the backend's *correlation layout* ([`CorrSpectrum`]),
+    /// which only [`Correlate::irfft_score_max_update`] reads: the default's is the plain half
+    /// spectrum; the CPU backend's, for volumes larger than its L2 cache, is the products
+    /// already inverse-transformed along the slowest axis (its forward transform's last pass
+    /// runs the product and that axis' inverse on each line while it is in cache, so the
+    /// products are never written and read back in between; bit-identical to the unfused
+    /// sequence). `spec` is scratch of the complex shape, unspecified afterwards. Default:
+    /// [`Spectral::rfft_pruned`] into `spec`, then [`Elementwise::complex_mul_conj`]. Checks:
+    /// [`check_rfft_pruned_mul_conj`].
+    fn rfft_pruned_mul_conj(
+        &self,
+        plan: &Self::Fft,
+        input: &Arr<Self, FloatOf<Self>>,
+        nonzero: &[usize],
+        spec: &mut Arr<Self, ComplexOf<Self>>,
+        factors: &[&Arr<Self, ComplexOf<Self>>],
+        outs: &mut [&mut CorrSpectrum<Self>],
+    ) -> Result<()> {
+        check_rfft_pruned_mul_conj::<Self>(
+            plan,
+            input.shape(),
+            nonzero,
+            spec.shape(),
+            factors,
+            outs,
+        )?;
+        self.rfft_pruned(plan, input, nonzero, spec)?;
+        for (f, o) in factors.iter().zip(outs.iter_mut()) {
+            self.complex_mul_conj(f, spec, o.layout_mut())?;
+        }
+        Ok(())
+    }
+
+    /// The matching loop's inverse transforms and score pass in one call: `corr =
+    /// irfft(spec)` (for [`Normalization::Local`] also `c1`, `c2` from theirs), then
+    /// [`Correlate::score_max_update`] with the same normalisation. The products were written
+    /// by [`Correlate::rfft_pruned_mul_conj`] with the same plan, and are clobbered. `work`
+    /// holds [`Normalization::correlations`] real arrays of the plan's real shape for the
+    /// correlations; a backend that fuses the last inverse pass with the score update (the CPU
+    /// backend: each slab is scored while it is in cache, so the correlations are never written
+    /// out) may leave them untouched. The result equals `rfft_pruned` → `complex_mul_conj` →
+    /// `irfft` → `score_max_update` exactly, up to the summation order of `ssum`. Default:
+    /// [`irfft_then_score`]. Checks: [`check_irfft_score_max_update`].
+    fn irfft_score_max_update<I: Index>(
+        &self,
+        plan: &Self::Fft,
+        spec: &mut CorrSpectrum<Self>,
+        norm: SpectralNorm<'_, Self>,
+        work: &mut [Arr<Self, FloatOf<Self>>],
+        window: CorrWindow<'_>,
+        rm: RunningMax<'_, Self, FloatOf<Self>, I>,
+    ) -> Result<()> {
+        check_irfft_score_max_update(plan, spec, &norm, work, window, &rm)?;
+        irfft_then_score(self, plan, spec, norm, work, window, rm)
+    }
+
+    /// pytme's MCC (Padfield masked NCC) on the whole FFT grid, written into `c_ft`. Inputs are
+    /// unnormalised correlations (multiplied by `scale` here): `c_ft = C(f·T, t̂)`,
+    /// `c_fm = C(f·T, m_R)`, `c_tt = C(T, t̂)`, `c_f2m = C((f·T)², m_R)`, `c_tt2 = C(T, t̂²)`,
+    /// `c_tm = C(T, m_R)`. `ov = max(c_tm, eps)`; `num = c_ft − c_fm·c_tt/ov`;
+    /// `den = √(max(c_f2m − c_fm²/ov, 0) · max(c_tt2 − c_tt²/ov, 0))`, 1 where
+    /// `den < 1e3·eps·max(den)`; score `clip(num/den, −1, 1)`, 0 where
+    /// `ov < overlap_ratio·max(ov)` (maxima over the whole grid). Default: *host*. Checks:
+    /// [`check_combine_masked_correlations`].
+    fn combine_masked_correlations<T: Float>(
+        &self,
+        c_ft: &mut Arr<Self, T>,
+        c_fm: &Arr<Self, T>,
+        c_tt: &Arr<Self, T>,
+        c_f2m: &Arr<Self, T>,
+        c_tt2: &Arr<Self, T>,
+        c_tm: &Arr<Self, T>,
+        scale: T,
+        eps: T,
+        overlap_ratio: T,
+    ) -> Result<()> {
+        let rest = [c_fm, c_tt, c_f2m, c_tt2, c_tm];
+        check_combine_masked_correlations(c_ft.shape(), rest.map(|a| a.shape()))?;
+        let mut a = self.download(c_ft)?;
+        let hs: Vec<_> = rest
+            .iter()
+            .map(|x| self.download(*x))
+            .collect::<Result<_>>()?;
+        host::combine_masked_correlations(
+            slice_mut(&mut a)?,
+            [
+                slice(&hs[0])?,
+                slice(&hs[1])?,
+                slice(&hs[2])?,
+                slice(&hs[3])?,
+                slice(&hs[4])?,
+            ],
+            scale,
+            eps,
+            overlap_ratio,
+        );
+        let up = self.upload(a.view())?;
+        self.copy(&up, c_ft)
+    }
+}
+
+/// The unfused [`Correlate::irfft_score_max_update`]: [`Spectral::irfft`] of each product into
+/// `work`, then [`Correlate::score_max_update`] (its default, and the fallback of a backend
+/// that fuses only some geometries). Valid for the default correlation layout (the plain half
+/// spectrum) and for a backend's whose layout its own `irfft` reads; the arguments are
+/// checked by the caller ([`check_irfft_score_max_update`]).
+pub fn irfft_then_score<B: Correlate, I: Index>(
+    b: &B,
+    plan: &B::Fft,
+    spec: &mut CorrSpectrum<B>,
+    norm: SpectralNorm<'_, B>,
+    work: &mut [Arr<B, FloatOf<B>>],
+    window: CorrWindow<'_>,
+    rm: RunningMax<'_, B, FloatOf<B>, I>,
+) -> Result<()> {
+    let need = norm.correlations();
+    let (w0, rest) = work.split_at_mut(1);
+    let corr = &mut w0[0];
+    b.irfft(plan, spec.layout_mut(), corr)?;
+    // The mask correlations, in order, into the next work arrays.
+    let mut rest = rest.iter_mut();
+    let norm = norm.try_map(Ok, |c| {
+        let w = rest
+            .next()
+            .ok_or_else(|| Error::shape("irfft_score_max_update: work", need, "fewer arrays"))?;
+        b.irfft(plan, c.layout_mut(), w)?;
+        let w: &Arr<B, FloatOf<B>> = w;
+        Ok::<_, Error>(w)
+    })?;
+    b.score_max_update(corr, norm, window, rm)
+}
+
+fn slice<T>(a: &ndarray::ArrayD<T>) -> Result<&[T]> {
+    a.as_slice()
+        .ok_or_else(|| Error::invalid("array", "not in standard layout"))
+}
+fn slice_mut<T>(a: &mut ndarray::ArrayD<T>) -> Result<&mut [T]> {
+    a.as_slice_mut()
+        .ok_or_else(|| Error::invalid("array", "not in standard layout"))
+}
