@@ -82,7 +82,6 @@ impl SpectralFilter for Synthetic {
 
 struct Case {
     name: String,
-    meta: serde_json::Value,
     target: ArrayD<f32>,
     template: ArrayD<f32>,
     mask: Option<ArrayD<f32>>,
@@ -125,7 +124,6 @@ fn load(name: &str) -> Case {
             target: opt("target_filter.npy").map(f64s),
         },
         score: meta["score"].as_str().unwrap().parse().unwrap(),
-        meta,
     }
 }
 
