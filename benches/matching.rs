@@ -3,6 +3,9 @@
 //! * 3-D: target 128³, template 32³ with a ball mask (radius 15), 64 rotations,
 //!   FLCSphericalMask and FLC.
 //! * 2-D: target 2048², template 64² with a disc mask, 16 rotations, FLC.
+//! * 3-D FLC as above with a Fourier filter on the template and the target (a ±60° missing
+//!   wedge times a Gaussian bandpass, made here), against the unfiltered FLC (issue 17: within
+//!   1.1× per rotation).
 //!
 //! Peer: `benches/peers/matching_pytme.py` (pytme 0.3.6 `match_exhaustive`, numpyfftw backend,
 //! job_schedule=(1, 2), same sizes). Issue 3's targets: ≥ 4× (FLCSphericalMask) and ≥ 3.5× (FLC)
@@ -12,6 +15,7 @@
 //! `cargo bench --bench matching`
 
 use divan::Bencher;
+use monomorph::algo::filters::SpectralFilter;
 use monomorph::algo::matching::{MatchParams, Score, match_template};
 use monomorph::algo::rotations::RotationSet;
 use monomorph::prelude::*;
@@ -53,7 +57,64 @@ fn rotations(dim: usize, n: usize) -> RotationSet {
     RotationSet::from_matrices(dim, &all.as_flat()[..n * dim * dim]).expect("subset")
 }
 
+/// A missing-wedge-and-bandpass-like weight: zero in a ±60° wedge around the last axis (in the
+/// plane of axes 0 and last), times `exp(-k²/(2·0.2²))·(1 − exp(-k²/(2·0.02²)))` in cycles/voxel;
+/// DC 0. The weights are made once, before timing (a filter builder makes them once per job):
+/// the bench times their application.
+struct WedgeBandpass {
+    template: ArrayD<f64>,
+    target: ArrayD<f64>,
+}
+
+impl WedgeBandpass {
+    fn new(template: &[usize], fast: &[usize]) -> Self {
+        WedgeBandpass {
+            template: Self::weight(template),
+            target: Self::weight(fast),
+        }
+    }
+
+    fn weight(shape: &[usize]) -> ArrayD<f64> {
+        let d = shape.len();
+        let mut half = shape.to_vec();
+        half[d - 1] = shape[d - 1] / 2 + 1;
+        let freq = |i: usize, n: usize| {
+            let i = i as f64;
+            let n = n as f64;
+            if i < n / 2.0 { i / n } else { (i - n) / n }
+        };
+        let tan30 = (30.0f64).to_radians().tan();
+        ArrayD::from_shape_fn(IxDyn(&half), |ix| {
+            let k: Vec<f64> = (0..d).map(|a| freq(ix[a], shape[a])).collect();
+            let k2: f64 = k.iter().map(|v| v * v).sum();
+            let wedge = k[d - 1].abs() <= k[0].abs() / tan30;
+            let band = (-k2 / (2.0 * 0.04)).exp() * (1.0 - (-k2 / (2.0 * 0.0004)).exp());
+            if wedge { band } else { 0.0 }
+        })
+    }
+}
+
+impl SpectralFilter for WedgeBandpass {
+    fn template_weight(&self, _shape: &[usize]) -> monomorph::Result<Option<ArrayD<f64>>> {
+        Ok(Some(self.template.clone()))
+    }
+    fn target_weight(&self, _shape: &[usize]) -> monomorph::Result<Option<ArrayD<f64>>> {
+        Ok(Some(self.target.clone()))
+    }
+}
+
 fn bench_match(bencher: Bencher, score: Score, target: &[usize], template: &[usize], nrot: usize) {
+    bench_match_filtered(bencher, score, target, template, nrot, None);
+}
+
+fn bench_match_filtered(
+    bencher: Bencher,
+    score: Score,
+    target: &[usize],
+    template: &[usize],
+    nrot: usize,
+    filters: Option<&dyn SpectralFilter>,
+) {
     let cpu = Cpu::<Single>::new();
     let t = cpu.upload(volume(target, 7).view()).expect("target");
     let m = cpu.upload(volume(template, 11).view()).expect("template");
@@ -62,6 +123,7 @@ fn bench_match(bencher: Bencher, score: Score, target: &[usize], template: &[usi
         .expect("mask");
     let mut p = MatchParams::new(score, rotations(target.len(), nrot));
     p.template_mask = Some(&k);
+    p.filters = filters;
     // One untimed run warms the FFT plans and scratch.
     match_template(&cpu, &t, &m, &p).expect("match");
     bencher.bench_local(|| divan::black_box(match_template(&cpu, &t, &m, &p).expect("match")));
@@ -77,6 +139,19 @@ fn flc_spherical_3d_128_32_rot64(bencher: Bencher) {
 #[divan::bench(sample_count = 3, sample_size = 1)]
 fn flc_3d_128_32_rot64(bencher: Bencher) {
     bench_match(bencher, Score::FLC, &[128; 3], &[32; 3], 64);
+}
+
+/// 3-D 128³ / 32³, FLC with a wedge + bandpass filter on template and target, 64 rotations.
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn flc_filtered_3d_128_32_rot64(bencher: Bencher) {
+    bench_match_filtered(
+        bencher,
+        Score::FLC,
+        &[128; 3],
+        &[32; 3],
+        64,
+        Some(&WedgeBandpass::new(&[32; 3], &[128; 3])),
+    );
 }
 
 /// 2-D 2048² / 64², FLC, 16 rotations.

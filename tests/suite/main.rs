@@ -22,6 +22,7 @@ mod fuzz;
 #[cfg(feature = "cli")]
 mod io_cli;
 mod matching;
+mod matching_filters;
 #[cfg(feature = "cli")]
 mod mpi;
 #[cfg(feature = "cli")]

@@ -14,6 +14,12 @@
 //!   with prefilter (default) or linear; the FLC/MCC mask is rotated with the same order and no
 //!   prefilter (so a binary mask is smoothed even by the identity), as pytme does.
 //! * Running max over rotations with strict `>` from −∞: ties keep the earlier rotation.
+//! * Fourier filters ([`MatchParams::filters`]), where pytme applies them: the target once per
+//!   run, on the whole target (zero-padded to `fast_shape`, before the score's preprocessing;
+//!   with `pad_edges` its symmetric extension, on the extension's FFT grid, as pytme filters its
+//!   padded target), and each rotated template on its own box, circularly, before the score's
+//!   normalisation (the mask is not filtered). Weights are symmetrised on the planes a real
+//!   inverse FFT reads as real, so every backend gives pytme's numbers (`filter.rs`).
 //! * Zero variance is defined, never NaN: a local target deviation under `eps` is replaced by 1
 //!   (pytme's rule); a constant template (or constant target for the globally standardised
 //!   CAM/NCC) scores 0 everywhere (pytme divides by zero there).
@@ -43,7 +49,8 @@
 //!
 //! # Files
 //! `plan.rs`: jobs (tiles) and the memory estimate; `prepare.rs`: validation and the scores'
-//! preprocessing, once per run; `state.rs`: [`Score`]'s per-job state (one variant per
+//! preprocessing, once per run; `filter.rs`: the Fourier filters applied to the target (once)
+//! and to each rotated template; `state.rs`: [`Score`]'s per-job state (one variant per
 //! normalisation, owning its buffers) and its per-rotation steps; `run.rs`: the rotation loop.
 //!
 //! # Adding a score
@@ -75,13 +82,15 @@ use crate::dtype::{Index, Real};
 use crate::error::{Error, Result};
 use crate::shape::fast_shape;
 
+mod filter;
 mod plan;
 mod prepare;
 mod run;
 mod state;
 
+pub use filter::symmetrize_half_grid;
 pub use plan::estimate_bytes;
-use plan::plan_jobs;
+use plan::{Job, plan_jobs};
 use prepare::prepare;
 use run::run_job;
 
@@ -269,7 +278,7 @@ pub fn fft_buffers_allocated_and_estimated<B: Backend>(
         std::mem::size_of::<FloatOf<B>>(),
         std::mem::size_of::<IntOf<B>>(),
     );
-    let (jobs, _) = plan_jobs(
+    let (mut jobs, _) = plan_jobs(
         params.score,
         &ts,
         &tshape,
@@ -277,7 +286,9 @@ pub fn fft_buffers_allocated_and_estimated<B: Backend>(
         u64::MAX,
         None,
         sizes,
+        job_fixed_bytes(&prep, &tshape, sizes.0),
     )?;
+    shift_windows(&mut jobs, &prep.origin);
     let fast_full = fast_shape(&ts);
     let ext = if params.pad_edges {
         WindowExtension::Symmetric
@@ -286,6 +297,32 @@ pub fn fft_buffers_allocated_and_estimated<B: Backend>(
     };
     let (_, _, allocated) = state::ScoreState::new(b, params, &prep, &jobs[0], ext, &tshape)?;
     Ok((allocated, state::buffer_counts(params.score)))
+}
+
+/// The bytes a run may use: [`MatchParams::memory_limit`] and the backend's available memory.
+fn memory_limit<B: Backend>(b: &B, params: &MatchParams<'_, B>) -> u64 {
+    params
+        .memory_limit
+        .map_or(b.available_memory(), |l| l.min(b.available_memory()))
+}
+
+/// Bytes every job needs besides its FFT-grid arrays: the template filter's spectra.
+fn job_fixed_bytes<B: Backend>(prep: &prepare::Prepared<B>, tshape: &[usize], fsize: usize) -> u64 {
+    if prep.template_filter.is_some() {
+        filter::TemplateFilter::<B>::bytes(tshape, fsize)
+    } else {
+        0
+    }
+}
+
+/// Shifts the jobs' window starts by `origin`, where the target starts in the array they read
+/// (the filtered extension of a padded run).
+fn shift_windows(jobs: &mut [Job], origin: &[isize]) {
+    for job in jobs {
+        for (s, o) in job.start.iter_mut().zip(origin) {
+            *s += o;
+        }
+    }
 }
 
 /// Matches `template` against `target` over `params.rotations` (see the module docs).
@@ -332,30 +369,22 @@ pub fn match_template<B: Backend>(
     template: &Arr<B, FloatOf<B>>,
     params: &MatchParams<'_, B>,
 ) -> Result<MatchResult<B>> {
-    if params.filters.is_some() {
-        return Err(Error::invalid(
-            "filters",
-            "spectral filters are not applied yet",
-        ));
-    }
     let prep = prepare(b, target, template, params)?;
     let ts = target.shape().to_vec();
     let tshape = template.shape().to_vec();
-    let limit = params
-        .memory_limit
-        .map_or(b.available_memory(), |l| l.min(b.available_memory()));
-    let (jobs, tiled) = plan_jobs(
+    let limit = memory_limit(b, params);
+    let fsize = std::mem::size_of::<FloatOf<B>>();
+    let (mut jobs, tiled) = plan_jobs(
         params.score,
         &ts,
         &tshape,
         params.pad_edges,
         limit,
         params.tile_shape.as_deref(),
-        (
-            std::mem::size_of::<FloatOf<B>>(),
-            std::mem::size_of::<IntOf<B>>(),
-        ),
+        (fsize, std::mem::size_of::<IntOf<B>>()),
+        job_fixed_bytes(&prep, &tshape, fsize),
     )?;
+    shift_windows(&mut jobs, &prep.origin);
     let fast_full = fast_shape(&ts);
     let ext = if params.pad_edges {
         WindowExtension::Symmetric

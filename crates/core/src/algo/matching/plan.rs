@@ -78,10 +78,12 @@ pub fn estimate_bytes<B: Backend>(
         fast,
         std::mem::size_of::<FloatOf<B>>(),
         std::mem::size_of::<IntOf<B>>(),
+        0,
     )
 }
 
-/// [`estimate_bytes`] for element sizes `fsize` (float) and `isize_` (index) in bytes.
+/// [`estimate_bytes`] for element sizes `fsize` (float) and `isize_` (index) in bytes, plus
+/// `fixed` bytes every job needs whatever its size (the template filter's spectra).
 pub(super) fn estimate_sized(
     score: Score,
     target: &[usize],
@@ -89,6 +91,7 @@ pub(super) fn estimate_sized(
     fast: &[usize],
     fsize: usize,
     isize_: usize,
+    fixed: u64,
 ) -> Result<u64> {
     let (nr, nc) = buffer_counts(score);
     let n = |s: &[usize]| -> Result<u64> {
@@ -110,10 +113,12 @@ pub(super) fn estimate_sized(
     } else {
         0
     };
-    Ok(nr * r + nc * c + o + full + den)
+    Ok(nr * r + nc * c + o + full + den + fixed)
 }
 
-/// Splits the target into jobs (tiles) that fit `limit` bytes.
+/// Splits the target into jobs (tiles) that fit `limit` bytes; every job needs `fixed` bytes
+/// besides its FFT-grid arrays (see [`estimate_sized`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn plan_jobs(
     score: Score,
     target: &[usize],
@@ -122,9 +127,11 @@ pub(super) fn plan_jobs(
     limit: u64,
     forced: Option<&[usize]>,
     sizes: (usize, usize),
+    fixed: u64,
 ) -> Result<(Vec<Job>, bool)> {
-    let est =
-        |out: &[usize], fast: &[usize]| estimate_sized(score, target, out, fast, sizes.0, sizes.1);
+    let est = |out: &[usize], fast: &[usize]| {
+        estimate_sized(score, target, out, fast, sizes.0, sizes.1, fixed)
+    };
     let d = target.len();
     let whole = if pad_edges {
         window_job(&vec![0; d], target, tshape, true)
@@ -239,6 +246,7 @@ mod tests {
             u64::MAX,
             Some(&[16, 16]),
             (4, 4),
+            0,
         )
         .unwrap();
         assert!(tiled);
@@ -268,12 +276,13 @@ mod tests {
             60 << 20,
             None,
             (4, 4),
+            0,
         )
         .unwrap();
         assert!(tiled && jobs.len() > 1);
         for j in &jobs {
             assert!(
-                estimate_sized(Score::FLC, &[128; 3], &j.out_shape, &j.fast, 4, 4).unwrap()
+                estimate_sized(Score::FLC, &[128; 3], &j.out_shape, &j.fast, 4, 4, 0).unwrap()
                     <= 60 << 20
             );
         }
@@ -285,6 +294,7 @@ mod tests {
             u64::MAX,
             None,
             (4, 4),
+            0,
         )
         .unwrap();
         assert!(
@@ -293,7 +303,8 @@ mod tests {
                 && jobs[0].fast == vec![64, 64]
                 && jobs[0].shift == vec![-4, -4]
         );
-        let e = plan_jobs(Score::FLC, &[64, 64], &[8, 8], false, 1000, None, (4, 4)).unwrap_err();
+        let e =
+            plan_jobs(Score::FLC, &[64, 64], &[8, 8], false, 1000, None, (4, 4), 0).unwrap_err();
         assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
         let e = plan_jobs(
             Score::MCC,
@@ -303,6 +314,7 @@ mod tests {
             0,
             Some(&[32, 32]),
             (4, 4),
+            0,
         )
         .unwrap_err();
         assert!(e.to_string().contains("MCC cannot be tiled"), "{e}");

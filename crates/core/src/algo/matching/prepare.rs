@@ -4,12 +4,20 @@ use crate::backend::{Arr, ArrayMeta, Backend, BinaryOp, BorderMode, FloatOf, Int
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 
+use super::filter::{TemplateFilter, filter_target};
 use super::{MatchParams, Score};
 
-/// Inputs prepared once per run (score preprocessing done).
+/// Inputs prepared once per run (filters applied to the target, score preprocessing done).
 pub(super) struct Prepared<B: Backend> {
+    /// The target the jobs read their windows from: filtered and preprocessed; with a target
+    /// filter and `pad_edges`, its symmetric extension (see [`Prepared::origin`]).
     pub(super) target: Arr<B, FloatOf<B>>,
+    /// Where the target's voxel 0 lies in [`Prepared::target`] (and the target mask): 0, or
+    /// `n//2` per axis for the filtered extension. The jobs' window starts are shifted by it.
+    pub(super) origin: Vec<isize>,
     pub(super) target_mask: Option<Arr<B, FloatOf<B>>>,
+    /// The template filter (weight on the device), applied to every rotated template.
+    pub(super) template_filter: Option<TemplateFilter<B>>,
     /// Template, preprocessed (LCC/CAM); spline coefficients when rotating cubically.
     pub(super) template_src: Arr<B, FloatOf<B>>,
     pub(super) mask: Arr<B, FloatOf<B>>,
@@ -28,10 +36,26 @@ fn check_finite<B: Backend>(b: &B, what: &str, a: &Arr<B, FloatOf<B>>) -> Result
     }
 }
 
-/// Globally standardises `a` (mean 0, population sd 1); a constant array becomes zeros.
-fn standardize_global<B: Backend>(b: &B, a: &mut Arr<B, FloatOf<B>>) -> Result<()> {
-    let (mean, sd) = b.mean_std(a)?;
-    let rms2 = b.sum_sq(a)? / a.len() as f64;
+/// Globally standardises `a` (mean 0, population sd 1) with the statistics of `a`, or of its
+/// box `inner = (offset, shape)` (the target inside its filtered extension); a constant array
+/// becomes zeros.
+fn standardize_global<B: Backend>(
+    b: &B,
+    a: &mut Arr<B, FloatOf<B>>,
+    inner: Option<(&[usize], &[usize])>,
+) -> Result<()> {
+    let (mean, sd, rms2) = match inner {
+        None => {
+            let (mean, sd) = b.mean_std(a)?;
+            (mean, sd, b.sum_sq(a)? / a.len() as f64)
+        }
+        Some((offset, shape)) => {
+            let mut c = b.zeros::<FloatOf<B>>(shape)?;
+            b.crop(a, offset, &mut c)?;
+            let (mean, sd) = b.mean_std(&c)?;
+            (mean, sd, b.sum_sq(&c)? / c.len() as f64)
+        }
+    };
     b.scalar_assign(BinaryOp::Sub, a, mean)?;
     if sd * sd <= 1e-12 * rms2 || sd == 0.0 {
         b.fill(a, FloatOf::<B>::from_f64(0.0))
@@ -128,11 +152,27 @@ pub(super) fn prepare<B: Backend>(
         ));
     }
 
-    // Target preprocessing.
-    let mut tgt = b.duplicate(target)?;
+    // Target: filtered first (pytme filters it before the score's setup), then preprocessed.
+    let filtered = match p.filters {
+        Some(f) => filter_target(b, f, target, &ms, p.pad_edges, super::memory_limit(b, p))?,
+        None => None,
+    };
+    let (mut tgt, origin) = match filtered {
+        Some(ft) => (ft.target, ft.origin),
+        None => (b.duplicate(target)?, vec![0; ts.len()]),
+    };
+    let offset: Vec<usize> = origin.iter().map(|&o| o as usize).collect();
+    let inner = origin
+        .iter()
+        .any(|&o| o != 0)
+        .then_some((offset.as_slice(), ts.as_slice()));
     match p.score {
-        Score::LCC => b.laplace(target, BorderMode::Reflect, &mut tgt)?,
-        Score::CAM | Score::NCC => standardize_global(b, &mut tgt)?,
+        Score::LCC => {
+            let mut lap = b.zeros::<FloatOf<B>>(tgt.shape())?;
+            b.laplace(&tgt, BorderMode::Reflect, &mut lap)?;
+            tgt = lap;
+        }
+        Score::CAM | Score::NCC => standardize_global(b, &mut tgt, inner)?,
         _ => {}
     }
     let target_mask = if p.score == Score::MCC {
@@ -150,12 +190,30 @@ pub(super) fn prepare<B: Backend>(
         if b.sum(tm)? <= 0.0 {
             return Err(Error::invalid("target_mask", "must have a positive sum"));
         }
+        // The mask on the target's grid (extended like the target when it was).
+        let mut tm = b.duplicate(tm)?;
+        if inner.is_some() {
+            let mut ext = b.zeros::<FloatOf<B>>(tgt.shape())?;
+            let start: Vec<isize> = origin.iter().map(|&o| -o).collect();
+            b.gather_window(
+                &tm,
+                &start,
+                tgt.shape(),
+                crate::backend::WindowExtension::Symmetric,
+                &mut ext,
+            )?;
+            tm = ext;
+        }
         let mut f = b.duplicate(&tgt)?;
-        b.binary(BinaryOp::Mul, &tgt, tm, &mut f)?;
+        b.binary(BinaryOp::Mul, &tgt, &tm, &mut f)?;
         tgt = f;
-        Some(b.duplicate(tm)?)
+        Some(tm)
     } else {
         None
+    };
+    let template_filter = match p.filters {
+        Some(f) => TemplateFilter::new(b, f, &ms)?,
+        None => None,
     };
 
     // Template preprocessing (not for pre-rotated volumes: they are already preprocessed).
@@ -203,7 +261,7 @@ pub(super) fn prepare<B: Backend>(
     } else {
         match p.score {
             Score::LCC => b.laplace(template, BorderMode::Reflect, &mut tsrc)?,
-            Score::CAM => standardize_global(b, &mut tsrc)?,
+            Score::CAM => standardize_global(b, &mut tsrc, None)?,
             _ => {}
         }
         if p.interpolation == Interpolation::Cubic {
@@ -212,7 +270,9 @@ pub(super) fn prepare<B: Backend>(
     }
     Ok(Prepared {
         target: tgt,
+        origin,
         target_mask,
+        template_filter,
         template_src: tsrc,
         mask,
         mask_sum,

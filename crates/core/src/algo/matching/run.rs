@@ -31,12 +31,21 @@ pub(super) fn run_job<B: Backend>(
     let mut tbox = b.zeros::<FloatOf<B>>(tshape)?;
     let mut scratch = b.zeros::<FloatOf<B>>(tshape)?;
     let mut parts = b.zeros::<f64>(&[p.rotations.len()])?;
+    let mut filter_bufs = match &prep.template_filter {
+        Some(f) => Some(f.buffers(b)?),
+        None => None,
+    };
     for r in 0..p.rotations.len() {
         let (m, off) = pull_back(p.rotations.matrix(r), tshape, single);
         // Rotated template (and the score's mask) in the template box.
         match &p.prerotated {
             Some(pr) => b.copy(&pr.templates[r], &mut tbox)?,
             None => b.affine_transform(&prep.template_src, &m, &off, p.interpolation, &mut tbox)?,
+        }
+        // The template filter acts on the rotated template (the wedge is fixed in the target's
+        // frame), before the score's normalisation; the mask is not filtered.
+        if let (Some(f), Some(bufs)) = (&prep.template_filter, filter_bufs.as_mut()) {
+            f.apply(b, bufs, &mut tbox)?;
         }
         let n = state.rotate_mask(b, p, prep, r, (&m, &off))?;
         state.standardize(b, prep, &mut tbox, n, &mut scratch)?;
