@@ -345,7 +345,12 @@ pub fn target_args(a: &MatchArgs, e: &Entry) -> MatchArgs {
 
 /// An error about entry `e` of the list, naming the list and the line.
 pub fn in_list(err: CliError, list: &Path, e: &Entry) -> CliError {
-    err.about(format!("--target-list {} line {}", list.display(), e.line))
+    err.about(format!(
+        "--target-list {} line {} ({})",
+        list.display(),
+        e.line,
+        e.given
+    ))
 }
 
 /// The peak query of `--peaks` (checked as `monomorph peaks` checks its flags).

@@ -99,7 +99,11 @@ fn singles(dir: &Path, targets: &[(String, String)]) -> PathBuf {
     let single = dir.join("single");
     for (given, folder) in targets {
         let out = single.join(folder);
-        let mut a = vec!["match", "-m", s(&dir.join(given)).to_owned()];
+        let mut a = vec![
+            "match".to_string(),
+            "-m".into(),
+            s(&dir.join(given)).to_owned(),
+        ];
         a.extend(["-i".into(), s(&dir.join("p.npy")).to_owned()]);
         a.extend(MATCH.iter().map(|x| x.to_string()));
         a.extend(["--out".into(), s(&out).to_owned()]);
@@ -131,9 +135,13 @@ fn star_rows(text: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The column index of `name` in a STAR file.
+/// The column index of `name` in a STAR file's last loop.
 fn column(text: &str, name: &str) -> usize {
-    let cols: Vec<&str> = text.lines().filter(|l| l.starts_with("_rln")).collect();
+    let last = text.rfind("loop_").unwrap();
+    let cols: Vec<&str> = text[last..]
+        .lines()
+        .filter(|l| l.starts_with("_rln"))
+        .collect();
     cols.iter().position(|l| l.starts_with(name)).unwrap()
 }
 
@@ -171,7 +179,6 @@ fn same_as_singles(out: &Path, single: &Path, targets: &[(String, String)], what
     for (given, folder) in targets {
         let one = String::from_utf8(read(&single.join(folder).join("particles.star"))).unwrap();
         let want = star_rows(&one);
-        assert!(!want.is_empty(), "{what}: no peaks in {folder}");
         for w in &want {
             let got = &rows[at];
             at += 1;
@@ -186,6 +193,10 @@ fn same_as_singles(out: &Path, single: &Path, targets: &[(String, String)], what
         }
     }
     assert_eq!(at, rows.len(), "{what}: extra rows");
+    assert!(
+        rows.len() >= targets.len(),
+        "{what}: too few peaks to compare"
+    );
 }
 
 #[test]
@@ -340,6 +351,8 @@ fn mpi_a_rank_failing_mid_list_stops_every_rank_fast() {
     let mut args = list_args(&tmpl, &list, &out);
     let at = args.iter().position(|a| *a == "60").unwrap();
     args[at] = "6";
+    let at = args.iter().position(|a| *a == "100K").unwrap();
+    args[at] = "64M";
     let t = Instant::now();
     let mut c = mpirun();
     c.args(["-q", "--timeout", "100", "-n", "1"])
