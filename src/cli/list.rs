@@ -590,6 +590,7 @@ pub fn run_whole(
 /// Host maps of a rotation range of one target (rotation indices into the whole set), for
 /// the exact merge ([`merge_parts`]).
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub struct HostPart {
     /// First rotation of the range.
     pub start: usize,
@@ -606,6 +607,7 @@ pub struct HostPart {
 /// Merges `part`'s maps into `acc`'s, parts of disjoint rotation ranges in any order, exactly
 /// as one loop over all rotations keeps its running maximum: the greater score wins, and equal
 /// scores (also −0 and +0) keep the lower rotation index; NaN is never stored by a loop.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn merge_into(acc: &mut HostPart, part: HostPart) {
     for ((s, i), (ps, pi)) in acc
         .scores
@@ -631,6 +633,7 @@ pub fn merge_into(acc: &mut HostPart, part: HostPart) {
 /// Σ score² partials of every range of a target, `(start, len, partials)` in any order, put in
 /// the single loop's order (tile by tile, rotations in order within a tile): the partials,
 /// their left fold from zero, and the tile count.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn order_ssum(
     mut parts: Vec<(usize, usize, Vec<f64>)>,
     nrot: usize,
@@ -679,6 +682,7 @@ pub fn merge_parts(
 }
 
 /// The single run's result from merged parts, on a backend: `MatchJob::finish` of it.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub struct FromParts {
     /// The target's job.
     pub job: MatchJob,
@@ -692,6 +696,7 @@ pub struct FromParts {
     pub match_s: f64,
 }
 
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 impl BackendTask for FromParts {
     type Output = Matched;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
@@ -732,6 +737,7 @@ impl BackendTask for FromParts {
 }
 
 /// Host maps of a backend's range result.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn host_part<B: Backend>(
     start: usize,
     len: usize,

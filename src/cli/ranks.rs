@@ -60,6 +60,7 @@ pub fn fail_after() -> Option<usize> {
 pub const ECHO: &str = "stopped: another rank failed";
 
 /// Whether `e` is [`ECHO`].
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn is_echo(e: &super::CliError) -> bool {
     e.message == ECHO
 }
