@@ -25,8 +25,14 @@ use super::{CliError, CliResult, Global};
 #[command(group(ArgGroup::new("rotation_set").args(["rotations", "angular_step", "euler"])))]
 pub struct MatchArgs {
     /// Target (tomogram or micrograph): `.npy` (2-D/3-D) or MRC (`.mrc`, `.map`, `.rec`).
-    #[arg(long, short = 'm', value_name = "T")]
-    pub target: PathBuf,
+    /// Many targets: --target-list.
+    #[arg(
+        long,
+        short = 'm',
+        value_name = "T",
+        required_unless_present = "target_list"
+    )]
+    pub target: Option<PathBuf>,
     /// Template, same number of axes as the target and no larger.
     #[arg(long, short = 'i', value_name = "P")]
     pub template: PathBuf,
@@ -76,6 +82,16 @@ pub struct MatchArgs {
     /// Also write DIR/scores.png: the central slice with the best peaks marked.
     #[arg(long)]
     pub png: bool,
+    /// Many targets in one job (`--target-list`, `--peaks`).
+    #[command(flatten)]
+    pub list: super::list::ListArgs,
+}
+
+impl MatchArgs {
+    /// The `--target` path (empty in list mode, which runs each target with its own).
+    pub fn target_path(&self) -> &std::path::Path {
+        self.target.as_deref().unwrap_or(std::path::Path::new(""))
+    }
 }
 
 /// `--score`.
@@ -307,6 +323,9 @@ pub struct Prepared {
 
 /// Runs `monomorph match`.
 pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
+    if a.list.target_list.is_some() {
+        return super::list::run(g, &a);
+    }
     #[cfg(feature = "mpi")]
     if let Some(world) = super::ranks::world() {
         return super::ranks::run_match(&world, g, &a);
@@ -343,8 +362,9 @@ pub fn match_error(e: monomorph::Error, memory_limit: Option<u64>) -> CliError {
 pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     check_out_dir("--out", &a.out)?;
     let mut timings = Timings::default();
-    let target = timings.time("read", || read_input("--target", &a.target, &[2, 3]))?;
-    let g = g.for_input("--target", &a.target, &target.data)?;
+    let target_path = a.target_path();
+    let target = timings.time("read", || read_input("--target", target_path, &[2, 3]))?;
+    let g = g.for_input("--target", target_path, &target.data)?;
     let tshape = target.data.shape().to_vec();
     let d = tshape.len();
     let template = read_input("--template", &a.template, &[2, 3])?;
@@ -449,7 +469,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         "run.json",
     ];
     let inputs = [
-        ("--target", Some(&a.target)),
+        ("--target", a.target.as_ref()),
         ("--template", Some(&a.template)),
         ("--template-mask", a.template_mask.as_ref()),
         ("--target-mask", a.target_mask.as_ref()),
@@ -507,7 +527,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         o.insert(
             "parameters".into(),
             json!({
-                "target": path_json(&a.target), "template": path_json(&a.template),
+                "target": path_json(a.target_path()), "template": path_json(&a.template),
                 "template_mask": opt_path_json(&a.template_mask),
                 "target_mask": opt_path_json(&a.target_mask), "score": score.name(),
                 "rotations_file": opt_path_json(&a.rotations),

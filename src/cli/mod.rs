@@ -25,6 +25,9 @@ mod bench;
 mod demo;
 mod devices;
 mod error;
+mod list;
+#[cfg(feature = "mpi")]
+mod list_mpi;
 mod matching;
 mod output;
 mod peaks;

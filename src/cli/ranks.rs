@@ -46,6 +46,70 @@ pub fn unsupported(n: usize) -> super::CliError {
     ))
 }
 
+/// The test hook `MONOMORPH_TEST_FAIL_AFTER=N`: a matching loop of this process fails after N
+/// rotations, as a device error would (for the tests of a rank failing mid-run).
+pub fn fail_after() -> Option<usize> {
+    std::env::var("MONOMORPH_TEST_FAIL_AFTER")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The message of a rank that stopped early because another rank failed.
+pub const ECHO: &str = "stopped: another rank failed";
+
+/// Whether `e` is [`ECHO`].
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub fn is_echo(e: &super::CliError) -> bool {
+    e.message == ECHO
+}
+
+/// The watch a matching loop's progress callback keeps: a stop from another rank, and the
+/// test hook `MONOMORPH_TEST_FAIL_AFTER=N` (this process fails after N rotations).
+#[derive(Default)]
+pub struct Watch {
+    stopped: std::sync::atomic::AtomicBool,
+    injected: std::sync::atomic::AtomicBool,
+}
+
+impl Watch {
+    /// Called with the steps done so far: `Break` to stop the loop.
+    pub fn poll(&self, done: usize) -> std::ops::ControlFlow<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if fail_after().is_some_and(|n| done >= n) {
+            self.injected.store(true, Relaxed);
+            return std::ops::ControlFlow::Break(());
+        }
+        // The callback runs on the thread that called MPI (the main one): funneled.
+        #[cfg(feature = "mpi")]
+        if let Some(w) = world()
+            && monomorph::dist::stop_requested(&w)
+        {
+            self.stopped.store(true, Relaxed);
+            return std::ops::ControlFlow::Break(());
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+
+    /// The loop's result as the command reports it: a stop is [`ECHO`], an injected
+    /// failure says so.
+    pub fn outcome<T>(&self, local: monomorph::Result<T>, mem: Option<u64>) -> super::CliResult<T> {
+        use std::sync::atomic::Ordering::Relaxed;
+        match local {
+            Err(monomorph::Error::Cancelled { done, .. }) if self.injected.load(Relaxed) => {
+                Err(super::CliError::failure(format!(
+                    "injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"
+                )))
+            }
+            Err(monomorph::Error::Cancelled { .. }) if self.stopped.load(Relaxed) => {
+                Err(super::CliError::failure(ECHO))
+            }
+            other => other.map_err(|e| super::matching::match_error(e, mem)),
+        }
+    }
+}
+
 /// Set when the command's error was already printed (by rank 0, under MPI, before the other
 /// ranks exit: a launcher may kill rank 0 as soon as another rank exits non-zero).
 pub static PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -61,8 +125,6 @@ pub use with_mpi::*;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use std::ops::ControlFlow;
-
     use monomorph::algo::matching::MatchResult;
     use monomorph::dist::mpi::topology::SimpleCommunicator;
     use monomorph::dist::mpi::traits::*;
@@ -140,6 +202,12 @@ mod with_mpi {
         dist::agree_code(world, local, |e: &CliError| e.code as i32).map_err(cli)
     }
 
+    /// [`agree`] where a rank that stopped because another failed ([`ECHO`]) is not the
+    /// failure reported.
+    fn agree_echo<T>(world: &SimpleCommunicator, local: CliResult<T>) -> CliResult<T> {
+        dist::agree_ranked(world, local, |e: &CliError| e.code as i32, super::is_echo).map_err(cli)
+    }
+
     /// `monomorph match` over the ranks of `world`: rank 0 writes the outputs.
     pub fn run_match(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<()> {
         let root = world.rank() == 0;
@@ -208,10 +276,12 @@ mod with_mpi {
             let mine = dist::rotation_range(nrot, size, rank as usize).len().max(1);
             // One bar, on rank 0 (the others are quiet): its own steps scaled to all ranks'.
             let pb = progress(nrot as u64, "rotations", job.quiet);
+            // After every rotation: stop early when another rank failed (it sent a stop).
+            let watch = super::Watch::default();
             let cb = |done: usize, total: usize| {
                 pb.set_length((total * nrot / mine) as u64);
                 pb.set_position((done * nrot / mine) as u64);
-                ControlFlow::Continue(())
+                watch.poll(done)
             };
             let t0 = std::time::Instant::now();
             let local = job.upload(b).and_then(|(target, template, tmask, gmask)| {
@@ -221,7 +291,12 @@ mod with_mpi {
                 dist::match_part(world, b, &target, &template, &params)
             });
             let match_s = t0.elapsed().as_secs_f64();
-            let part = agree(world, local.map_err(|e| match_error(e, mem)))?;
+            let local = watch.outcome(local, mem);
+            if matches!(&local, Err(e) if !super::is_echo(e)) {
+                // This rank failed: the others stop within a rotation, not at their loops' end.
+                dist::send_stop(world);
+            }
+            let part = agree_echo(world, local)?;
             pb.finish_and_clear();
             // Every rank's matching time, for run.json.
             let root = world.process_at_rank(0);

@@ -23,7 +23,8 @@ pub use mrc::{MrcVolume, read_mrc, write_mrc};
 pub use npy::{read_npy, write_npy};
 pub use png::write_png;
 pub use table::{
-    PeakRow, TableMeta, parse_euler_csv, read_euler_csv, write_peaks, write_peaks_with,
+    MicrographPeaks, PeakRow, TableMeta, parse_euler_csv, peaks_star_many, read_euler_csv,
+    write_peaks, write_peaks_with,
 };
 
 /// An [`Error::Io`] for `path`.

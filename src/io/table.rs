@@ -90,28 +90,81 @@ pub fn peaks_star(rows: &[PeakRow], ndim: usize) -> String {
 
 /// [`peaks_star`] with comment lines and a micrograph name.
 pub fn peaks_star_with(rows: &[PeakRow], ndim: usize, meta: &TableMeta) -> String {
+    let one = MicrographPeaks {
+        name: meta.micrograph.as_deref(),
+        rows,
+        pixel_size: meta.pixel_size,
+    };
+    star_text(&[one], ndim, &meta.comments)
+}
+
+/// One micrograph's (tomogram's) peaks in a table of several ([`peaks_star_many`]).
+#[derive(Debug, Clone, Copy)]
+pub struct MicrographPeaks<'a> {
+    /// Its `_rlnMicrographName`.
+    pub name: Option<&'a str>,
+    /// Its peaks.
+    pub rows: &'a [PeakRow],
+    /// Its pixel size in Å, when known.
+    pub pixel_size: Option<f64>,
+}
+
+/// One RELION STAR file of several micrographs' peaks, as [`peaks_star_with`] writes one:
+/// every row names its micrograph (`_rlnMicrographName`); when every micrograph has a pixel
+/// size, `data_optics` holds one optics group per distinct pixel size (in order of first
+/// appearance) and each row its group, else no optics block (with a comment saying why).
+pub fn peaks_star_many(groups: &[MicrographPeaks<'_>], ndim: usize, comments: &[String]) -> String {
+    star_text(groups, ndim, comments)
+}
+
+/// A STAR value: quoted when it holds white space or starts with a quote-like character.
+fn star_value(m: &str) -> String {
+    if m.is_empty() || m.contains(char::is_whitespace) || m.starts_with(['"', '\'', '_', '#']) {
+        format!("\"{}\"", m.replace('"', "'"))
+    } else {
+        m.to_string()
+    }
+}
+
+fn star_text(groups: &[MicrographPeaks<'_>], ndim: usize, comments: &[String]) -> String {
     let mut s = format!("\n# written by monomorph {}\n", env!("CARGO_PKG_VERSION"));
-    for c in &meta.comments {
+    for c in comments {
         for line in c.lines() {
             let _ = writeln!(s, "# {line}");
         }
     }
-    let pixel = meta.pixel_size.filter(|p| p.is_finite() && *p > 0.0);
-    if pixel.is_none() {
+    // MRC headers hold f32: a pixel size is its shortest f32 form, not the widening's digits.
+    let pixels: Option<Vec<f32>> = groups
+        .iter()
+        .map(|g| {
+            g.pixel_size
+                .filter(|p| p.is_finite() && *p > 0.0)
+                .map(|p| p as f32)
+        })
+        .collect();
+    let pixels = pixels.filter(|p| !p.is_empty());
+    let mut optics: Vec<f32> = Vec::new();
+    for &p in pixels.iter().flatten() {
+        if !optics.iter().any(|&q| q.to_bits() == p.to_bits()) {
+            optics.push(p);
+        }
+    }
+    if pixels.is_none() {
         s.push_str(
             "# no data_optics block: no single pixel size is known (the scores and the matching \
              run carry none, or an anisotropic one)\n",
         );
     }
     s.push_str("\n# version 40001\n\n");
-    if let Some(px) = pixel {
-        let _ = write!(
-            s,
+    if !optics.is_empty() {
+        s.push_str(
             "data_optics\n\nloop_\n_rlnOpticsGroup #1\n_rlnOpticsGroupName #2\n\
-             _rlnImagePixelSize #3\n1\topticsGroup1\t{}\n\n\n# version 40001\n\n",
-            // MRC headers hold f32: its shortest form, not the f64 widening's digits.
-            px as f32
+             _rlnImagePixelSize #3\n",
         );
+        for (k, px) in optics.iter().enumerate() {
+            let _ = writeln!(s, "{}\topticsGroup{}\t{px}", k + 1, k + 1);
+        }
+        s.push_str("\n\n# version 40001\n\n");
     }
     s.push_str("data_particles\n\nloop_\n");
     let mut cols = vec!["_rlnCoordinateX", "_rlnCoordinateY"];
@@ -119,41 +172,44 @@ pub fn peaks_star_with(rows: &[PeakRow], ndim: usize, meta: &TableMeta) -> Strin
         cols.extend(["_rlnCoordinateZ", "_rlnAngleRot", "_rlnAngleTilt"]);
     }
     cols.push("_rlnAnglePsi");
-    if meta.micrograph.is_some() {
+    let named = groups.iter().any(|g| g.name.is_some());
+    if named {
         cols.push("_rlnMicrographName");
     }
     cols.push("_rlnAutopickFigureOfMerit");
-    if pixel.is_some() {
+    if !optics.is_empty() {
         cols.push("_rlnOpticsGroup");
     }
     for (i, c) in cols.iter().enumerate() {
         let _ = writeln!(s, "{c} #{}", i + 1);
     }
-    // A STAR value may not hold white space or start with a quote-like character unquoted.
-    let name = meta.micrograph.as_ref().map(|m| {
-        if m.is_empty() || m.contains(char::is_whitespace) || m.starts_with(['"', '\'', '_', '#']) {
-            format!("\"{}\"", m.replace('"', "'"))
-        } else {
-            m.clone()
+    for (g, px) in groups.iter().zip(
+        pixels
+            .iter()
+            .flatten()
+            .map(Some)
+            .chain(std::iter::repeat(None)),
+    ) {
+        let name = star_value(g.name.unwrap_or(""));
+        let group = px.and_then(|p| optics.iter().position(|q| q.to_bits() == p.to_bits()));
+        for r in g.rows {
+            for v in r.position.iter().rev() {
+                let _ = write!(s, "{v}\t");
+            }
+            let e = r.euler.unwrap_or([0.0; 3]);
+            if ndim == 3 {
+                let _ = write!(s, "{:.6}\t{:.6}\t", e[0], e[1]);
+            }
+            let _ = write!(s, "{:.6}\t", e[2]);
+            if named {
+                let _ = write!(s, "{name}\t");
+            }
+            let _ = write!(s, "{:.6}", r.score);
+            if let Some(k) = group {
+                let _ = write!(s, "\t{}", k + 1);
+            }
+            s.push('\n');
         }
-    });
-    for r in rows {
-        for v in r.position.iter().rev() {
-            let _ = write!(s, "{v}\t");
-        }
-        let e = r.euler.unwrap_or([0.0; 3]);
-        if ndim == 3 {
-            let _ = write!(s, "{:.6}\t{:.6}\t", e[0], e[1]);
-        }
-        let _ = write!(s, "{:.6}\t", e[2]);
-        if let Some(n) = &name {
-            let _ = write!(s, "{n}\t");
-        }
-        let _ = write!(s, "{:.6}", r.score);
-        if pixel.is_some() {
-            s.push_str("\t1");
-        }
-        s.push('\n');
     }
     s
 }

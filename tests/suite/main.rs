@@ -21,6 +21,8 @@ mod filter_fixtures;
 mod fuzz;
 #[cfg(feature = "cli")]
 mod io_cli;
+#[cfg(feature = "cli")]
+mod list;
 mod matching;
 mod matching_filters;
 #[cfg(feature = "cli")]

@@ -31,7 +31,7 @@ fn mpi_bin() -> Result<PathBuf, String> {
 
 /// `Some(binary)`, or `None` after saying why the test skips; panics under
 /// `MONOMORPH_REQUIRE_MPI=1`.
-fn mpi_or_skip() -> Option<PathBuf> {
+pub(crate) fn mpi_or_skip() -> Option<PathBuf> {
     match mpi_bin() {
         Ok(b) => Some(b),
         Err(why) => {
@@ -43,7 +43,7 @@ fn mpi_or_skip() -> Option<PathBuf> {
     }
 }
 
-fn mpirun() -> Command {
+pub(crate) fn mpirun() -> Command {
     let mut c = Command::new(std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into()));
     // Root in a container, more ranks than cores, rayon inside ranks, no ssh.
     c.envs([
@@ -80,7 +80,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// Deterministic values in [-1, 1).
-fn noise(shape: &[usize], seed: u64) -> ArrayD<f32> {
+pub(crate) fn noise(shape: &[usize], seed: u64) -> ArrayD<f32> {
     let mut s = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
@@ -259,6 +259,50 @@ fn mpi_rank_that_cannot_read_its_input_ends_every_rank() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].starts_with("error: rank 1: --target") && lines[0].contains("missing.npy"),
+        "{err}"
+    );
+    assert!(!out.exists(), "an output folder was left: {err}");
+}
+
+#[test]
+fn mpi_a_rank_failing_mid_loop_stops_every_rank_fast() {
+    let Some(bin) = mpi_or_skip() else { return };
+    let dir = scratch("midloop");
+    // About 2,000 rotations of a 40³ FLC per 3 ranks: minutes on one thread each, so only a
+    // stop from the failing rank ends the others within the time allowed.
+    let t = save(&dir, "t.npy", &noise(&[40, 40, 40], 5));
+    let p = save(&dir, "p.npy", &noise(&[9, 9, 9], 6));
+    let out = dir.join("out");
+    let args = [
+        "match",
+        "-m",
+        &t,
+        "-i",
+        &p,
+        "-a",
+        "6",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    let started = Instant::now();
+    let mut c = mpirun();
+    c.args(["-q", "--timeout", "100", "-n", "1"])
+        .arg(&bin)
+        .args(args);
+    c.args([":", "-n", "1", "env", "MONOMORPH_TEST_FAIL_AFTER=2"])
+        .arg(&bin)
+        .args(args);
+    c.args([":", "-n", "1"]).arg(&bin).args(args);
+    let o = c.output().expect("spawn mpirun");
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(15), "took {took:?}: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("error: rank 1: injected failure"),
         "{err}"
     );
     assert!(!out.exists(), "an output folder was left: {err}");

@@ -1,0 +1,633 @@
+//! `monomorph match --target-list` under MPI: dynamic balancing over the ranks.
+//!
+//! Every rank reads the list; the ranks check the targets up front between them (rank k the
+//! k-th, (k + n)-th, … target), agree on the first error, and share each target's size. The
+//! work items are then whole targets when there are at least as many targets as ranks, else
+//! each target's rotations split into ⌈ranks / targets⌉ contiguous ranges; the largest items
+//! come first. Rank 0 hands them out: a rank that finishes one asks for the next (point to
+//! point), so a slow rank or a large target holds no one else. Rank 0 works too, and answers
+//! the others between its own rotations.
+//!
+//! A whole target is written by the rank that ran it, exactly as its single run writes it; the
+//! ranges of a split target are merged on rank 0 exactly (the greater score, ties to the lower
+//! rotation index; Σ score² folded in one loop's order), which then writes it. Peak rows travel
+//! to rank 0, which writes particles.star and list.json at the end. A rank that fails tells
+//! rank 0, which stops every busy rank at its next rotation; the job then ends on every rank
+//! with rank 0's one-line error naming the failing rank.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::ops::{ControlFlow, Range};
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Instant;
+
+use monomorph::dist;
+use monomorph::dist::mpi::collective::SystemOperation;
+use monomorph::dist::mpi::point_to_point::MatchedReceiveVec;
+use monomorph::dist::mpi::topology::SimpleCommunicator;
+use monomorph::dist::mpi::traits::*;
+use monomorph::{Backend, BackendTask};
+use serde::{Deserialize, Serialize};
+
+use super::list::{
+    Callback, Entry, HostPart, Info, Ran, TargetDone, host_part, in_list, merge_into, order_ssum,
+    peak_query, precheck, read_list, run_whole, target_args, write_summary, write_target,
+};
+use super::matching::{MatchArgs, MatchJob, match_error, prepare};
+use super::output::{Outputs, check_out_dir};
+use super::peaks::PeakQuery;
+use super::ranks::Watch;
+use super::trace::progress;
+use super::{CliError, CliResult, Global};
+
+/// Rank 0 to a worker: an item index, [`NO_MORE`] or [`STOP`].
+const CTRL: i32 = 0x4c01;
+/// A worker to rank 0: an [`Up`] message (JSON).
+const UP: i32 = 0x4c02;
+/// A worker to rank 0: a part's maps, after its [`Up::Done`].
+const DATA: i32 = 0x4c03;
+const NO_MORE: i64 = -1;
+const STOP: i64 = -2;
+/// Values per data message (MPI counts are `i32`).
+const CHUNK: usize = 1 << 26;
+
+/// A work item: rotations `start..end` of target `target` (`whole`: all of them, written by
+/// the rank that runs it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Item {
+    /// Index of the target in the list.
+    pub target: usize,
+    /// First rotation.
+    pub start: usize,
+    /// One past the last rotation.
+    pub end: usize,
+    /// The whole target.
+    pub whole: bool,
+}
+
+/// The items of targets of sizes `infos` for `size` ranks: whole targets when there are at
+/// least as many as ranks, else ⌈size / targets⌉ ranges per target; largest first (voxels ×
+/// rotations; stable, so list order among equals).
+pub fn plan(infos: &[Info], size: usize) -> Vec<Item> {
+    let t = infos.len().max(1);
+    let per = if infos.len() >= size {
+        1
+    } else {
+        size.div_ceil(t)
+    };
+    let mut items = Vec::new();
+    for (k, i) in infos.iter().enumerate() {
+        let n = i.nrot as usize;
+        let p = per.min(n).max(1);
+        for j in 0..p {
+            let r = dist::rotation_range(n, p, j);
+            items.push(Item {
+                target: k,
+                start: r.start,
+                end: r.end,
+                whole: p == 1,
+            });
+        }
+    }
+    items.sort_by_key(|it| Reverse(infos[it.target].voxels * (it.end - it.start) as u64));
+    items
+}
+
+/// A worker's message to rank 0.
+#[derive(Debug, Serialize, Deserialize)]
+enum Up {
+    /// Ready for a first item.
+    Ready,
+    /// Item done (a part's maps follow as [`DATA`] messages); ready for the next.
+    Done { item: usize, seconds: f64, res: Res },
+    /// This rank failed.
+    Failed { code: u8, message: String },
+    /// Stopped on rank 0's word.
+    Stopped,
+}
+
+/// What a finished item leaves.
+#[derive(Debug, Serialize, Deserialize)]
+enum Res {
+    /// A whole target, written.
+    Whole(TargetDone),
+    /// A range: its Σ score² partials here, its maps as [`DATA`] messages.
+    Part { voxels: usize, ssum_parts: Vec<u64> },
+}
+
+/// An item's outcome on the rank that ran it.
+enum Local {
+    Whole(TargetDone),
+    Part(HostPart),
+}
+
+/// The command's context, the same on every rank.
+struct Ctx<'a> {
+    g: &'a Global,
+    quiet: Global,
+    a: &'a MatchArgs,
+    list: &'a Path,
+    entries: Vec<Entry>,
+    q: Option<PeakQuery>,
+    infos: Vec<Info>,
+    items: Vec<Item>,
+}
+
+/// [`dist::agree_code`] keeping the failing rank's exit code.
+fn agree<T>(world: &SimpleCommunicator, local: CliResult<T>) -> CliResult<T> {
+    dist::agree_code(world, local, |e: &CliError| e.code as i32).map_err(|e| CliError {
+        code: e.code as u8,
+        message: e.to_string(),
+    })
+}
+
+/// Runs `monomorph match --target-list` over the ranks of `world`.
+pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<()> {
+    let t0 = Instant::now();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    // Before any rank can create it (none does before the agreements below).
+    let existed = a.out.exists();
+    let list = a.list.target_list.clone().unwrap_or_default();
+    let parsed = read_list(&list).and_then(|e| {
+        let q = peak_query(&a.list)?;
+        check_out_dir("--out", &a.out)?;
+        Ok((e, q))
+    });
+    let (entries, q) = agree(world, parsed)?;
+    let n = entries.len();
+    let mut local = vec![0u64; 2 * n];
+    let checked = (rank..n).step_by(size).try_for_each(|k| {
+        let i = precheck(g, a, &list, &entries[k], q.as_ref())?;
+        (local[2 * k], local[2 * k + 1]) = (i.voxels, i.nrot);
+        Ok(())
+    });
+    agree(world, checked)?;
+    let mut all = vec![0u64; 2 * n];
+    world.all_reduce_into(&local[..], &mut all[..], SystemOperation::sum());
+    let infos: Vec<Info> = all
+        .chunks(2)
+        .map(|c| Info {
+            voxels: c[0],
+            nrot: c[1],
+        })
+        .collect();
+    let items = plan(&infos, size);
+    let ctx = Ctx {
+        g,
+        quiet: Global {
+            quiet: true,
+            ..g.clone()
+        },
+        a,
+        list: &list,
+        entries,
+        q,
+        infos,
+        items,
+    };
+    let failed = if rank == 0 {
+        let failed = coordinate(world, &ctx, t0);
+        if failed.is_some() {
+            // Every worker has finished, its unfinished target's folder removed.
+            super::list::remove_if_new(&a.out, existed);
+        }
+        failed
+    } else {
+        work(world, &ctx);
+        None
+    };
+    // Every rank learns rank 0's outcome.
+    let mut buf = serde_json::to_vec(&failed).unwrap_or_default();
+    dist::bcast_bytes(world, 0, &mut buf);
+    match serde_json::from_slice::<Option<(i32, u8, String)>>(&buf) {
+        Ok(None) => Ok(()),
+        Ok(Some((r, code, message))) => Err(CliError {
+            code,
+            message: format!("rank {r}: {message}"),
+        }),
+        Err(e) => Err(CliError::failure(format!(
+            "rank 0's outcome did not arrive: {e}"
+        ))),
+    }
+}
+
+/// Sends `up` (and a part's maps) to rank 0.
+fn send_up(world: &SimpleCommunicator, up: &Up, part: Option<&HostPart>) {
+    let root = world.process_at_rank(0);
+    let bytes = serde_json::to_vec(up).unwrap_or_default();
+    root.send_with_tag(&bytes[..], UP);
+    if let Some(p) = part {
+        for c in p.scores.chunks(CHUNK) {
+            root.send_with_tag(c, DATA);
+        }
+        for c in p.index.chunks(CHUNK) {
+            root.send_with_tag(c, DATA);
+        }
+    }
+}
+
+/// Runs item `k` on this rank (progress through `cb`, which may stop it).
+fn run_item(ctx: &Ctx<'_>, k: usize, cb: Callback<'_>, watch: &Watch) -> CliResult<Local> {
+    let it = ctx.items[k];
+    let e = &ctx.entries[it.target];
+    if it.whole {
+        let done = run_whole(&ctx.quiet, ctx.a, ctx.list, e, ctx.q.as_ref(), cb, watch)?;
+        return Ok(Local::Whole(done));
+    }
+    let ta = target_args(ctx.a, e);
+    let (p, job) = prepare(&ctx.quiet, &ta).map_err(|err| in_list(err, ctx.list, e))?;
+    let task = PartTask {
+        job,
+        cb,
+        range: it.start..it.end,
+    };
+    let r = monomorph::dispatch(p.g.dispatch(ta.memory_limit), task);
+    Ok(Local::Part(watch.outcome(r, ta.memory_limit)?))
+}
+
+/// A range of a target's rotations on a backend.
+struct PartTask<'a> {
+    job: MatchJob,
+    cb: Callback<'a>,
+    range: Range<usize>,
+}
+
+impl BackendTask for PartTask<'_> {
+    type Output = HostPart;
+    fn run<B: Backend>(self, b: &B) -> monomorph::Result<HostPart> {
+        let (target, template, tmask, gmask) = self.job.upload(b)?;
+        let mut params = self.job.params(tmask.as_ref(), gmask.as_ref());
+        params.progress = Some(self.cb);
+        let (start, len) = (self.range.start, self.range.len());
+        let p = dist::match_range(b, &target, &template, &params, self.range)?;
+        Ok(host_part::<B>(
+            start,
+            len,
+            &p.scores,
+            &p.rotation_index,
+            p.ssum_parts,
+        ))
+    }
+}
+
+/// A worker rank: asks rank 0 for items until there are none or rank 0 says stop.
+fn work(world: &SimpleCommunicator, ctx: &Ctx<'_>) {
+    let root = world.process_at_rank(0);
+    let mut up = Up::Ready;
+    let mut part: Option<HostPart> = None;
+    loop {
+        send_up(world, &up, part.as_ref());
+        if matches!(up, Up::Failed { .. } | Up::Stopped) {
+            return;
+        }
+        let (k, _) = root.receive_with_tag::<i64>(CTRL);
+        let Ok(k) = usize::try_from(k) else { return };
+        let stopped = AtomicBool::new(false);
+        let watch = Watch::default();
+        let cb = |d: usize, _: usize| {
+            // Called on this (the MPI) thread between rotations.
+            let w = SimpleCommunicator::world();
+            if let Some((m, _)) = w.process_at_rank(0).immediate_matched_probe_with_tag(CTRL) {
+                let _: (i64, _) = m.matched_receive();
+                stopped.store(true, Relaxed);
+                return ControlFlow::Break(());
+            }
+            watch.poll(d)
+        };
+        let t = Instant::now();
+        let r = run_item(ctx, k, &cb, &watch);
+        let seconds = t.elapsed().as_secs_f64();
+        part = None;
+        up = match r {
+            _ if stopped.load(Relaxed) => Up::Stopped,
+            Ok(Local::Whole(done)) => Up::Done {
+                item: k,
+                seconds,
+                res: Res::Whole(done),
+            },
+            Ok(Local::Part(p)) => {
+                let res = Res::Part {
+                    voxels: p.scores.len(),
+                    ssum_parts: p.ssum_parts.iter().map(|v| v.to_bits()).collect(),
+                };
+                part = Some(p);
+                Up::Done {
+                    item: k,
+                    seconds,
+                    res,
+                }
+            }
+            Err(e) => Up::Failed {
+                code: e.code,
+                message: e.message,
+            },
+        };
+    }
+}
+
+/// A worker as rank 0 sees it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Worker {
+    busy: bool,
+    stop_sent: bool,
+    finished: bool,
+}
+
+/// A split target's merge so far.
+#[derive(Default)]
+struct Merge {
+    maps: Option<HostPart>,
+    ssum: Vec<(usize, usize, Vec<f64>)>,
+    left: usize,
+    seconds: f64,
+}
+
+/// Rank 0's bookkeeping.
+struct Coord {
+    next: usize,
+    workers: Vec<Worker>,
+    stopping: bool,
+    error: Option<(i32, u8, String)>,
+    done_rot: u64,
+    merges: HashMap<usize, Merge>,
+    ready: Vec<usize>,
+    done: Vec<Option<TargetDone>>,
+    ran: Vec<Vec<Ran>>,
+}
+
+impl Coord {
+    fn ctrl(k: usize, v: i64) {
+        SimpleCommunicator::world()
+            .process_at_rank(k as i32)
+            .send_with_tag(&v, CTRL);
+    }
+
+    /// Records a failure (the first one is reported) and stops every busy worker.
+    fn fail(&mut self, rank: i32, code: u8, message: String) {
+        if self.error.is_none() {
+            self.error = Some((rank, code, message));
+        }
+        if !self.stopping {
+            self.stopping = true;
+            for (k, w) in self.workers.iter_mut().enumerate().skip(1) {
+                if w.busy && !w.finished && k as i32 != rank {
+                    Coord::ctrl(k, STOP);
+                    w.stop_sent = true;
+                }
+            }
+        }
+    }
+
+    /// Answers worker `k`, which waits for its next item.
+    fn assign(&mut self, ctx: &Ctx<'_>, k: usize) {
+        let w = &mut self.workers[k];
+        w.busy = false;
+        if self.stopping {
+            if !w.stop_sent {
+                Coord::ctrl(k, STOP);
+            }
+            w.finished = true;
+        } else if let Some(i) = (self.next < ctx.items.len()).then_some(self.next) {
+            self.next += 1;
+            w.busy = true;
+            Coord::ctrl(k, i as i64);
+        } else {
+            Coord::ctrl(k, NO_MORE);
+            w.finished = true;
+        }
+    }
+
+    /// The next item for rank 0 itself.
+    fn take(&mut self, ctx: &Ctx<'_>) -> Option<usize> {
+        (!self.stopping && self.next < ctx.items.len()).then(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    /// Records item `k`'s outcome, run by `rank`.
+    fn record(&mut self, ctx: &Ctx<'_>, k: usize, rank: i32, seconds: f64, out: Local) {
+        let it = ctx.items[k];
+        self.done_rot += (it.end - it.start) as u64;
+        self.ran[it.target].push(Ran {
+            rank,
+            rotations: [it.start, it.end],
+            seconds,
+        });
+        match out {
+            Local::Whole(d) => self.done[it.target] = Some(d),
+            Local::Part(p) => {
+                let parts = ctx.items.iter().filter(|i| i.target == it.target).count();
+                let m = self.merges.entry(it.target).or_insert_with(|| Merge {
+                    left: parts,
+                    ..Merge::default()
+                });
+                m.ssum.push((p.start, p.len, p.ssum_parts.clone()));
+                m.seconds += seconds;
+                match m.maps.as_mut() {
+                    Some(acc) => merge_into(acc, p),
+                    None => m.maps = Some(p),
+                }
+                m.left -= 1;
+                if m.left == 0 {
+                    self.ready.push(it.target);
+                }
+            }
+        }
+    }
+
+    /// Handles one message from a worker.
+    fn handle(&mut self, ctx: &Ctx<'_>, src: i32, bytes: &[u8]) {
+        let w = SimpleCommunicator::world();
+        let k = src as usize;
+        let up: Up = match serde_json::from_slice(bytes) {
+            Ok(u) => u,
+            Err(e) => Up::Failed {
+                code: 1,
+                message: format!("unreadable message to rank 0: {e}"),
+            },
+        };
+        match up {
+            Up::Ready => self.assign(ctx, k),
+            Up::Done { item, seconds, res } => {
+                let out = match res {
+                    Res::Whole(d) => Local::Whole(d),
+                    Res::Part { voxels, ssum_parts } => {
+                        // Always received, also when stopping: the worker waits in its send.
+                        let from = w.process_at_rank(src);
+                        let mut scores = Vec::with_capacity(voxels);
+                        while scores.len() < voxels {
+                            scores.extend(from.receive_vec_with_tag::<f64>(DATA).0);
+                        }
+                        let mut index = Vec::with_capacity(voxels);
+                        while index.len() < voxels {
+                            index.extend(from.receive_vec_with_tag::<i64>(DATA).0);
+                        }
+                        let it = ctx.items[item.min(ctx.items.len() - 1)];
+                        Local::Part(HostPart {
+                            start: it.start,
+                            len: it.end - it.start,
+                            scores,
+                            index,
+                            ssum_parts: ssum_parts.into_iter().map(f64::from_bits).collect(),
+                        })
+                    }
+                };
+                if item < ctx.items.len() && !self.stopping {
+                    self.record(ctx, item, src, seconds, out);
+                }
+                self.assign(ctx, k);
+            }
+            Up::Failed { code, message } => {
+                self.workers[k].busy = false;
+                self.workers[k].finished = true;
+                self.fail(src, code, message);
+            }
+            Up::Stopped => {
+                self.workers[k].busy = false;
+                self.workers[k].finished = true;
+            }
+        }
+    }
+
+    /// Handles every message already here (non-blocking).
+    fn serve(&mut self, ctx: &Ctx<'_>) {
+        let w = SimpleCommunicator::world();
+        while let Some(msg) = w.any_process().immediate_matched_probe_with_tag(UP) {
+            let (bytes, status) = msg.matched_receive_vec::<u8>();
+            self.handle(ctx, status.source_rank(), &bytes);
+        }
+    }
+
+    /// Waits for one message and handles it.
+    fn serve_one(&mut self, ctx: &Ctx<'_>) {
+        let w = SimpleCommunicator::world();
+        let (bytes, status) = w
+            .any_process()
+            .matched_probe_with_tag(UP)
+            .matched_receive_vec::<u8>();
+        self.handle(ctx, status.source_rank(), &bytes);
+    }
+
+    fn all_finished(&self) -> bool {
+        self.workers.iter().skip(1).all(|w| w.finished)
+    }
+}
+
+/// Writes split target `t` from its merged parts (rank 0).
+fn finish_split(ctx: &Ctx<'_>, t: usize, m: Merge) -> CliResult<TargetDone> {
+    let e = &ctx.entries[t];
+    let ta = target_args(ctx.a, e);
+    let (p, job) = prepare(&ctx.quiet, &ta).map_err(|err| in_list(err, ctx.list, e))?;
+    let nrot = ctx.infos[t].nrot as usize;
+    let ssum = order_ssum(m.ssum, nrot).map_err(CliError::failure)?;
+    let merged = m
+        .maps
+        .ok_or_else(|| CliError::failure("a split target without parts"))?;
+    let out = Outputs::in_dir("--out", &ta.out)?;
+    let task = super::list::FromParts {
+        job,
+        merged,
+        ssum,
+        shape: p.tshape.clone(),
+        match_s: m.seconds,
+    };
+    let matched = monomorph::dispatch(p.g.dispatch(ta.memory_limit), task)
+        .map_err(|e| match_error(e, ta.memory_limit))?;
+    write_target(&ctx.quiet, &ta, p, out, matched, ctx.q.as_ref())
+}
+
+/// Rank 0: hands out the items, runs its own, merges and writes; `Some` failure (rank, exit
+/// code, message) or `None`.
+fn coordinate(world: &SimpleCommunicator, ctx: &Ctx<'_>, t0: Instant) -> Option<(i32, u8, String)> {
+    let size = world.size() as usize;
+    let n = ctx.entries.len();
+    let total: u64 = ctx.infos.iter().map(|i| i.nrot).sum();
+    let pb = progress(total, "rotations", ctx.g.quiet);
+    let coord = Mutex::new(Coord {
+        next: 0,
+        workers: vec![Worker::default(); size],
+        stopping: false,
+        error: None,
+        done_rot: 0,
+        merges: HashMap::new(),
+        ready: Vec::new(),
+        done: vec![None; n],
+        ran: vec![Vec::new(); n],
+    });
+    let lock = || coord.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let mut c = lock();
+        c.serve(ctx);
+        while let Some(t) = c.ready.pop() {
+            let m = c.merges.remove(&t).unwrap_or_default();
+            if c.stopping {
+                continue;
+            }
+            // Other ranks wait for rank 0 while it writes; the write is short next to matching.
+            match finish_split(ctx, t, m) {
+                Ok(d) => c.done[t] = Some(d),
+                Err(e) => c.fail(0, e.code, e.message),
+            }
+        }
+        if let Some(k) = c.take(ctx) {
+            drop(c);
+            let it = ctx.items[k];
+            let len = (it.end - it.start) as u64;
+            let watch = Watch::default();
+            let cb = |d: usize, t: usize| {
+                let mut c = lock();
+                c.serve(ctx);
+                pb.set_position(c.done_rot + d as u64 * len / t.max(1) as u64);
+                if c.stopping {
+                    return ControlFlow::Break(());
+                }
+                drop(c);
+                watch.poll(d)
+            };
+            let t = Instant::now();
+            let r = run_item(ctx, k, &cb, &watch);
+            let seconds = t.elapsed().as_secs_f64();
+            let mut c = lock();
+            match r {
+                _ if c.stopping => {}
+                Ok(out) => c.record(ctx, k, 0, seconds, out),
+                Err(e) => c.fail(0, e.code, e.message),
+            }
+            pb.set_position(c.done_rot);
+            continue;
+        }
+        if c.all_finished() && c.ready.is_empty() {
+            break;
+        }
+        c.serve_one(ctx);
+        pb.set_position(c.done_rot);
+    }
+    pb.finish_and_clear();
+    let mut c = lock();
+    if let Some(e) = c.error.take() {
+        return Some(e);
+    }
+    let done: Option<Vec<TargetDone>> = c.done.iter().cloned().collect();
+    let Some(done) = done else {
+        return Some((0, 1, "internal error: a target was not run".into()));
+    };
+    for r in c.ran.iter_mut() {
+        r.sort_by_key(|x| x.rotations[0]);
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    write_summary(
+        ctx.a,
+        ctx.list,
+        &ctx.entries,
+        &done,
+        &c.ran,
+        size,
+        wall,
+        ctx.g.quiet,
+    )
+    .err()
+    .map(|e| (0, e.code, e.message))
+}
