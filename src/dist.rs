@@ -384,12 +384,7 @@ pub fn match_range<B: Backend>(
     }
     let d = params.rotations.dim();
     let flat = &params.rotations.as_flat()[range.start * d * d..range.end * d * d];
-    let mut sub = MatchParams::new(params.score, RotationSet::from_matrices(d, flat)?);
-    sub.template_mask = params.template_mask;
-    sub.target_mask = params.target_mask;
-    sub.pad_edges = params.pad_edges;
-    sub.interpolation = params.interpolation;
-    sub.prerotated =
+    let prerotated =
         match &params.prerotated {
             Some(p) => Some(Prerotated {
                 templates: p.templates.get(range.clone()).ok_or_else(|| {
@@ -404,10 +399,15 @@ pub fn match_range<B: Backend>(
             }),
             None => None,
         };
-    sub.memory_limit = params.memory_limit;
-    sub.tile_shape = params.tile_shape.clone();
-    sub.mcc_overlap_ratio = params.mcc_overlap_ratio;
-    sub.progress = params.progress;
+    // Every other parameter (masks, filters, limits, the callback) is the caller's: the struct
+    // update copies them all, so a field added to MatchParams is carried here without an edit
+    // (or, if it is not Copy, fails to compile until it is handled).
+    let sub = MatchParams {
+        rotations: RotationSet::from_matrices(d, flat)?,
+        prerotated,
+        tile_shape: params.tile_shape.clone(),
+        ..*params
+    };
     let r = match_one(b, target, template, &sub)?;
     let scores = b.download(&r.scores)?;
     let mut rotation_index = b.download(&r.rotation_index)?;
