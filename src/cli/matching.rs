@@ -69,6 +69,8 @@ pub struct MatchArgs {
     /// Also write DIR/scores.png: the central slice with the best peaks marked.
     #[arg(long)]
     pub png: bool,
+    #[command(flatten)]
+    pub filters: super::filters::FilterArgs,
 }
 
 /// `--score`.
@@ -127,6 +129,8 @@ pub struct MatchJob {
     pub quiet: bool,
     /// Also call peaks (for a PNG or the demo) with this query.
     pub peaks: Option<PeakQuery>,
+    /// The Fourier filters, built on the backend before matching.
+    pub filters: Option<monomorph::algo::filters::FilterSpec>,
 }
 
 /// Host copy of a matching result.
@@ -242,7 +246,9 @@ impl BackendTask for MatchJob {
             pb.set_position(done as u64);
             ControlFlow::Continue(())
         };
+        let filters = super::filters::build(self.filters.as_ref(), b, &target, self.template.shape())?;
         let mut params = self.params(tmask.as_ref(), gmask.as_ref());
+        params.filters = filters.as_ref().map(|f| f as _);
         params.progress = Some(&cb);
         let t0 = std::time::Instant::now();
         let r = {
@@ -296,6 +302,8 @@ pub struct Prepared {
     pub score: Score,
     /// Timings so far (read).
     pub timings: Timings,
+    /// The Fourier filters, for run.json.
+    pub filters_json: serde_json::Value,
 }
 
 /// Runs `monomorph match`.
@@ -404,8 +412,15 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         caller: Caller::Skimage,
         run_stats: None,
     });
+    let fvoxel = super::filters::voxel_size(
+        &a.filters,
+        &[("--target", &a.target, target.voxel_size), ("--template", &a.template, template.voxel_size)],
+        template.voxel_size,
+    )?;
+    let filters = super::filters::spec(&a.filters, d, fvoxel)?;
+    let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
     let job = MatchJob {
-        target: target.data,
+        target: if a.filters.invert_target_contrast { super::filters::negate(target.data) } else { target.data },
         template: template.data,
         template_mask,
         target_mask,
@@ -419,6 +434,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         memory_limit: a.memory_limit,
         quiet: g.quiet,
         peaks: png_query,
+        filters,
     };
     let n_rot = job.rotations.len();
     let names = [
@@ -452,6 +468,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
             n_rot,
             score,
             timings,
+            filters_json,
         },
         job,
     ))
@@ -466,6 +483,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         n_rot,
         score,
         mut timings,
+        filters_json,
     } = p;
     let g = &g;
     timings.time("write", || -> CliResult<()> {
@@ -498,6 +516,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "target_shape": tshape, "voxel_size": voxel_size,
             }),
         );
+        o.insert("filters".into(), filters_json);
         o.insert("ssum".into(), json!(m.ssum));
         // What `peaks --false-positives` needs for pytme's rule (read back by `peaks`).
         o.insert(
