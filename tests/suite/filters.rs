@@ -256,7 +256,11 @@ fn the_z_y_x_frame_gives_the_filter_pytme_applies_transposed() {
         let rev = |s: &[usize]| s.iter().rev().copied().collect::<Vec<_>>();
         let mut line = format!("{case}:");
         for (what, shape, got) in [
-            ("template", &tshape, filters.template_weight(&rev(&tshape)).unwrap()),
+            (
+                "template",
+                &tshape,
+                filters.template_weight(&rev(&tshape)).unwrap(),
+            ),
             ("target", &fast, filters.target_weight(&rev(&fast)).unwrap()),
         ] {
             let file = format!("matching-filters/{case}/{what}_filter.npy");
@@ -288,7 +292,9 @@ fn the_z_y_x_frame_gives_the_filter_pytme_applies_transposed() {
 #[test]
 fn invalid_specs_are_refused_with_the_flag_named() {
     let cpu = Cpu::<Double>::new();
-    let target = cpu.upload(ArrayD::<f64>::zeros(IxDyn(&[8, 8, 8])).view()).unwrap();
+    let target = cpu
+        .upload(ArrayD::<f64>::zeros(IxDyn(&[8, 8, 8])).view())
+        .unwrap();
     let err = |s: &FilterSpec| s.build(&cpu, &target, &[4, 4, 4]).unwrap_err().to_string();
     let mut s = FilterSpec::new(8.0);
     s.lowpass = Some(40.0);
@@ -326,9 +332,86 @@ fn invalid_specs_are_refused_with_the_flag_named() {
     s.microscope.voltage_kv = -300.0;
     assert!(err(&s).contains("acceleration-voltage"), "{}", err(&s));
     // 2-D with pytme's default axes 2,0
-    let t2 = cpu.upload(ArrayD::<f64>::zeros(IxDyn(&[8, 8])).view()).unwrap();
+    let t2 = cpu
+        .upload(ArrayD::<f64>::zeros(IxDyn(&[8, 8])).view())
+        .unwrap();
     let mut s = FilterSpec::new(8.0);
     s.wedge = Some(WedgeSpec::Continuous { a: 60.0, b: 60.0 });
     let e = s.build(&cpu, &t2, &[4, 4]).unwrap_err().to_string();
     assert!(e.contains("wedge-axes"), "{e}");
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn built(spec: &FilterSpec, shape: &[usize]) -> Filters {
+        let cpu = Cpu::<Double>::new();
+        let t = cpu
+            .upload(ArrayD::<f64>::zeros(IxDyn(shape)).view())
+            .unwrap();
+        let tshape: Vec<usize> = shape.iter().map(|&n| n / 2 + 1).collect();
+        spec.build(&cpu, &t, &tshape).unwrap()
+    }
+
+    /// Every (k, -k) pair inside the half grid's `k_last = 0` plane.
+    fn symmetric_in_plane(w: &ArrayD<f64>, shape: &[usize]) -> bool {
+        let d = shape.len();
+        w.indexed_iter().all(|(ix, &v)| {
+            if ix[d - 1] != 0 {
+                return true;
+            }
+            let neg: Vec<usize> = (0..d).map(|a| (shape[a] - ix[a]) % shape[a]).collect();
+            v == w[IxDyn(&neg)]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        #[test]
+        fn pointwise_filters_are_bounded_point_symmetric_and_zero_at_dc(
+            n in prop::collection::vec(5usize..12, 3),
+            a in 0.0f64..90.0,
+            b in 0.0f64..90.0,
+            df in 5000.0f64..50000.0,
+            low in 10.0f64..40.0,
+            reversed in any::<bool>(),
+        ) {
+            let mut s = FilterSpec::new(4.0);
+            s.axis_order = if reversed { AxisOrder::Reversed } else { AxisOrder::Pytme };
+            s.wedge = Some(WedgeSpec::Continuous { a, b });
+            s.ctf = Some(CtfSpec::Single { defocus: df, phase_shift: 0.0 });
+            s.lowpass = Some(low);
+            s.highpass = Some(low * 4.0);
+            let f = built(&s, &n);
+            for w in [f.template_weight(&n).unwrap().unwrap(), f.target_weight(&n).unwrap().unwrap()] {
+                prop_assert_eq!(w[IxDyn(&[0, 0, 0])], 0.0);
+                prop_assert!(w.iter().all(|&v| (0.0..=1.0).contains(&v)));
+                prop_assert!(symmetric_in_plane(&w, &n));
+            }
+            // the wedge alone is binary
+            let mut s2 = s.clone();
+            s2.ctf = None;
+            s2.lowpass = None;
+            s2.highpass = None;
+            let w = built(&s2, &n).template_weight(&n).unwrap().unwrap();
+            prop_assert!(w.iter().all(|&v| v == 0.0 || v == 1.0));
+        }
+
+        #[test]
+        fn a_gridded_filter_in_the_z_y_x_frame_is_point_symmetric(
+            m in 6usize..11,
+            step in 5.0f64..30.0,
+        ) {
+            let angles: Vec<f64> = (-3..=3).map(|i| i as f64 * step).filter(|a| a.abs() <= 90.0).collect();
+            let mut s = FilterSpec::new(4.0);
+            s.wedge = Some(WedgeSpec::TiltSeries { angles, doses: None });
+            s.tilt_weighting = Some(TiltWeighting::Angle);
+            let shape = [m, m, m];
+            let w = built(&s, &shape).template_weight(&shape).unwrap().unwrap();
+            prop_assert!(symmetric_in_plane(&w, &shape));
+            prop_assert!(w.iter().all(|&v| (0.0..=1.0).contains(&v)));
+        }
+    }
 }

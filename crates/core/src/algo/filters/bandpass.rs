@@ -36,6 +36,9 @@ mod tests {
         assert!((v - 0.5).abs() < 1e-12, "{v}");
         let v = gaussian_bandpass_at(&[4, 0, 0], &[16, 16, 16], 8.0, None, Some(32.0));
         assert!((v - 0.5).abs() < 1e-12, "{v}");
-        assert_eq!(gaussian_bandpass_at(&[0, 0, 0], &[16, 16, 16], 8.0, None, Some(32.0)), 0.0);
+        assert_eq!(
+            gaussian_bandpass_at(&[0, 0, 0], &[16, 16, 16], 8.0, None, Some(32.0)),
+            0.0
+        );
     }
 }

@@ -193,7 +193,10 @@ impl FilterSpec {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(Error::invalid(name, format!("must be a positive number, got {v}")))
+                Err(Error::invalid(
+                    name,
+                    format!("must be a positive number, got {v}"),
+                ))
             }
         };
         pos("sampling-rate", self.voxel_size)?;
@@ -330,10 +333,7 @@ impl FilterSpec {
         if template_shape.len() != ndim {
             return Err(Error::invalid(
                 "template",
-                format!(
-                    "{} axes, the target has {ndim}",
-                    template_shape.len()
-                ),
+                format!("{} axes, the target has {ndim}", template_shape.len()),
             ));
         }
         self.validate(ndim)?;
@@ -492,8 +492,8 @@ impl Filters {
         if let Some(st) = stack {
             let (o, t) = axes.expect("a stack comes with a tilt series");
             let st: Vec<ArrayD<f64>> = st.iter().map(|a| a.mapv(|v| v as f32 as f64)).collect();
-            let sw: Option<Vec<ArrayD<f64>>> = stack_w
-                .map(|w| w.iter().map(|a| a.mapv(|v| v as f32 as f64)).collect());
+            let sw: Option<Vec<ArrayD<f64>>> =
+                stack_w.map(|w| w.iter().map(|a| a.mapv(|v| v as f32 as f64)).collect());
             let angles = rec_angles.expect("set with the stack");
             parts.insert(0, reconstruct(&st, sw.as_deref(), pshape, &angles, o, t)?);
         }
@@ -631,83 +631,5 @@ impl SpectralFilter for Filters {
         let mut out = ArrayD::from_shape_vec(IxDyn(&hs), vals).expect("half grid length");
         out[IxDyn(&vec![0; d])] = 0.0;
         Ok(Some(out))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::Memory;
-    use monomorph_cpu::Cpu;
-    use proptest::prelude::*;
-
-    fn built(spec: &FilterSpec, shape: &[usize]) -> Filters {
-        let cpu = Cpu::<crate::Double>::new();
-        let t = cpu.upload(ArrayD::<f64>::zeros(IxDyn(shape)).view()).unwrap();
-        let tshape: Vec<usize> = shape.iter().map(|&n| n / 2 + 1).collect();
-        spec.build(&cpu, &t, &tshape).unwrap()
-    }
-
-    /// Every (k, -k) pair inside the half grid's `k_last = 0` plane.
-    fn symmetric_in_plane(w: &ArrayD<f64>, shape: &[usize]) -> bool {
-        let d = shape.len();
-        w.indexed_iter().all(|(ix, &v)| {
-            if ix[d - 1] != 0 {
-                return true;
-            }
-            let neg: Vec<usize> = (0..d)
-                .map(|a| (shape[a] - ix[a]) % shape[a])
-                .collect();
-            v == w[IxDyn(&neg)]
-        })
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(24))]
-
-        #[test]
-        fn pointwise_filters_are_bounded_point_symmetric_and_zero_at_dc(
-            n in prop::collection::vec(5usize..12, 3),
-            a in 0.0f64..90.0,
-            b in 0.0f64..90.0,
-            df in 5000.0f64..50000.0,
-            low in 10.0f64..40.0,
-            reversed in any::<bool>(),
-        ) {
-            let mut s = FilterSpec::new(4.0);
-            s.axis_order = if reversed { AxisOrder::Reversed } else { AxisOrder::Pytme };
-            s.wedge = Some(WedgeSpec::Continuous { a, b });
-            s.ctf = Some(CtfSpec::Single { defocus: df, phase_shift: 0.0 });
-            s.lowpass = Some(low);
-            s.highpass = Some(low * 4.0);
-            let f = built(&s, &n);
-            for w in [f.template_weight(&n).unwrap().unwrap(), f.target_weight(&n).unwrap().unwrap()] {
-                prop_assert_eq!(w[IxDyn(&[0, 0, 0])], 0.0);
-                prop_assert!(w.iter().all(|&v| (0.0..=1.0).contains(&v)));
-                prop_assert!(symmetric_in_plane(&w, &n));
-            }
-            // the wedge alone is binary
-            let mut s2 = s.clone();
-            s2.ctf = None;
-            s2.lowpass = None;
-            s2.highpass = None;
-            let w = built(&s2, &n).template_weight(&n).unwrap().unwrap();
-            prop_assert!(w.iter().all(|&v| v == 0.0 || v == 1.0));
-        }
-
-        #[test]
-        fn a_gridded_filter_in_the_z_y_x_frame_is_point_symmetric(
-            m in 6usize..11,
-            step in 5.0f64..30.0,
-        ) {
-            let angles: Vec<f64> = (-3..=3).map(|i| i as f64 * step).filter(|a| a.abs() <= 90.0).collect();
-            let mut s = FilterSpec::new(4.0);
-            s.wedge = Some(WedgeSpec::TiltSeries { angles, doses: None });
-            s.tilt_weighting = Some(TiltWeighting::Angle);
-            let shape = [m, m, m];
-            let w = built(&s, &shape).template_weight(&shape).unwrap().unwrap();
-            prop_assert!(symmetric_in_plane(&w, &shape));
-            prop_assert!(w.iter().all(|&v| (0.0..=1.0).contains(&v)));
-        }
     }
 }

@@ -19,7 +19,12 @@ pub struct Microscope {
 
 /// The relativistic electron wavelength in Å for `voltage_kv` (pytme's constants).
 pub fn electron_wavelength(voltage_kv: f64) -> f64 {
-    let (h, e, m, c) = (6.62606896e-34, 1.60217646e-19, 9.10938215e-31, 299792458.0f64);
+    let (h, e, m, c) = (
+        6.62606896e-34,
+        1.60217646e-19,
+        9.10938215e-31,
+        299792458.0f64,
+    );
     let energy = e * voltage_kv * 1e3;
     h * c / (energy * energy + 2.0 * energy * m * c * c).sqrt() * 1e10
 }

@@ -20,7 +20,9 @@ fn seed_sequence_state(seed: u32) -> [u64; 4] {
         v ^ (v >> XSHIFT)
     };
     let mix = |x: u32, y: u32| {
-        let r = MIX_MULT_L.wrapping_mul(x).wrapping_sub(MIX_MULT_R.wrapping_mul(y));
+        let r = MIX_MULT_L
+            .wrapping_mul(x)
+            .wrapping_sub(MIX_MULT_R.wrapping_mul(y));
         r ^ (r >> XSHIFT)
     };
     let entropy = [seed];
@@ -94,24 +96,6 @@ impl Pcg64 {
         n as u32
     }
 
-    /// A uniform integer in `[0, max]` by masked rejection (numpy `random_interval`).
-    fn interval(&mut self, max: u64) -> u64 {
-        if max == 0 {
-            return 0;
-        }
-        let mask = u64::MAX >> max.leading_zeros();
-        loop {
-            let v = if max <= 0xFFFF_FFFF {
-                self.next_u32() as u64 & mask
-            } else {
-                self.next_u64() & mask
-            };
-            if v <= max {
-                return v;
-            }
-        }
-    }
-
     /// A uniform integer in `[0, rng]` (numpy `random_bounded_uint64`, Lemire, unmasked).
     fn bounded(&mut self, rng: u64) -> u64 {
         if rng == 0 {
@@ -154,12 +138,12 @@ impl Pcg64 {
 pub fn choose_sorted(seed: u32, n: usize, k: usize) -> Vec<usize> {
     let mut g = Pcg64::new(seed);
     let mut out: Vec<usize> = if n > 10000 && k > n / 50 {
-        // tail shuffle of arange(n): numpy _shuffle_int(n, max(n - k, 1))
+        // tail shuffle of arange(n): numpy _shuffle_int(n, max(n - k, 1)), Lemire draws
         let mut idx: Vec<usize> = (0..n).collect();
         let first = (n - k).max(1);
         let mut i = n - 1;
         while i >= first {
-            let j = g.interval(i as u64) as usize;
+            let j = g.bounded(i as u64) as usize;
             idx.swap(i, j);
             i -= 1;
         }
@@ -189,7 +173,14 @@ mod tests {
         // np.random.default_rng(42).bit_generator.random_raw(3)
         let mut g = Pcg64::new(42);
         let raw: Vec<u64> = (0..3).map(|_| g.next_u64()).collect();
-        assert_eq!(raw, [14276969152011380360, 8095878257575067585, 15838336090824644132]);
+        assert_eq!(
+            raw,
+            [
+                14276969152011380360,
+                8095878257575067585,
+                15838336090824644132
+            ]
+        );
     }
 
     #[test]
@@ -199,7 +190,10 @@ mod tests {
         assert_eq!(floyd[..10], [3, 5, 6, 8, 10, 11, 13, 14, 15, 16]);
         assert_eq!(floyd[1019..], [1345, 1346, 1347, 1348, 1349]);
         let small = choose_sorted(42, 5000, 64);
-        assert_eq!(small[..10], [218, 317, 338, 424, 440, 457, 465, 634, 770, 822]);
+        assert_eq!(
+            small[..10],
+            [218, 317, 338, 424, 440, 457, 465, 634, 770, 822]
+        );
         let tail = choose_sorted(42, 20000, 1024);
         assert_eq!(tail[..10], [83, 94, 104, 127, 137, 146, 151, 195, 232, 236]);
     }

@@ -190,9 +190,7 @@ pub fn smoothing_spline_gcv(x: &[f64], y: &[f64]) -> (f64, Vec<f64>, Vec<f64>) {
         }
         let sol = solve(system(lam), rhs, n, n + 1);
         let tr: f64 = (0..n).map(|i| sol[i * (n + 1) + i]).sum();
-        let res: f64 = (0..n)
-            .map(|i| (y[i] - sol[i * (n + 1) + n]).powi(2))
-            .sum();
+        let res: f64 = (0..n).map(|i| (y[i] - sol[i * (n + 1) + n]).powi(2)).sum();
         (res / n as f64) / (1.0 - tr / n as f64).powi(2)
     };
     let lam = fminbound(gcv, 0.0, n as f64, 1e-5, 500);
@@ -215,7 +213,9 @@ pub fn natural_spline_eval(x: &[f64], f: &[f64], gamma: &[f64], xi: f64) -> f64 
     let h = x[j + 1] - x[j];
     let a = (x[j + 1] - xi) / h;
     let b = (xi - x[j]) / h;
-    a * f[j] + b * f[j + 1] + ((a * a * a - a) * gamma[j] + (b * b * b - b) * gamma[j + 1]) * h * h / 6.0
+    a * f[j]
+        + b * f[j + 1]
+        + ((a * a * a - a) * gamma[j] + (b * b * b - b) * gamma[j + 1]) * h * h / 6.0
 }
 
 /// scipy's `PchipInterpolator(x, y, extrapolate=False)`.

@@ -93,10 +93,7 @@ pub fn reconstruct(
         ));
     }
     let rot = rot_axis_of(opening, tilt);
-    let mut grid_shape: Vec<usize> = (0..3)
-        .filter(|&a| a != opening)
-        .map(|a| shape[a])
-        .collect();
+    let mut grid_shape: Vec<usize> = (0..3).filter(|&a| a != opening).map(|a| shape[a]).collect();
     grid_shape.insert(opening, 1);
     let n_grid: usize = grid_shape.iter().product();
     let total: usize = shape.iter().product();

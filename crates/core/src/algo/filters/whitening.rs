@@ -23,7 +23,10 @@ const EULER_GAMMA: f64 = 0.5772156649015329;
 /// pytme's patch edge and patch budget (`match_template.py::setup_filter` and
 /// `estimate_radial_noise_spectrum`): `P = min(max(64, 2^ceil(log2 max template)), 256,
 /// min target)`, even, at least 8; `max_patches = clip(round(1024 · 64³ / P³), 64, 1024)`.
-pub fn patch_parameters(template_shape: &[usize], target_shape: &[usize]) -> Result<(usize, usize)> {
+pub fn patch_parameters(
+    template_shape: &[usize],
+    target_shape: &[usize],
+) -> Result<(usize, usize)> {
     let tmax = template_shape.iter().copied().max().unwrap_or(1).max(1);
     let mut p = 64usize.max(tmax.next_power_of_two());
     let tmin = target_shape.iter().copied().min().unwrap_or(0);
@@ -67,7 +70,11 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     let t = pos - lo as f64;
     let (a, b) = (s[lo], s[hi]);
     let diff = b - a;
-    if t >= 0.5 { b - diff * (1.0 - t) } else { a + diff * t }
+    if t >= 0.5 {
+        b - diff * (1.0 - t)
+    } else {
+        a + diff * t
+    }
 }
 
 /// Where the whitening's tilt geometry comes from (pytme frame axes).
@@ -104,9 +111,12 @@ pub fn whitening_profile<B: Backend>(
     let weight_full: Option<Box<dyn Fn(&[i64]) -> f64>> = match wedge {
         None => None,
         Some(w) if w.angles.len() == 2 => {
-            let cw = ContinuousWedge::new((w.angles[0], w.angles[1]), &pshape_full, w.opening, w.tilt);
+            let cw =
+                ContinuousWedge::new((w.angles[0], w.angles[1]), &pshape_full, w.opening, w.tilt);
             let ps = pshape_full.clone();
-            Some(Box::new(move |u: &[i64]| if cw.keeps(u, &ps) { 1.0 } else { 0.0 }))
+            Some(Box::new(
+                move |u: &[i64]| if cw.keeps(u, &ps) { 1.0 } else { 0.0 },
+            ))
         }
         Some(w) => {
             let angles: Vec<f64> = w.angles.iter().map(|&a| a as f32 as f64).collect();
@@ -171,7 +181,9 @@ pub fn whitening_profile<B: Backend>(
         wsum[shell] += w;
         wlog[shell] += w * mean_log[IxDyn(&aidx)];
     }
-    let q: Vec<f64> = (0..nb).map(|i| (i as f64 / spc as f64) as f32 as f64).collect();
+    let q: Vec<f64> = (0..nb)
+        .map(|i| (i as f64 / spc as f64) as f32 as f64)
+        .collect();
     let prof: Vec<f64> = (0..nb)
         .map(|i| {
             if wsum[i] == 0.0 {
@@ -213,7 +225,11 @@ pub fn profile_to_weights(q: &[f64], prof: &[f64]) -> Vec<f64> {
         .map(|&m| if m > 0.0 { 1.0 / m.sqrt() } else { 0.0 })
         .collect();
     w[0] = 0.0;
-    let mx = w.iter().copied().fold(f64::NEG_INFINITY, f64::max).max(1e-30);
+    let mx = w
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max)
+        .max(1e-30);
     w.iter().map(|v| (v / mx) as f32 as f64).collect()
 }
 
@@ -259,7 +275,9 @@ fn mean_log_periodogram<B: Backend>(
     });
     let wpow: f64 = window.iter().map(|v| v * v).sum();
     // window offsets, itertools.product order over pytme's axes
-    let starts: Vec<Vec<usize>> = (0..d).map(|a| window_starts(shape[perm[a]], p, step)).collect();
+    let starts: Vec<Vec<usize>> = (0..d)
+        .map(|a| window_starts(shape[perm[a]], p, step))
+        .collect();
     let n_all: usize = starts.iter().map(Vec::len).product();
     let chosen: Vec<usize> = if max_patches > 0 && n_all > max_patches {
         choose_sorted(42, n_all, max_patches)
