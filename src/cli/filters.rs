@@ -116,7 +116,11 @@ fn wedge_axes(s: &str, ndim: usize) -> CliResult<[usize; 2]> {
             s,
             format!("axes must be below {ndim} for {ndim}-D data"),
         )),
-        _ => Err(bad("--wedge-axes", s, "expected two axis numbers O,T (e.g. 2,0)")),
+        _ => Err(bad(
+            "--wedge-axes",
+            s,
+            "expected two axis numbers O,T (e.g. 2,0)",
+        )),
     }
 }
 
@@ -214,8 +218,9 @@ pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterS
         let c = read_ctf_file(p).map_err(|e| CliError::from(e).about("--ctf-file"))?;
         s.microscope.voltage_kv = c.voltage_kv.unwrap_or(s.microscope.voltage_kv);
         s.microscope.cs = c.cs.unwrap_or(s.microscope.cs);
-        s.microscope.amplitude_contrast =
-            c.amplitude_contrast.unwrap_or(s.microscope.amplitude_contrast);
+        s.microscope.amplitude_contrast = c
+            .amplitude_contrast
+            .unwrap_or(s.microscope.amplitude_contrast);
         s.ctf = Some(CtfSpec::PerTilt(c.tilts));
     }
     s.lowpass = f.lowpass;

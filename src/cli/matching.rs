@@ -246,7 +246,8 @@ impl BackendTask for MatchJob {
             pb.set_position(done as u64);
             ControlFlow::Continue(())
         };
-        let filters = super::filters::build(self.filters.as_ref(), b, &target, self.template.shape())?;
+        let filters =
+            super::filters::build(self.filters.as_ref(), b, &target, self.template.shape())?;
         let mut params = self.params(tmask.as_ref(), gmask.as_ref());
         params.filters = filters.as_ref().map(|f| f as _);
         params.progress = Some(&cb);
@@ -414,13 +415,20 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     });
     let fvoxel = super::filters::voxel_size(
         &a.filters,
-        &[("--target", &a.target, target.voxel_size), ("--template", &a.template, template.voxel_size)],
+        &[
+            ("--target", &a.target, target.voxel_size),
+            ("--template", &a.template, template.voxel_size),
+        ],
         template.voxel_size,
     )?;
     let filters = super::filters::spec(&a.filters, d, fvoxel)?;
     let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
     let job = MatchJob {
-        target: if a.filters.invert_target_contrast { super::filters::negate(target.data) } else { target.data },
+        target: if a.filters.invert_target_contrast {
+            super::filters::negate(target.data)
+        } else {
+            target.data
+        },
         template: template.data,
         template_mask,
         target_mask,

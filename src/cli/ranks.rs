@@ -215,7 +215,12 @@ mod with_mpi {
             };
             let t0 = std::time::Instant::now();
             let local = job.upload(b).and_then(|(target, template, tmask, gmask)| {
-                let filters = crate::cli::filters::build(job.filters.as_ref(), b, &target, job.template.shape())?;
+                let filters = crate::cli::filters::build(
+                    job.filters.as_ref(),
+                    b,
+                    &target,
+                    job.template.shape(),
+                )?;
                 let mut params = job.params(tmask.as_ref(), gmask.as_ref());
                 params.filters = filters.as_ref().map(|f| f as _);
                 params.progress = Some(&cb);

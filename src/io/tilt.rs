@@ -62,7 +62,10 @@ pub fn parse_tilt_angles(path: &Path, text: &str) -> Result<TiltAngles> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let fields: Vec<&str> = line.split(|c: char| c.is_whitespace() || c == ',').filter(|f| !f.is_empty()).collect();
+        let fields: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|f| !f.is_empty())
+            .collect();
         if rows.is_empty() && header.is_none() && fields[0].parse::<f64>().is_err() {
             header = Some(fields.iter().map(|f| f.to_ascii_lowercase()).collect());
             continue;
@@ -100,7 +103,11 @@ pub fn parse_tilt_angles(path: &Path, text: &str) -> Result<TiltAngles> {
         if h.len() != rows[0].1.len() {
             return Err(io_err(
                 path,
-                format!("line 1: {} column names for {} columns", h.len(), rows[0].1.len()),
+                format!(
+                    "line 1: {} column names for {} columns",
+                    h.len(),
+                    rows[0].1.len()
+                ),
             ));
         }
         (col(a), h.iter().position(|c| c == "weights").map(col))
@@ -264,10 +271,7 @@ pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
             if let Some(c) = cols.iter().position(|k| k == key)
                 && let Some((ln, r)) = rows.first()
             {
-                return r
-                    .get(c)
-                    .map(|s| number(path, *ln, s))
-                    .transpose();
+                return r.get(c).map(|s| number(path, *ln, s)).transpose();
             }
         }
         Ok(None)

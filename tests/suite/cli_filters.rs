@@ -56,16 +56,29 @@ fn run_case(case: &str, flags: &[&str]) -> Option<f64> {
     inputs(case, &dir);
     let s = |f: &str| dir.join(f).display().to_string();
     let mut args: Vec<String> = [
-        "match", "-m", &s("target.mrc"), "-i", &s("template.mrc"), "--template-mask",
-        &s("template_mask.mrc"), "--rotations", &s("rotations.npy"), "-s", "flc", "-o",
-        &s("out"), "--quiet",
+        "match",
+        "-m",
+        &s("target.mrc"),
+        "-i",
+        &s("template.mrc"),
+        "--template-mask",
+        &s("template_mask.mrc"),
+        "--rotations",
+        &s("rotations.npy"),
+        "-s",
+        "flc",
+        "-o",
+        &s("out"),
+        "--quiet",
     ]
     .iter()
     .map(|v| v.to_string())
     .collect();
     for f in flags {
         args.push(if f.starts_with('@') {
-            fixture(&format!("matching-filters/{case}/{}", &f[1..])).display().to_string()
+            fixture(&format!("matching-filters/{case}/{}", &f[1..]))
+                .display()
+                .to_string()
         } else {
             f.to_string()
         });
@@ -73,11 +86,16 @@ fn run_case(case: &str, flags: &[&str]) -> Option<f64> {
     let o = bin().args(&args).output().expect("run monomorph");
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     if err.contains("spectral filters are not applied yet") {
-        eprintln!("SKIPPED {case}: this build refuses filters ({})", err.trim());
+        eprintln!(
+            "SKIPPED {case}: this build refuses filters ({})",
+            err.trim()
+        );
         return None;
     }
     assert!(o.status.success(), "monomorph {args:?}: {err}");
-    let got = read_npy(dir.join("out/scores.npy")).expect("scores").to_float::<f64>();
+    let got = read_npy(dir.join("out/scores.npy"))
+        .expect("scores")
+        .to_float::<f64>();
     let want = transposed(&npy::<f32>(&format!("matching-filters/{case}/scores.npy")));
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
     let d = got
@@ -85,7 +103,10 @@ fn run_case(case: &str, flags: &[&str]) -> Option<f64> {
         .zip(&want)
         .map(|(a, &b)| (a - f64::from(b)).abs())
         .fold(0.0, f64::max);
-    assert!(d <= 1e-3 * scale, "{case}: max |score - pytme| {d:e} (scale {scale})");
+    assert!(
+        d <= 1e-3 * scale,
+        "{case}: max |score - pytme| {d:e} (scale {scale})"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     let _ = Axis(0);
     Some(d)
@@ -95,7 +116,14 @@ fn run_case(case: &str, flags: &[&str]) -> Option<f64> {
 fn per_tilt_ctf_and_weighted_wedge_scores_equal_pytmes() {
     let d = run_case(
         "3d_ctf_per_tilt_angle_flc",
-        &["--tilt-angles", "@tilt_angles.tlt", "--tilt-weighting", "angle", "--ctf-file", "@ctffind.txt"],
+        &[
+            "--tilt-angles",
+            "@tilt_angles.tlt",
+            "--tilt-weighting",
+            "angle",
+            "--ctf-file",
+            "@ctffind.txt",
+        ],
     );
     println!("3d_ctf_per_tilt_angle_flc: {d:?}");
 }
@@ -110,10 +138,20 @@ fn fails(args: &[&str], needles: &[&str]) {
     let dir = scratch("bad");
     inputs("3d_whiten_flc", &dir);
     let s = |f: &str| dir.join(f).display().to_string();
-    let mut all: Vec<String> = ["match", "-m", &s("target.mrc"), "-i", &s("template.mrc"), "-o", &s("out"), "-a", "90"]
-        .iter()
-        .map(|v| v.to_string())
-        .collect();
+    let mut all: Vec<String> = [
+        "match",
+        "-m",
+        &s("target.mrc"),
+        "-i",
+        &s("template.mrc"),
+        "-o",
+        &s("out"),
+        "-a",
+        "90",
+    ]
+    .iter()
+    .map(|v| v.to_string())
+    .collect();
     all.extend(args.iter().map(|v| v.to_string()));
     let o = bin().args(&all).output().expect("run monomorph");
     let err = String::from_utf8_lossy(&o.stderr).to_string();
@@ -128,15 +166,35 @@ fn fails(args: &[&str], needles: &[&str]) {
 
 #[test]
 fn bad_filter_flags_are_one_line_errors() {
-    fails(&["--lowpass", "40", "--highpass", "20"], &["lowpass", "highpass"]);
-    fails(&["--tilt-angles", "60,60", "--wedge-axes", "1,1"], &["--wedge-axes", "differ"]);
-    fails(&["--tilt-angles", "60,60", "--wedge-axes", "3,0"], &["--wedge-axes"]);
-    fails(&["--defocus", "30000", "--acceleration-voltage", "-300"], &["acceleration-voltage"]);
-    fails(&["--tilt-angles", "/nonexistent/angles.tlt"], &["--tilt-angles", "angles.tlt"]);
+    fails(
+        &["--lowpass", "40", "--highpass", "20"],
+        &["lowpass", "highpass"],
+    );
+    fails(
+        &["--tilt-angles", "60,60", "--wedge-axes", "1,1"],
+        &["--wedge-axes", "differ"],
+    );
+    fails(
+        &["--tilt-angles", "60,60", "--wedge-axes", "3,0"],
+        &["--wedge-axes"],
+    );
+    fails(
+        &["--defocus", "30000", "--acceleration-voltage", "-300"],
+        &["acceleration-voltage"],
+    );
+    fails(
+        &["--tilt-angles", "/nonexistent/angles.tlt"],
+        &["--tilt-angles", "angles.tlt"],
+    );
     fails(&["--sampling-rate", "5"], &["--sampling-rate", "8"]);
     let tlt = fixture("matching-filters/3d_ctf_per_tilt_angle_flc/ctffind.txt");
     fails(
-        &["--tilt-angles", "60,60", "--ctf-file", &tlt.display().to_string()],
+        &[
+            "--tilt-angles",
+            "60,60",
+            "--ctf-file",
+            &tlt.display().to_string(),
+        ],
         &["ctf-file", "tilt"],
     );
 }
