@@ -158,7 +158,7 @@ pub fn voxel_size(
         }
     }
     Ok(match (header_voxel(template), f.sampling_rate) {
-        (Some(h), Some(sr)) if h == 1.0 => sr,
+        (Some(1.0), Some(sr)) => sr,
         (Some(h), _) => h,
         (None, Some(sr)) => sr,
         (None, None) => 1.0,

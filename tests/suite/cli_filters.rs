@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use monomorph::io::{read_npy, write_mrc, write_npy};
-use ndarray::{Array3, ArrayD, Axis};
+use ndarray::{Array3, ArrayD};
 
 use crate::common::{fixture, npy};
 
@@ -75,12 +75,11 @@ fn run_case(case: &str, flags: &[&str]) -> Option<f64> {
     .map(|v| v.to_string())
     .collect();
     for f in flags {
-        args.push(if f.starts_with('@') {
-            fixture(&format!("matching-filters/{case}/{}", &f[1..]))
+        args.push(match f.strip_prefix('@') {
+            Some(name) => fixture(&format!("matching-filters/{case}/{name}"))
                 .display()
-                .to_string()
-        } else {
-            f.to_string()
+                .to_string(),
+            None => f.to_string(),
         });
     }
     let o = bin().args(&args).output().expect("run monomorph");
@@ -108,7 +107,6 @@ fn run_case(case: &str, flags: &[&str]) -> Option<f64> {
         "{case}: max |score - pytme| {d:e} (scale {scale})"
     );
     let _ = std::fs::remove_dir_all(&dir);
-    let _ = Axis(0);
     Some(d)
 }
 

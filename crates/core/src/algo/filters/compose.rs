@@ -290,15 +290,13 @@ impl FilterSpec {
             self.pytme_wedge_axes(ndim)?;
         }
         match &self.ctf {
-            None => {}
             Some(CtfSpec::Single {
                 defocus,
                 phase_shift,
-            }) => {
-                if !defocus.is_finite() || !phase_shift.is_finite() {
-                    return Err(Error::invalid("defocus", "must be a finite number"));
-                }
+            }) if !defocus.is_finite() || !phase_shift.is_finite() => {
+                return Err(Error::invalid("defocus", "must be a finite number"));
             }
+            None | Some(CtfSpec::Single { .. }) => {}
             Some(CtfSpec::PerTilt(tilts)) => {
                 let Some(n) = n_tilts else {
                     return Err(Error::invalid(
