@@ -258,6 +258,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         memory_limit: None,
         quiet: g.quiet,
         peaks: Some(query),
+        filters: None,
     };
     if !g.quiet {
         note!(

@@ -446,13 +446,13 @@ impl BackendTask for Whole<'_> {
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
         let job = &self.job;
         let _span = info_span!("match", backend = b.name(), score = %job.score, rotations = job.rotations.len()).entered();
-        let (target, template, tmask, gmask) = job.upload(b)?;
-        let mut params = job.params(tmask.as_ref(), gmask.as_ref());
+        let up = job.upload(b)?;
+        let mut params = job.params(&up);
         params.progress = Some(self.cb);
         let t0 = Instant::now();
         let r = {
             let _s = info_span!("match_template").entered();
-            let r = match_template(b, &target, &template, &params)?;
+            let r = match_template(b, &up.target, &up.template, &params)?;
             b.synchronize()?;
             r
         };

@@ -257,11 +257,11 @@ struct PartTask<'a> {
 impl BackendTask for PartTask<'_> {
     type Output = HostPart;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<HostPart> {
-        let (target, template, tmask, gmask) = self.job.upload(b)?;
-        let mut params = self.job.params(tmask.as_ref(), gmask.as_ref());
+        let up = self.job.upload(b)?;
+        let mut params = self.job.params(&up);
         params.progress = Some(self.cb);
         let (start, len) = (self.range.start, self.range.len());
-        let p = dist::match_range(b, &target, &template, &params, self.range)?;
+        let p = dist::match_range(b, &up.target, &up.template, &params, self.range)?;
         Ok(host_part::<B>(
             start,
             len,

@@ -82,6 +82,9 @@ pub struct MatchArgs {
     /// Also write DIR/scores.png: the central slice with the best peaks marked.
     #[arg(long)]
     pub png: bool,
+    /// Fourier filters (pytme's flags).
+    #[command(flatten)]
+    pub filters: super::filters::FilterArgs,
     /// Many targets in one job (`--target-list`, `--peaks`).
     #[command(flatten)]
     pub list: super::list::ListArgs,
@@ -150,6 +153,8 @@ pub struct MatchJob {
     pub quiet: bool,
     /// Also call peaks (for a PNG or the demo) with this query.
     pub peaks: Option<PeakQuery>,
+    /// The Fourier filters, built on the backend before matching.
+    pub filters: Option<monomorph::algo::filters::FilterSpec>,
 }
 
 /// Host copy of a matching result.
@@ -170,16 +175,21 @@ pub struct Matched {
     pub dist: Option<serde_json::Value>,
 }
 
-/// The job's arrays on the device: target, template, template mask, target mask.
-pub type Uploaded<B> = (
-    monomorph::Arr<B, FloatOf<B>>,
-    monomorph::Arr<B, FloatOf<B>>,
-    Option<monomorph::Arr<B, FloatOf<B>>>,
-    Option<monomorph::Arr<B, FloatOf<B>>>,
-);
+/// The job's arrays on the device, and the Fourier filters built from them (whitening reads
+/// the target), so that every way of running a job (one process, a rank, a list item) applies
+/// the same filters.
+pub struct Uploaded<B: Backend> {
+    /// The target (already contrast-inverted if asked).
+    pub target: monomorph::Arr<B, FloatOf<B>>,
+    /// The template.
+    pub template: monomorph::Arr<B, FloatOf<B>>,
+    tmask: Option<monomorph::Arr<B, FloatOf<B>>>,
+    gmask: Option<monomorph::Arr<B, FloatOf<B>>>,
+    filters: Option<monomorph::algo::filters::Filters>,
+}
 
 impl MatchJob {
-    /// Uploads the job's arrays to `b` in its float type.
+    /// Uploads the job's arrays to `b` in its float type and builds its filters there.
     pub fn upload<B: Backend>(&self, b: &B) -> monomorph::Result<Uploaded<B>> {
         let up = |a: &HostArray| b.upload(a.to_float::<FloatOf<B>>().view());
         let (target, template) = {
@@ -188,18 +198,26 @@ impl MatchJob {
         };
         let tmask = self.template_mask.as_ref().map(up).transpose()?;
         let gmask = self.target_mask.as_ref().map(up).transpose()?;
-        Ok((target, template, tmask, gmask))
+        let filters =
+            super::filters::build(self.filters.as_ref(), b, &target, self.template.shape())?;
+        Ok(Uploaded {
+            target,
+            template,
+            tmask,
+            gmask,
+            filters,
+        })
     }
 
-    /// The matching parameters of this job over the uploaded masks.
-    pub fn params<'a, B: Backend>(
-        &self,
-        tmask: Option<&'a monomorph::Arr<B, FloatOf<B>>>,
-        gmask: Option<&'a monomorph::Arr<B, FloatOf<B>>>,
-    ) -> MatchParams<'a, B> {
+    /// The matching parameters of this job over its uploaded masks and filters.
+    pub fn params<'a, B: Backend>(&self, up: &'a Uploaded<B>) -> MatchParams<'a, B> {
         let mut params = MatchParams::new(self.score, self.rotations.clone());
-        params.template_mask = tmask;
-        params.target_mask = gmask;
+        params.template_mask = up.tmask.as_ref();
+        params.target_mask = up.gmask.as_ref();
+        params.filters = up
+            .filters
+            .as_ref()
+            .map(|f| f as &dyn monomorph::algo::filters::SpectralFilter);
         params.pad_edges = self.pad_edges;
         params.interpolation = self.interpolation;
         params.memory_limit = self.memory_limit;
@@ -258,19 +276,19 @@ impl BackendTask for MatchJob {
     type Output = Matched;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
         let _span = info_span!("match", backend = b.name(), score = %self.score, rotations = self.rotations.len()).entered();
-        let (target, template, tmask, gmask) = self.upload(b)?;
+        let up = self.upload(b)?;
         let pb = progress(self.rotations.len() as u64, "rotations", self.quiet);
         let cb = |done: usize, total: usize| {
             pb.set_length(total as u64);
             pb.set_position(done as u64);
             ControlFlow::Continue(())
         };
-        let mut params = self.params(tmask.as_ref(), gmask.as_ref());
+        let mut params = self.params(&up);
         params.progress = Some(&cb);
         let t0 = std::time::Instant::now();
         let r = {
             let _s = info_span!("match_template").entered();
-            let r = match_template(b, &target, &template, &params)?;
+            let r = match_template(b, &up.target, &up.template, &params)?;
             b.synchronize()?;
             r
         };
@@ -319,6 +337,8 @@ pub struct Prepared {
     pub score: Score,
     /// Timings so far (read).
     pub timings: Timings,
+    /// The Fourier filters, for run.json.
+    pub filters_json: serde_json::Value,
 }
 
 /// Runs `monomorph match`.
@@ -443,8 +463,22 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         caller: Caller::Skimage,
         run_stats: None,
     });
+    let fvoxel = super::filters::voxel_size(
+        &a.filters,
+        &[
+            ("--target", a.target_path(), target.voxel_size),
+            ("--template", &a.template, template.voxel_size),
+        ],
+        template.voxel_size,
+    )?;
+    let filters = super::filters::spec(&a.filters, d, fvoxel)?;
+    let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
     let job = MatchJob {
-        target: target.data,
+        target: if a.filters.invert_target_contrast {
+            super::filters::negate(target.data)
+        } else {
+            target.data
+        },
         template: template.data,
         template_mask,
         target_mask,
@@ -458,6 +492,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         memory_limit: a.memory_limit,
         quiet: g.quiet,
         peaks: png_query,
+        filters,
     };
     let n_rot = job.rotations.len();
     let names = [
@@ -491,6 +526,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
             n_rot,
             score,
             timings,
+            filters_json,
         },
         job,
     ))
@@ -505,6 +541,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         n_rot,
         score,
         mut timings,
+        filters_json,
     } = p;
     let g = &g;
     timings.time("write", || -> CliResult<()> {
@@ -538,6 +575,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "target_shape": tshape, "voxel_size": voxel_size,
             }),
         );
+        o.insert("filters".into(), filters_json);
         o.insert("ssum".into(), json!(m.ssum));
         // What `peaks --false-positives` needs for pytme's rule (read back by `peaks`).
         o.insert(

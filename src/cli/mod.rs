@@ -25,6 +25,7 @@ mod bench;
 mod demo;
 mod devices;
 mod error;
+mod filters;
 mod list;
 #[cfg(feature = "mpi")]
 mod list_mpi;

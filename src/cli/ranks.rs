@@ -284,11 +284,11 @@ mod with_mpi {
                 watch.poll(done)
             };
             let t0 = std::time::Instant::now();
-            let local = job.upload(b).and_then(|(target, template, tmask, gmask)| {
-                let mut params = job.params(tmask.as_ref(), gmask.as_ref());
+            let local = job.upload(b).and_then(|up| {
+                let mut params = job.params(&up);
                 params.progress = Some(&cb);
                 let _s = info_span!("match_part").entered();
-                dist::match_part(world, b, &target, &template, &params)
+                dist::match_part(world, b, &up.target, &up.template, &params)
             });
             let match_s = t0.elapsed().as_secs_f64();
             let local = watch.outcome(local, mem);

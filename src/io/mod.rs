@@ -11,6 +11,7 @@ pub mod npy;
 pub mod png;
 pub mod stream;
 pub mod table;
+pub mod tilt;
 
 use std::io::{BufReader, Read};
 use std::path::Path;

@@ -9,6 +9,8 @@ mod cg_trust;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
+mod cli_filters;
+#[cfg(feature = "cli")]
 mod cli_peaks;
 #[cfg(feature = "cli")]
 mod cli_robust;
@@ -17,6 +19,7 @@ mod cli_solve;
 mod common;
 mod conformance;
 mod filter_fixtures;
+mod filters;
 #[cfg(feature = "io")]
 mod fuzz;
 #[cfg(feature = "cli")]

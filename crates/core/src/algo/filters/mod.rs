@@ -24,3 +24,15 @@ pub trait SpectralFilter: Send + Sync {
     /// `fast_shape`; `None` leaves the target unfiltered.
     fn target_weight(&self, fast_shape: &[usize]) -> Result<Option<ArrayD<f64>>>;
 }
+
+pub mod bandpass;
+pub mod compose;
+pub mod ctf;
+pub mod grid;
+mod npy_rng;
+pub mod spline;
+pub mod wedge;
+pub mod whitening;
+
+pub use compose::{AxisOrder, CtfSpec, FilterSpec, Filters, TiltWeighting, WedgeSpec};
+pub use ctf::{CtfCorrection, Microscope, TiltCtf};

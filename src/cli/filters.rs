@@ -1,0 +1,291 @@
+//! The Fourier-filter flags of `monomorph match` (pytme match's names and defaults) and the
+//! few lines that turn them into a [`FilterSpec`] and built [`Filters`].
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use monomorph::algo::filters::{
+    AxisOrder, CtfCorrection, CtfSpec, FilterSpec, Filters, Microscope, TiltWeighting, WedgeSpec,
+};
+use monomorph::io::tilt::{read_ctf_file, read_tilt_angles};
+use monomorph::{Backend, FloatOf};
+use serde_json::json;
+
+use super::{CliError, CliResult};
+
+/// Fourier filters, as `pytme match` builds them (its flag names and defaults). Arrays are
+/// (z, y, x) as numpy and mrcfile read an MRC (pytme holds (x, y, z)); axis numbers in
+/// --wedge-axes are pytme's (0 = x, 1 = y, 2 = z), so a pytme command line means the same
+/// physical filter here. Å and degrees throughout.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Fourier filters (pytme match's flags)")]
+pub struct FilterArgs {
+    /// Missing wedge: `A,B` (a continuous wedge between two tilt limits in degrees, absolute
+    /// values taken) or a tilt-angle file (IMOD .tlt / text: one angle per line, or a header
+    /// `angles weights` with the dose per tilt in `weights`; AreTomo's angle/index/exposure).
+    #[arg(long, value_name = "A,B|FILE")]
+    pub tilt_angles: Option<String>,
+    /// Wedge axes `OPENING,TILT` in pytme's numbering (0 = x, 1 = y, 2 = z; the tilt
+    /// series rotates about the third axis). Default 2,0: beam along z, tilt axis y.
+    #[arg(long, value_name = "O,T")]
+    pub wedge_axes: Option<String>,
+    /// Per-tilt weighting of a tilt-angle file: angle (cos), relion or grigorieff (exposure
+    /// filters; need the dose per tilt in the file). Ignored for an A,B range, as in pytme.
+    #[arg(long, value_enum, value_name = "W")]
+    pub tilt_weighting: Option<TiltWeightingArg>,
+    /// Defocus in Å (positive = underfocus): one CTF applied to the template.
+    #[arg(long, value_name = "Å", conflicts_with = "ctf_file")]
+    pub defocus: Option<f64>,
+    /// Per-tilt CTF from a CTFFIND4 output or a RELION/GCTF STAR file (needs --tilt-angles
+    /// FILE with one angle per CTF row; voltage, Cs and amplitude contrast in the file win
+    /// over the flags).
+    #[arg(long, value_name = "FILE")]
+    pub ctf_file: Option<PathBuf>,
+    /// Acceleration voltage in kV.
+    #[arg(long, value_name = "KV", default_value_t = 300.0)]
+    pub acceleration_voltage: f64,
+    /// Spherical aberration in Å (not mm: 2.7 mm = 2.7e7).
+    #[arg(long, value_name = "Å", default_value_t = 2.7e7)]
+    pub spherical_aberration: f64,
+    /// Amplitude contrast fraction.
+    #[arg(long, value_name = "A", default_value_t = 0.07)]
+    pub amplitude_contrast: f64,
+    /// Additional phase shift in DEGREES (pytme 0.3.6 documents degrees but passes the number
+    /// on as radians with --defocus; monomorph converts, so pytme's runs with a non-zero
+    /// value are not reproduced: give the value in degrees here).
+    #[arg(long, value_name = "DEG", default_value_t = 0.0)]
+    pub phase_shift: f64,
+    /// How the target's CTF was treated: phase-flip (template gets |CTF|) or raw (signed CTF).
+    #[arg(long, value_enum, default_value_t = CtfCorrectionArg::PhaseFlip)]
+    pub ctf_correction: CtfCorrectionArg,
+    /// Gaussian low-pass edge in Å (0.5 at 1/Å).
+    #[arg(long, value_name = "Å")]
+    pub lowpass: Option<f64>,
+    /// Gaussian high-pass edge in Å (0.5 at 1/Å).
+    #[arg(long, value_name = "Å")]
+    pub highpass: Option<f64>,
+    /// Whiten template and target with the target's radially averaged power spectrum.
+    #[arg(long)]
+    pub whiten_spectrum: bool,
+    /// Do not filter the target (the template filter is unchanged).
+    #[arg(long)]
+    pub no_filter_target: bool,
+    /// Negate the target once, before anything else.
+    #[arg(long)]
+    pub invert_target_contrast: bool,
+    /// Voxel size in Å for inputs whose file carries none (.npy); an MRC header that
+    /// disagrees with it is an error. The filters use the template's voxel size (as pytme).
+    #[arg(long, value_name = "Å")]
+    pub sampling_rate: Option<f64>,
+}
+
+/// `--tilt-weighting`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TiltWeightingArg {
+    /// cos(angle).
+    Angle,
+    /// RELION's exposure filter.
+    Relion,
+    /// Grant & Grigorieff's exposure filter.
+    Grigorieff,
+}
+
+/// `--ctf-correction`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CtfCorrectionArg {
+    /// The target was phase flipped.
+    #[default]
+    PhaseFlip,
+    /// The target's CTF was not corrected.
+    Raw,
+}
+
+fn bad(flag: &str, value: impl std::fmt::Display, why: impl std::fmt::Display) -> CliError {
+    CliError::input(format!("{flag} {value}: {why}"))
+}
+
+/// Parses `--wedge-axes O,T` (pytme numbering) into ARRAY axes of `ndim`-D (z, y, x) data.
+fn wedge_axes(s: &str, ndim: usize) -> CliResult<[usize; 2]> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let nums: Option<Vec<usize>> = parts.iter().map(|p| p.parse().ok()).collect();
+    match nums.as_deref() {
+        Some([o, t]) if *o < ndim && *t < ndim && o != t => Ok([ndim - 1 - o, ndim - 1 - t]),
+        Some([o, t]) if o == t => Err(bad("--wedge-axes", s, "the two axes must differ")),
+        Some([_, _]) => Err(bad(
+            "--wedge-axes",
+            s,
+            format!("axes must be below {ndim} for {ndim}-D data"),
+        )),
+        _ => Err(bad(
+            "--wedge-axes",
+            s,
+            "expected two axis numbers O,T (e.g. 2,0)",
+        )),
+    }
+}
+
+/// The voxel size of a file header (max over axes), if it has one other than the unset 1.
+fn header_voxel(v: Option<[f32; 3]>) -> Option<f64> {
+    v.map(|a| a.iter().fold(0f64, |m, &x| m.max(f64::from(x))))
+}
+
+/// Checks `--sampling-rate` against the headers and returns the filters' voxel size (the
+/// template's header, else `--sampling-rate`, else 1 as pytme for a .npy template).
+pub fn voxel_size(
+    f: &FilterArgs,
+    inputs: &[(&str, &Path, Option<[f32; 3]>)],
+    template: Option<[f32; 3]>,
+) -> CliResult<f64> {
+    if let Some(sr) = f.sampling_rate {
+        if !(sr.is_finite() && sr > 0.0) {
+            return Err(bad("--sampling-rate", sr, "must be a positive number of Å"));
+        }
+        for (flag, path, v) in inputs {
+            // an MRC without a cell reads as 1 Å: only a set, different size disagrees
+            if let Some(h) = header_voxel(*v)
+                && h != 1.0
+                && (h - sr).abs() > 1e-3 * sr
+            {
+                return Err(bad(
+                    "--sampling-rate",
+                    sr,
+                    format!(
+                        "{flag} {} has a voxel size of {h} Å in its header, expected the two to agree",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(match (header_voxel(template), f.sampling_rate) {
+        (Some(1.0), Some(sr)) => sr,
+        (Some(h), _) => h,
+        (None, Some(sr)) => sr,
+        (None, None) => 1.0,
+    })
+}
+
+/// The filters asked for on the command line, or `None` when none is (checked: exit 2 on a
+/// bad value or file). `voxel` is the template's voxel size in Å.
+pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterSpec>> {
+    let mut s = FilterSpec::new(voxel);
+    s.axis_order = AxisOrder::Reversed;
+    if let Some(a) = &f.wedge_axes {
+        s.wedge_axes = Some(wedge_axes(a, ndim)?);
+    }
+    s.wedge = match &f.tilt_angles {
+        None => None,
+        Some(t) => {
+            let pair: Vec<&str> = t.split(',').collect();
+            let nums: Option<Vec<f64>> = pair.iter().map(|p| p.trim().parse().ok()).collect();
+            match nums.as_deref() {
+                Some([a, b]) if !Path::new(t).exists() => Some(WedgeSpec::Continuous {
+                    a: a.abs(),
+                    b: b.abs(),
+                }),
+                _ => {
+                    let ta = read_tilt_angles(t)
+                        .map_err(|e| CliError::from(e).about("--tilt-angles"))?;
+                    Some(WedgeSpec::TiltSeries {
+                        angles: ta.angles,
+                        doses: ta.doses,
+                    })
+                }
+            }
+        }
+    };
+    s.tilt_weighting = f.tilt_weighting.map(|w| match w {
+        TiltWeightingArg::Angle => TiltWeighting::Angle,
+        TiltWeightingArg::Relion => TiltWeighting::Relion,
+        TiltWeightingArg::Grigorieff => TiltWeighting::Grigorieff,
+    });
+    s.microscope = Microscope {
+        voltage_kv: f.acceleration_voltage,
+        cs: f.spherical_aberration,
+        amplitude_contrast: f.amplitude_contrast,
+    };
+    s.ctf_correction = match f.ctf_correction {
+        CtfCorrectionArg::PhaseFlip => CtfCorrection::PhaseFlip,
+        CtfCorrectionArg::Raw => CtfCorrection::Raw,
+    };
+    if let Some(df) = f.defocus {
+        s.ctf = Some(CtfSpec::Single {
+            defocus: df,
+            phase_shift: f.phase_shift.to_radians(),
+        });
+    }
+    if let Some(p) = &f.ctf_file {
+        let c = read_ctf_file(p).map_err(|e| CliError::from(e).about("--ctf-file"))?;
+        s.microscope.voltage_kv = c.voltage_kv.unwrap_or(s.microscope.voltage_kv);
+        s.microscope.cs = c.cs.unwrap_or(s.microscope.cs);
+        s.microscope.amplitude_contrast = c
+            .amplitude_contrast
+            .unwrap_or(s.microscope.amplitude_contrast);
+        s.ctf = Some(CtfSpec::PerTilt(c.tilts));
+    }
+    s.lowpass = f.lowpass;
+    s.highpass = f.highpass;
+    s.whiten = f.whiten_spectrum;
+    s.filter_target = !f.no_filter_target;
+    if s.is_empty() {
+        if f.tilt_weighting.is_some() || f.wedge_axes.is_some() {
+            return Err(CliError::input(
+                "--tilt-weighting/--wedge-axes need --tilt-angles, expected a wedge to weight",
+            ));
+        }
+        return Ok(None);
+    }
+    s.validate(ndim).map_err(|e| match e {
+        monomorph::Error::InvalidArgument { name, reason } => {
+            CliError::input(format!("--{name}: {reason}"))
+        }
+        other => CliError::from(other),
+    })?;
+    Ok(Some(s))
+}
+
+/// Builds the filters on the backend (the whitening spectrum uses its FFT).
+pub fn build<B: Backend>(
+    s: Option<&FilterSpec>,
+    b: &B,
+    target: &monomorph::Arr<B, FloatOf<B>>,
+    template_shape: &[usize],
+) -> monomorph::Result<Option<Filters>> {
+    s.map(|s| s.build(b, target, template_shape)).transpose()
+}
+
+/// What run.json records of the filters.
+pub fn to_json(f: &FilterArgs, s: Option<&FilterSpec>) -> serde_json::Value {
+    let Some(s) = s else {
+        return json!({ "invert_target_contrast": f.invert_target_contrast });
+    };
+    json!({
+        "voxel_size": s.voxel_size,
+        "tilt_angles": f.tilt_angles,
+        "wedge": format!("{:?}", s.wedge),
+        "wedge_axes_pytme": f.wedge_axes.clone().unwrap_or_else(|| "2,0".into()),
+        "tilt_weighting": f.tilt_weighting.map(|w| format!("{w:?}").to_lowercase()),
+        "ctf": format!("{:?}", s.ctf),
+        "ctf_file": f.ctf_file.as_ref().map(|p| p.display().to_string()),
+        "acceleration_voltage_kv": s.microscope.voltage_kv,
+        "spherical_aberration_angstrom": s.microscope.cs,
+        "amplitude_contrast": s.microscope.amplitude_contrast,
+        "phase_shift_degrees": f.phase_shift,
+        "ctf_correction": format!("{:?}", f.ctf_correction).to_lowercase(),
+        "lowpass": s.lowpass, "highpass": s.highpass,
+        "whiten_spectrum": s.whiten, "filter_target": s.filter_target,
+        "invert_target_contrast": f.invert_target_contrast,
+        "sampling_rate": f.sampling_rate,
+    })
+}
+
+/// The target negated (`--invert-target-contrast`), in its own type.
+pub fn negate(h: monomorph::io::HostArray) -> monomorph::io::HostArray {
+    use monomorph::io::HostArray as H;
+    match h {
+        H::F32(a) => H::F32(-a),
+        H::F64(a) => H::F64(-a),
+        H::I32(a) => H::F64(a.mapv(|v| -f64::from(v))),
+        H::I64(a) => H::F64(a.mapv(|v| -(v as f64))),
+    }
+}
