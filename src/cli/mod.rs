@@ -117,6 +117,8 @@ pub enum PrecisionArg {
 }
 
 #[derive(Subcommand, Debug)]
+// Parsed once per process: the size of the largest variant (match's many flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Synthetic tomogram with planted particles, matched end to end (no input files needed).
     Demo(demo::DemoArgs),

@@ -74,8 +74,21 @@ fn inputs(dir: &Path, sizes: &[[usize; 3]]) -> (PathBuf, Vec<(String, String)>) 
     (list, out)
 }
 
-// 100K: several tiles per target, so Σ score² is folded tile by tile across split ranges.
-const MATCH: &[&str] = &["-a", "60", "--memory-limit", "100K"];
+// 100K: several tiles per target, so Σ score² is folded tile by tile across split ranges. The
+// band-pass makes every path (list items, split ranges, MPI ranks) apply the Fourier filters as
+// the single run does: a path that dropped them would not give the single run's bytes.
+const MATCH: &[&str] = &[
+    "-a",
+    "60",
+    "--memory-limit",
+    "100K",
+    "--lowpass",
+    "6",
+    "--highpass",
+    "30",
+    "--sampling-rate",
+    "2.5",
+];
 const PEAKS: &[&str] = &[
     "--min-distance",
     "2",
