@@ -74,14 +74,15 @@ fn inputs(dir: &Path, sizes: &[[usize; 3]]) -> (PathBuf, Vec<(String, String)>) 
     (list, out)
 }
 
-// 100K: several tiles per target, so Σ score² is folded tile by tile across split ranges. The
+// 130K: several tiles per target, so Σ score² is folded tile by tile across split ranges (the
+// whole-target filtering needs ~124 KiB of it). The
 // band-pass makes every path (list items, split ranges, MPI ranks) apply the Fourier filters as
 // the single run does: a path that dropped them would not give the single run's bytes.
 const MATCH: &[&str] = &[
     "-a",
     "60",
     "--memory-limit",
-    "100K",
+    "130K",
     "--lowpass",
     "6",
     "--highpass",
