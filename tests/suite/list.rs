@@ -365,7 +365,7 @@ fn mpi_a_rank_failing_mid_list_stops_every_rank_fast() {
     let mut args = list_args(&tmpl, &list, &out);
     let at = args.iter().position(|a| *a == "60").unwrap();
     args[at] = "6";
-    let at = args.iter().position(|a| *a == "100K").unwrap();
+    let at = args.iter().position(|a| *a == "130K").unwrap();
     args[at] = "64M";
     let t = Instant::now();
     let mut c = mpirun();
