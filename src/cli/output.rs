@@ -158,14 +158,19 @@ impl Outputs {
         let mut out = Outputs::files();
         out.dir = Some((flag.to_string(), dir.to_path_buf()));
         for d in missing {
-            std::fs::create_dir(&d).map_err(|e| {
-                CliError::input(format!(
-                    "{flag} {}: cannot create the folder {}: {e}, expected a writable folder",
-                    dir.display(),
-                    d.display()
-                ))
-            })?;
-            out.created.push(d);
+            match std::fs::create_dir(&d) {
+                Ok(()) => out.created.push(d),
+                // Another process (an MPI rank writing its own target into the same list
+                // folder) made it in between: use it, and leave it alone on failure.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
+                Err(e) => {
+                    return Err(CliError::input(format!(
+                        "{flag} {}: cannot create the folder {}: {e}, expected a writable folder",
+                        dir.display(),
+                        d.display()
+                    )));
+                }
+            }
         }
         probe_writable(flag, dir, dir)?;
         Ok(out)
