@@ -358,27 +358,7 @@ pub fn peak_query(a: &ListArgs) -> CliResult<Option<PeakQuery>> {
     if !a.peaks {
         return Ok(None);
     }
-    for (flag, v) in [
-        ("--threshold-abs", a.threshold_abs),
-        ("--threshold-rel", a.threshold_rel),
-        ("--false-positives", a.false_positives),
-    ] {
-        if let Some(x) = v
-            && !x.is_finite()
-        {
-            return Err(CliError::input(format!(
-                "{flag} {x}: expected a finite number"
-            )));
-        }
-    }
-    if let Some(k) = a.false_positives
-        && k <= 0.0
-    {
-        return Err(CliError::input(format!(
-            "--false-positives {k}: expected a number > 0"
-        )));
-    }
-    Ok(Some(PeakQuery {
+    PeakQuery {
         min_distance: a.min_distance.unwrap_or(5),
         threshold_abs: a.threshold_abs,
         threshold_rel: a.threshold_rel,
@@ -387,7 +367,9 @@ pub fn peak_query(a: &ListArgs) -> CliResult<Option<PeakQuery>> {
         false_positives: a.false_positives,
         caller: a.caller.unwrap_or(Caller::Skimage),
         run_stats: None,
-    }))
+    }
+    .checked()
+    .map(Some)
 }
 
 /// What the up-front check learns of a target: its voxels and rotations (the work).

@@ -155,10 +155,26 @@ impl FalseAlarm {
 impl PeakQuery {
     /// From the command's flags.
     pub fn from_args(a: &PeaksArgs) -> CliResult<Self> {
+        PeakQuery {
+            min_distance: a.min_distance,
+            threshold_abs: a.threshold_abs,
+            threshold_rel: a.threshold_rel,
+            exclude_border: a.exclude_border,
+            num_peaks: a.num_peaks,
+            false_positives: a.false_positives,
+            caller: a.caller,
+            run_stats: None,
+        }
+        .checked()
+    }
+
+    /// The query after the checks its flags get wherever they are given (`peaks`, `match
+    /// --peaks`): finite thresholds, a positive number of false positives.
+    pub fn checked(self) -> CliResult<Self> {
         for (flag, v) in [
-            ("--threshold-abs", a.threshold_abs),
-            ("--threshold-rel", a.threshold_rel),
-            ("--false-positives", a.false_positives),
+            ("--threshold-abs", self.threshold_abs),
+            ("--threshold-rel", self.threshold_rel),
+            ("--false-positives", self.false_positives),
         ] {
             if let Some(x) = v
                 && !x.is_finite()
@@ -168,23 +184,14 @@ impl PeakQuery {
                 )));
             }
         }
-        if let Some(k) = a.false_positives
+        if let Some(k) = self.false_positives
             && k <= 0.0
         {
             return Err(CliError::input(format!(
                 "--false-positives {k}: expected a number > 0"
             )));
         }
-        Ok(PeakQuery {
-            min_distance: a.min_distance,
-            threshold_abs: a.threshold_abs,
-            threshold_rel: a.threshold_rel,
-            exclude_border: a.exclude_border,
-            num_peaks: a.num_peaks,
-            false_positives: a.false_positives,
-            caller: a.caller,
-            run_stats: None,
-        })
+        Ok(self)
     }
 
     /// The border width per axis within which this query's caller reports no peak.
