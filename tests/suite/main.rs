@@ -33,5 +33,7 @@ mod mpi;
 #[cfg(feature = "cli")]
 mod orientation;
 mod peaks;
+#[cfg(feature = "cli")]
+mod planted;
 mod resample_fixtures;
 mod symmetry;
