@@ -21,8 +21,10 @@ use super::{CliError, CliResult};
 #[command(next_help_heading = "Fourier filters (pytme match's flags)")]
 pub struct FilterArgs {
     /// Missing wedge: `A,B` (a continuous wedge between two tilt limits in degrees, absolute
-    /// values taken) or a tilt-angle file (IMOD .tlt / text: one angle per line, or a header
-    /// `angles weights` with the dose per tilt in `weights`; AreTomo's angle/index/exposure).
+    /// values taken) or a tilt-angle file: IMOD .tlt / text (one angle per line, or a header
+    /// `angles weights` with the dose per tilt in `weights`; AreTomo's angle/index/exposure),
+    /// .star (stopgap wedge list, Warp, RELION 5 tilt series), Warp/M .xml (tilts with
+    /// UseTilt False left out) or SerialEM .mdoc (dose (z + 1) × ExposureDose, as pytme).
     #[arg(long, value_name = "A,B|FILE")]
     pub tilt_angles: Option<String>,
     /// Wedge axes `OPENING,TILT` in pytme's numbering (0 = x, 1 = y, 2 = z; the tilt
@@ -36,9 +38,11 @@ pub struct FilterArgs {
     /// Defocus in Å (positive = underfocus): one CTF applied to the template.
     #[arg(long, value_name = "Å", conflicts_with = "ctf_file")]
     pub defocus: Option<f64>,
-    /// Per-tilt CTF from a CTFFIND4 output or a RELION/GCTF STAR file (needs --tilt-angles
-    /// FILE with one angle per CTF row; voltage, Cs and amplitude contrast in the file win
-    /// over the flags).
+    /// Per-tilt CTF: CTFFIND4 or AreTomo3 (_CTF.txt) output, a RELION/GCTF or stopgap .star,
+    /// a Warp/M .xml (phase shift in units of π, as Warp stores it) or a SerialEM .mdoc.
+    /// Needs --tilt-angles FILE with one angle per CTF row (a file with its own angles, such
+    /// as a Warp .xml, can be given to both flags; angles that disagree are an error);
+    /// voltage, Cs and amplitude contrast in the file win over the flags.
     #[arg(long, value_name = "FILE")]
     pub ctf_file: Option<PathBuf>,
     /// Acceleration voltage in kV.
@@ -221,6 +225,9 @@ pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterS
         s.microscope.amplitude_contrast = c
             .amplitude_contrast
             .unwrap_or(s.microscope.amplitude_contrast);
+        if let Some(file_angles) = &c.angles {
+            check_ctf_angles(p, file_angles, &f.tilt_angles, s.wedge.as_ref())?;
+        }
         s.ctf = Some(CtfSpec::PerTilt(c.tilts));
     }
     s.lowpass = f.lowpass;
@@ -242,6 +249,46 @@ pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterS
         other => CliError::from(other),
     })?;
     Ok(Some(s))
+}
+
+/// A CTF file that gives its own tilt angles must agree with the tilt series of
+/// `--tilt-angles` (the CTF of tilt k is gridded at angle k of the tilt series): same count,
+/// same angles within 0.05°. Without `--tilt-angles` the error says the file can give them.
+fn check_ctf_angles(
+    ctf_file: &Path,
+    file_angles: &[f64],
+    tilt_flag: &Option<String>,
+    wedge: Option<&WedgeSpec>,
+) -> CliResult<()> {
+    let Some(WedgeSpec::TiltSeries { angles, .. }) = wedge else {
+        return Err(CliError::input(format!(
+            "--ctf-file: a per-tilt CTF needs the tilt series' angles; {} gives {} of them: \
+             pass it as --tilt-angles {} too",
+            ctf_file.display(),
+            file_angles.len(),
+            ctf_file.display()
+        )));
+    };
+    let tilts = tilt_flag.as_deref().unwrap_or("--tilt-angles");
+    if angles.len() != file_angles.len() {
+        return Err(CliError::input(format!(
+            "--ctf-file: {} has {} tilts, --tilt-angles {tilts} has {}",
+            ctf_file.display(),
+            file_angles.len(),
+            angles.len()
+        )));
+    }
+    if let Some(k) = (0..angles.len()).find(|&k| (angles[k] - file_angles[k]).abs() > 0.05) {
+        return Err(CliError::input(format!(
+            "--ctf-file: tilt {} of {} is at {}°, of --tilt-angles {tilts} at {}°: the CTF rows \
+             must be in the tilt series' order",
+            k + 1,
+            ctf_file.display(),
+            file_angles[k],
+            angles[k]
+        )));
+    }
+    Ok(())
 }
 
 /// Builds the filters on the backend (the whitening spectrum uses its FFT).

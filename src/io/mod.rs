@@ -9,6 +9,7 @@ pub mod args;
 pub mod mrc;
 pub mod npy;
 pub mod png;
+pub mod star;
 pub mod stream;
 pub mod table;
 pub mod tilt;

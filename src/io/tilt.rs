@@ -1,11 +1,38 @@
-//! Tilt-series metadata for the Fourier filters of `monomorph match`: tilt-angle files
-//! (IMOD `.tlt` and other text: one angle per line, or a header naming the columns `angles`
-//! and `weights`; AreTomo's three columns `angle index exposure`), CTFFIND4 output, and
-//! RELION/GCTF STAR files with `_rlnDefocusU/V/Angle`. Every error names the file and line.
+//! Tilt-series metadata for the Fourier filters of `monomorph match`, in the formats pytme
+//! 0.3.6 reads (`tme/filters/wedge.py`, `ctf.py`). Every error names the file and line.
+//!
+//! Tilt angles (`--tilt-angles FILE`), by extension:
+//! * text (IMOD `.tlt` and the rest): one angle per line, or a header naming the columns
+//!   `angles` and `weights` (dose); AreTomo's three columns `angle index exposure` give the
+//!   cumulative exposure in acquisition order;
+//! * `.star`: stopgap's `data_stopgap_wedgelist` (`_tilt_angle`, `_exposure`), Warp's
+//!   `_wrpAxisAngle`/`_wrpDose`, or RELION 5's tilt-series STAR
+//!   (`_rlnTomoNominalStageTiltAngle`, `_rlnMicrographPreExposure`);
+//! * `.xml`: a Warp/M tilt series (`Angles`, `Dose`; tilts with `UseTilt` False are left out,
+//!   see below);
+//! * `.mdoc`: SerialEM (`TiltAngle` per `[ZValue = z]` section; dose `(z + 1) ·
+//!   ExposureDose`, pytme's rule).
+//!
+//! CTF files (`--ctf-file FILE`): CTFFIND4 output and AreTomo3's `_CTF.txt` (the same columns:
+//! `# df1 df2 azimuth phase_shift(rad) ...`), RELION/GCTF STAR (`_rlnDefocusU/V/Angle`),
+//! stopgap's wedge list (`_defocus` in µm), Warp/M XML (`GridCTF*` per tilt, µm; phase shift
+//! in units of π as Warp stores it) and SerialEM `.mdoc` (`Defocus` in µm, negative =
+//! underfocus).
+//!
+//! Where monomorph reads a file differently from pytme 0.3.6, on purpose:
+//! * Warp's `UseTilt`: tilts excluded from the reconstruction are dropped (pytme keeps them,
+//!   filling planes of the wedge the tomogram does not have);
+//! * Warp's phase shift is in units of π (Warp's `CTF.PhaseShift`); pytme reads the number as
+//!   radians;
+//! * a stopgap wedge list with several tomograms (`_tomo_num`) is refused (pytme concatenates
+//!   their tilts).
 
 use std::path::Path;
 
+use monomorph_core::algo::filters::TiltCtf;
+
 use super::io_err;
+use super::star::{StarBlock, StarLoop, parse_star};
 use crate::Result;
 
 /// Tilt angles (degrees) and, when the file has them, the dose per tilt (e/Å²; pytme's
@@ -47,10 +74,48 @@ fn number(path: &Path, line: usize, s: &str) -> Result<f64> {
         .ok_or_else(|| io_err(path, format!("line {line}: '{s}' is not a finite number")))
 }
 
-/// Reads a tilt-angle file (see the module docs).
+fn extension(path: &Path) -> String {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+/// Reads a tilt-angle file, its format chosen by the extension (see the module docs).
 pub fn read_tilt_angles(path: impl AsRef<Path>) -> Result<TiltAngles> {
     let path = path.as_ref();
-    parse_tilt_angles(path, &read_text(path)?)
+    let text = read_text(path)?;
+    let t = match extension(path).as_str() {
+        "star" => parse_tilt_star(path, &text)?,
+        "xml" => {
+            let w = parse_warp_xml(path, &text)?;
+            TiltAngles {
+                angles: w.angles,
+                doses: w.doses,
+            }
+        }
+        "mdoc" => parse_mdoc(path, &text)?.tilt_angles(path)?,
+        _ => return parse_tilt_angles(path, &text),
+    };
+    check_angles(path, &t.angles, None)?;
+    Ok(t)
+}
+
+/// Tilt angles must be finite and within ±90°; `lines` gives each angle's line for errors.
+fn check_angles(path: &Path, angles: &[f64], lines: Option<&[usize]>) -> Result<()> {
+    if angles.is_empty() {
+        return Err(io_err(path, "no tilt angles"));
+    }
+    for (k, a) in angles.iter().enumerate() {
+        if !a.is_finite() || a.abs() > 90.0 {
+            let at = lines.map_or(format!("tilt {}", k + 1), |l| format!("line {}", l[k]));
+            return Err(io_err(
+                path,
+                format!("{at}: tilt angle {a} is beyond ±90 degrees"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Parses the text of a tilt-angle file; `path` names it in errors.
@@ -132,33 +197,40 @@ pub fn parse_tilt_angles(path: &Path, text: &str) -> Result<TiltAngles> {
         } else {
             (col(0), None)
         }
-    } else {
+    } else if rows[0].1.len() == 1 {
         (col(0), None)
+    } else {
+        return Err(io_err(
+            path,
+            format!(
+                "line {}: {} columns and no header: expected one angle per line, a header \
+                 naming the columns `angles` and `weights`, or AreTomo's three columns (angle, \
+                 index, exposure)",
+                rows[0].0,
+                rows[0].1.len()
+            ),
+        ));
     };
-    for (k, a) in angles.iter().enumerate() {
-        if a.abs() > 90.0 {
-            return Err(io_err(
-                path,
-                format!("line {}: tilt angle {a} is beyond ±90 degrees", rows[k].0),
-            ));
-        }
-    }
+    let lines: Vec<usize> = rows.iter().map(|(l, _)| *l).collect();
+    check_angles(path, &angles, Some(&lines))?;
     Ok(TiltAngles { angles, doses })
 }
 
-/// Reads a CTF file: RELION/GCTF STAR (`.star`) or CTFFIND4 output (anything else).
+/// Reads a CTF file, its format chosen by the extension: `.star` (RELION/GCTF or stopgap),
+/// `.xml` (Warp/M), `.mdoc` (SerialEM), anything else CTFFIND4 or AreTomo3 output.
 pub fn read_ctf_file(path: impl AsRef<Path>) -> Result<CtfFile> {
     let path = path.as_ref();
     let text = read_text(path)?;
-    let star = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("star"));
-    if star {
-        parse_ctf_star(path, &text)
-    } else {
-        parse_ctffind(path, &text)
+    let c = match extension(path).as_str() {
+        "star" => parse_ctf_star(path, &text)?,
+        "xml" => parse_warp_xml(path, &text)?.ctf(path)?,
+        "mdoc" => parse_mdoc(path, &text)?.ctf(path)?,
+        _ => parse_ctffind(path, &text)?,
+    };
+    if let Some(a) = &c.angles {
+        check_angles(path, a, None)?;
     }
+    Ok(c)
 }
 
 fn header_value(line: &str, key: &str) -> Option<f64> {
@@ -211,7 +283,7 @@ pub fn parse_ctffind(path: &Path, text: &str) -> Result<CtfFile> {
         }
         let v = |k: usize| number(path, i + 1, f[k]);
         let (df1, df2) = (v(1)?, v(2)?);
-        out.tilts.push(monomorph_core::algo::filters::TiltCtf {
+        out.tilts.push(TiltCtf {
             defocus: (df1 + df2) / 2.0,
             defocus_delta: (df1 - df2) / 2.0,
             astigmatism_angle: v(3)?,
@@ -224,88 +296,151 @@ pub fn parse_ctffind(path: &Path, text: &str) -> Result<CtfFile> {
     Ok(out)
 }
 
-/// Parses a RELION/GCTF STAR file: the loop with `_rlnDefocusU` (and `_rlnDefocusV`,
-/// `_rlnDefocusAngle`, optional `_rlnPhaseShift` in degrees, `_rlnTomoNominalStageTiltAngle`);
-/// `_rlnVoltage`, `_rlnSphericalAberration` (mm), `_rlnAmplitudeContrast` and the pixel size
-/// from any block, as a single value or a column (the first row).
-pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
-    let mut scalars: Vec<(String, String)> = Vec::new();
-    let mut loops: Vec<(Vec<String>, Vec<(usize, Vec<String>)>)> = Vec::new();
-    let mut in_loop = false;
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if line.starts_with("data_") {
-            in_loop = false;
-            continue;
-        }
-        if line == "loop_" {
-            loops.push((Vec::new(), Vec::new()));
-            in_loop = true;
-            continue;
-        }
-        if line.starts_with('_') {
-            let mut it = line.split_whitespace();
-            let name = it.next().unwrap_or_default().to_string();
-            let rest = it.next().unwrap_or_default();
-            match loops.last_mut() {
-                Some((cols, rows)) if in_loop && rows.is_empty() => cols.push(name),
-                _ => {
-                    in_loop = false;
-                    scalars.push((name, rest.to_string()));
-                }
-            }
-            continue;
-        }
-        if in_loop && let Some((_, rows)) = loops.last_mut() {
-            rows.push((i + 1, line.split_whitespace().map(str::to_string).collect()));
-        }
+fn empty_ctf() -> CtfFile {
+    CtfFile {
+        tilts: Vec::new(),
+        voltage_kv: None,
+        cs: None,
+        amplitude_contrast: None,
+        pixel_size: None,
+        angles: None,
     }
-    let find_scalar = |key: &str| -> Result<Option<f64>> {
-        if let Some((_, v)) = scalars.iter().find(|(k, _)| k == key) {
-            return number(path, 0, v).map(Some);
-        }
-        for (cols, rows) in &loops {
-            if let Some(c) = cols.iter().position(|k| k == key)
-                && let Some((ln, r)) = rows.first()
-            {
-                return r.get(c).map(|s| number(path, *ln, s)).transpose();
-            }
-        }
-        Ok(None)
-    };
-    let Some((cols, rows)) = loops
+}
+
+/// A loop column as numbers (`scale` applied), naming the line of a bad value.
+fn star_column(path: &Path, l: &StarLoop, c: usize, scale: f64) -> Result<Vec<f64>> {
+    l.rows
         .iter()
-        .find(|(cols, _)| cols.iter().any(|c| c == "_rlnDefocusU"))
-    else {
+        .map(|(ln, r)| number(path, *ln, &r[c]).map(|v| v * scale))
+        .collect()
+}
+
+/// A number from a block: a `_name value` pair or the first row of a loop column.
+fn star_number(path: &Path, b: &StarBlock, name: &str) -> Result<Option<f64>> {
+    b.value(name).map(|(v, ln)| number(path, ln, v)).transpose()
+}
+
+/// The one block of a stopgap wedge list, refusing a list of several tomograms.
+fn stopgap_loop<'a>(path: &Path, blocks: &'a [StarBlock]) -> Result<Option<&'a StarLoop>> {
+    let Some(b) = blocks.iter().find(|b| b.name == "stopgap_wedgelist") else {
+        return Ok(None);
+    };
+    let Some((l, _)) = b.loop_with("_tilt_angle") else {
         return Err(io_err(
             path,
-            "no loop with _rlnDefocusU, expected a RELION/GCTF STAR file",
+            "data_stopgap_wedgelist has no _tilt_angle column",
         ));
     };
-    let idx = |k: &str| cols.iter().position(|c| c == k);
-    let (u, v, ang, ps, tilt) = (
-        idx("_rlnDefocusU").expect("found above"),
-        idx("_rlnDefocusV"),
-        idx("_rlnDefocusAngle"),
-        idx("_rlnPhaseShift"),
-        idx("_rlnTomoNominalStageTiltAngle"),
-    );
-    let mut tilts = Vec::new();
-    let mut angles = Vec::new();
-    for (ln, r) in rows {
-        if r.len() != cols.len() {
+    if let Some(c) = l.column("_tomo_num") {
+        let mut nums: Vec<&str> = l.rows.iter().map(|(_, r)| r[c].as_str()).collect();
+        nums.dedup();
+        if nums.len() > 1 {
             return Err(io_err(
                 path,
-                format!("line {ln}: {} values for {} columns", r.len(), cols.len()),
+                format!(
+                    "the wedge list holds several tomograms (_tomo_num {}): write the one \
+                     matched to its own file",
+                    nums.join(", ")
+                ),
             ));
         }
+    }
+    Ok(Some(l))
+}
+
+/// Parses the tilt angles and doses of a STAR file: stopgap's wedge list (`_tilt_angle`,
+/// `_exposure`), Warp's (`_wrpAxisAngle`, `_wrpDose`) or RELION 5's tilt-series STAR
+/// (`_rlnTomoNominalStageTiltAngle`, `_rlnMicrographPreExposure`).
+pub fn parse_tilt_star(path: &Path, text: &str) -> Result<TiltAngles> {
+    let blocks = parse_star(path, text)?;
+    let found = if let Some(l) = stopgap_loop(path, &blocks)? {
+        Some((l, "_tilt_angle", "_exposure"))
+    } else {
+        [
+            ("_wrpAxisAngle", "_wrpDose"),
+            ("_rlnTomoNominalStageTiltAngle", "_rlnMicrographPreExposure"),
+        ]
+        .iter()
+        .find_map(|&(a, d)| {
+            blocks
+                .iter()
+                .find_map(|b| b.loop_with(a))
+                .map(|(l, _)| (l, a, d))
+        })
+    };
+    let Some((l, a, d)) = found else {
+        return Err(io_err(
+            path,
+            "no tilt angles: expected a loop with _tilt_angle (stopgap), _wrpAxisAngle (Warp) \
+             or _rlnTomoNominalStageTiltAngle (RELION)",
+        ));
+    };
+    let angles = star_column(path, l, l.column(a).expect("found"), 1.0)?;
+    let doses = l
+        .column(d)
+        .map(|c| star_column(path, l, c, 1.0))
+        .transpose()?;
+    let lines: Vec<usize> = l.rows.iter().map(|(ln, _)| *ln).collect();
+    check_angles(path, &angles, Some(&lines))?;
+    Ok(TiltAngles { angles, doses })
+}
+
+/// Parses a CTF STAR file: stopgap's wedge list (`_defocus` in µm, `_voltage`, `_cs` in mm,
+/// `_amp_contrast`, `_pixelsize`, `_tilt_angle`), or RELION/GCTF: the loop with
+/// `_rlnDefocusU` (and `_rlnDefocusV`, `_rlnDefocusAngle`, optional `_rlnPhaseShift` in
+/// degrees, `_rlnTomoNominalStageTiltAngle`); `_rlnVoltage`, `_rlnSphericalAberration` (mm),
+/// `_rlnAmplitudeContrast` and the pixel size from any block, as a single value or a column
+/// (the first row).
+pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
+    let blocks = parse_star(path, text)?;
+    if let Some(l) = stopgap_loop(path, &blocks)? {
+        let col = |name: &str| {
+            l.column(name)
+                .ok_or_else(|| io_err(path, format!("the stopgap wedge list has no {name} column")))
+        };
+        let defocus = star_column(path, l, col("_defocus")?, 1e4)?;
+        let first = |name: &str, scale: f64| -> Result<Option<f64>> {
+            match l.column(name) {
+                Some(c) => Ok(star_column(path, l, c, scale)?.first().copied()),
+                None => Ok(None),
+            }
+        };
+        let mut out = empty_ctf();
+        out.tilts = defocus
+            .iter()
+            .map(|&d| TiltCtf {
+                defocus: d,
+                defocus_delta: 0.0,
+                astigmatism_angle: 0.0,
+                phase_shift: 0.0,
+            })
+            .collect();
+        out.voltage_kv = first("_voltage", 1.0)?;
+        out.cs = first("_cs", 1e7)?;
+        out.amplitude_contrast = first("_amp_contrast", 1.0)?;
+        out.pixel_size = first("_pixelsize", 1.0)?;
+        out.angles = Some(star_column(path, l, col("_tilt_angle")?, 1.0)?);
+        return Ok(out);
+    }
+    let Some((l, u)) = blocks.iter().find_map(|b| b.loop_with("_rlnDefocusU")) else {
+        return Err(io_err(
+            path,
+            "no loop with _rlnDefocusU, expected a RELION/GCTF STAR file or a stopgap wedge list",
+        ));
+    };
+    let (v, ang, ps, tilt) = (
+        l.column("_rlnDefocusV"),
+        l.column("_rlnDefocusAngle"),
+        l.column("_rlnPhaseShift"),
+        l.column("_rlnTomoNominalStageTiltAngle"),
+    );
+    let mut out = empty_ctf();
+    let mut angles = Vec::new();
+    for (ln, r) in &l.rows {
         let get = |c: usize| number(path, *ln, &r[c]);
         let df1 = get(u)?;
         let df2 = v.map(get).transpose()?.unwrap_or(df1);
-        tilts.push(monomorph_core::algo::filters::TiltCtf {
+        out.tilts.push(TiltCtf {
             defocus: (df1 + df2) / 2.0,
             defocus_delta: (df1 - df2) / 2.0,
             astigmatism_angle: ang.map(get).transpose()?.unwrap_or(0.0),
@@ -315,20 +450,333 @@ pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
             angles.push(get(t)?);
         }
     }
-    if tilts.is_empty() {
+    if out.tilts.is_empty() {
         return Err(io_err(path, "the _rlnDefocusU loop has no rows"));
     }
-    Ok(CtfFile {
-        tilts,
-        voltage_kv: find_scalar("_rlnVoltage")?,
-        cs: find_scalar("_rlnSphericalAberration")?.map(|mm| mm * 1e7),
-        amplitude_contrast: find_scalar("_rlnAmplitudeContrast")?,
-        pixel_size: match find_scalar("_rlnImagePixelSize")? {
-            Some(p) => Some(p),
-            None => find_scalar("_rlnDetectorPixelSize")?,
-        },
-        angles: (tilt.is_some()).then_some(angles),
+    let any = |name: &str| -> Result<Option<f64>> {
+        for b in &blocks {
+            if let Some(x) = star_number(path, b, name)? {
+                return Ok(Some(x));
+            }
+        }
+        Ok(None)
+    };
+    out.voltage_kv = any("_rlnVoltage")?;
+    out.cs = any("_rlnSphericalAberration")?.map(|mm| mm * 1e7);
+    out.amplitude_contrast = any("_rlnAmplitudeContrast")?;
+    out.pixel_size = match any("_rlnImagePixelSize")? {
+        Some(p) => Some(p),
+        None => any("_rlnDetectorPixelSize")?,
+    };
+    out.angles = tilt.is_some().then_some(angles);
+    Ok(out)
+}
+
+/// A Warp/M tilt series (`.xml`), the tilts with `UseTilt` False already left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WarpTiltSeries {
+    /// Tilt angles in degrees.
+    pub angles: Vec<f64>,
+    /// Cumulative dose per tilt (e/Å²), when the file has `Dose`.
+    pub doses: Option<Vec<f64>>,
+    /// Per tilt (µm, as stored): `GridCTF`, `GridCTFDefocusDelta`, `GridCTFDefocusAngle`
+    /// (degrees), `GridCTFPhase` (units of π); empty when the file has no CTF grids.
+    grid: Vec<[f64; 4]>,
+    /// `CTF/Param` values by name (`Voltage`, `Cs`, `Amplitude`, `PixelSize`, `Defocus`, ...).
+    params: Vec<(String, f64)>,
+}
+
+impl WarpTiltSeries {
+    fn param(&self, name: &str) -> Option<f64> {
+        self.params.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+
+    /// The per-tilt CTF: Warp's µm to Å, its full astigmatism difference halved (monomorph's
+    /// `defocus_delta` is the half difference), its phase shift from units of π to radians.
+    pub fn ctf(&self, path: &Path) -> Result<CtfFile> {
+        let tilts: Vec<TiltCtf> = if self.grid.is_empty() {
+            let d = self.param("Defocus").ok_or_else(|| {
+                io_err(
+                    path,
+                    "no GridCTF and no CTF Param 'Defocus': no defocus per tilt",
+                )
+            })?;
+            let one = TiltCtf {
+                defocus: d * 1e4,
+                defocus_delta: self.param("DefocusDelta").unwrap_or(0.0) * 0.5e4,
+                astigmatism_angle: self.param("DefocusAngle").unwrap_or(0.0),
+                phase_shift: self.param("PhaseShift").unwrap_or(0.0) * std::f64::consts::PI,
+            };
+            vec![one; self.angles.len()]
+        } else {
+            self.grid
+                .iter()
+                .map(|&[d, dd, a, p]| TiltCtf {
+                    defocus: d * 1e4,
+                    defocus_delta: dd * 0.5e4,
+                    astigmatism_angle: a,
+                    phase_shift: p * std::f64::consts::PI,
+                })
+                .collect()
+        };
+        Ok(CtfFile {
+            tilts,
+            voltage_kv: self.param("Voltage"),
+            cs: self.param("Cs").map(|mm| mm * 1e7),
+            amplitude_contrast: self.param("Amplitude"),
+            pixel_size: self.param("PixelSize"),
+            angles: Some(self.angles.clone()),
+        })
+    }
+}
+
+/// Parses a Warp/M tilt-series XML file (see [`WarpTiltSeries`]).
+pub fn parse_warp_xml(path: &Path, text: &str) -> Result<WarpTiltSeries> {
+    let doc = roxmltree::Document::parse(text)
+        .map_err(|e| io_err(path, format!("not a readable XML file: {e}")))?;
+    let root = doc.root_element();
+    let child = |name: &str| root.children().find(|n| n.has_tag_name(name));
+    let line = |n: roxmltree::Node| doc.text_pos_at(n.range().start).row as usize;
+    let list = |name: &str| -> Result<Option<Vec<f64>>> {
+        let Some(n) = child(name) else {
+            return Ok(None);
+        };
+        n.text()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(|s| number(path, line(n), s))
+            .collect::<Result<Vec<f64>>>()
+            .map(Some)
+    };
+    let Some(angles) = list("Angles")? else {
+        return Err(io_err(
+            path,
+            "no <Angles> element: not a Warp/M tilt series",
+        ));
+    };
+    let n = angles.len();
+    let sized = |name: &str, v: Vec<f64>| -> Result<Vec<f64>> {
+        if v.len() != n {
+            return Err(io_err(
+                path,
+                format!("<{name}> has {} values for {n} <Angles>", v.len()),
+            ));
+        }
+        Ok(v)
+    };
+    let doses = list("Dose")?.map(|v| sized("Dose", v)).transpose()?;
+    let use_tilt: Vec<bool> = match child("UseTilt") {
+        None => vec![true; n],
+        Some(u) => {
+            let v: Vec<bool> = u
+                .text()
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|s| match s.to_ascii_lowercase().as_str() {
+                    "true" | "1" => Ok(true),
+                    "false" | "0" => Ok(false),
+                    _ => Err(io_err(
+                        path,
+                        format!("line {}: UseTilt value '{s}' is not True or False", line(u)),
+                    )),
+                })
+                .collect::<Result<_>>()?;
+            if v.len() != n {
+                return Err(io_err(
+                    path,
+                    format!("<UseTilt> has {} values for {n} <Angles>", v.len()),
+                ));
+            }
+            v
+        }
+    };
+    let grid = |name: &str| -> Result<Option<Vec<f64>>> {
+        let Some(g) = child(name) else {
+            return Ok(None);
+        };
+        let mut v = vec![f64::NAN; n];
+        for node in g.children().filter(|c| c.has_tag_name("Node")) {
+            let attr = |a: &str| {
+                node.attribute(a)
+                    .ok_or_else(|| io_err(path, format!("line {}: <Node> without {a}", line(node))))
+            };
+            let z = attr("Z")?;
+            let z: usize = z.parse().ok().filter(|&z| z < n).ok_or_else(|| {
+                io_err(
+                    path,
+                    format!(
+                        "line {}: <{name}> node Z='{z}' is not a tilt index below {n}",
+                        line(node)
+                    ),
+                )
+            })?;
+            v[z] = number(path, line(node), attr("Value")?)?;
+        }
+        if let Some(z) = v.iter().position(|x| x.is_nan()) {
+            return Err(io_err(path, format!("<{name}> has no node for tilt Z={z}")));
+        }
+        Ok(Some(v))
+    };
+    let grid_rows = match grid("GridCTF")? {
+        None => Vec::new(),
+        Some(d) => {
+            let zero = vec![0.0; n];
+            let dd = grid("GridCTFDefocusDelta")?.unwrap_or_else(|| zero.clone());
+            let da = grid("GridCTFDefocusAngle")?.unwrap_or_else(|| zero.clone());
+            let ph = grid("GridCTFPhase")?.unwrap_or(zero);
+            (0..n).map(|k| [d[k], dd[k], da[k], ph[k]]).collect()
+        }
+    };
+    let mut params = Vec::new();
+    if let Some(ctf) = child("CTF") {
+        for p in ctf.children().filter(|c| c.has_tag_name("Param")) {
+            if let (Some(k), Some(v)) = (p.attribute("Name"), p.attribute("Value"))
+                && let Ok(x) = v.parse::<f64>()
+            {
+                params.push((k.to_string(), x));
+            }
+        }
+    }
+    let keep = |v: Vec<f64>| -> Vec<f64> {
+        v.into_iter()
+            .zip(&use_tilt)
+            .filter_map(|(x, &u)| u.then_some(x))
+            .collect()
+    };
+    let grid_rows = grid_rows
+        .into_iter()
+        .zip(&use_tilt)
+        .filter_map(|(x, &u)| u.then_some(x))
+        .collect();
+    let angles = keep(angles);
+    if angles.is_empty() {
+        return Err(io_err(path, "every tilt has UseTilt False"));
+    }
+    Ok(WarpTiltSeries {
+        angles,
+        doses: doses.map(keep),
+        grid: grid_rows,
+        params,
     })
+}
+
+/// A SerialEM `.mdoc`: the header's `key = value` pairs and one section per `[ZValue = z]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mdoc {
+    header: Vec<(String, String, usize)>,
+    /// (z, line of the section header, pairs)
+    sections: Vec<(f64, usize, Vec<(String, String, usize)>)>,
+}
+
+impl Mdoc {
+    fn column(&self, path: &Path, key: &str) -> Result<Option<Vec<f64>>> {
+        let mut out = Vec::new();
+        for (z, at, pairs) in &self.sections {
+            match pairs.iter().find(|(k, _, _)| k == key) {
+                Some((_, v, ln)) => {
+                    let first = v.split_whitespace().next().unwrap_or_default();
+                    out.push(number(path, *ln, first)?);
+                }
+                None if out.is_empty() => return Ok(None),
+                None => {
+                    return Err(io_err(
+                        path,
+                        format!("line {at}: section [ZValue = {z}] has no {key}"),
+                    ));
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn header_number(&self, path: &Path, key: &str) -> Result<Option<f64>> {
+        self.header
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, v, ln)| number(path, *ln, v.split_whitespace().next().unwrap_or_default()))
+            .transpose()
+    }
+
+    /// `TiltAngle` per section; dose `(z + 1) · ExposureDose` (pytme's rule: a constant dose
+    /// per tilt, sections in acquisition order) when the sections give `ExposureDose`.
+    pub fn tilt_angles(&self, path: &Path) -> Result<TiltAngles> {
+        let Some(angles) = self.column(path, "TiltAngle")? else {
+            return Err(io_err(path, "no TiltAngle in the [ZValue] sections"));
+        };
+        let doses = self.column(path, "ExposureDose")?.map(|d| {
+            d.iter()
+                .zip(&self.sections)
+                .map(|(d, (z, _, _))| (z + 1.0) * d)
+                .collect()
+        });
+        Ok(TiltAngles { angles, doses })
+    }
+
+    /// `Defocus` per section (µm, negative = underfocus) as Å underfocus; `Voltage` from the
+    /// sections or the header; `PixelSpacing` from the header.
+    pub fn ctf(&self, path: &Path) -> Result<CtfFile> {
+        let Some(df) = self.column(path, "Defocus")? else {
+            return Err(io_err(path, "no Defocus in the [ZValue] sections"));
+        };
+        let mut out = empty_ctf();
+        out.tilts = df
+            .iter()
+            .map(|&d| TiltCtf {
+                defocus: -d * 1e4,
+                defocus_delta: 0.0,
+                astigmatism_angle: 0.0,
+                phase_shift: 0.0,
+            })
+            .collect();
+        out.voltage_kv = match self.column(path, "Voltage")? {
+            Some(v) => v.first().copied(),
+            None => self.header_number(path, "Voltage")?,
+        };
+        out.pixel_size = self.header_number(path, "PixelSpacing")?;
+        out.angles = self.column(path, "TiltAngle")?;
+        Ok(out)
+    }
+}
+
+/// Parses a SerialEM `.mdoc` file (see [`Mdoc`]).
+pub fn parse_mdoc(path: &Path, text: &str) -> Result<Mdoc> {
+    let mut m = Mdoc {
+        header: Vec::new(),
+        sections: Vec::new(),
+    };
+    let mut in_z = false;
+    for (i, raw) in text.lines().enumerate() {
+        let ln = i + 1;
+        let line = raw.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(inner) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let (k, v) = inner.split_once('=').unwrap_or((inner, ""));
+            in_z = k.trim() == "ZValue";
+            if in_z {
+                let z = number(path, ln, v.trim())?;
+                m.sections.push((z, ln, Vec::new()));
+            }
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        let pair = (k.trim().to_string(), v.trim().to_string(), ln);
+        if m.sections.is_empty() {
+            m.header.push(pair);
+        } else if in_z && let Some((_, _, pairs)) = m.sections.last_mut() {
+            pairs.push(pair);
+        }
+    }
+    if m.sections.is_empty() {
+        return Err(io_err(
+            path,
+            "no [ZValue = ...] sections: not a SerialEM mdoc",
+        ));
+    }
+    Ok(m)
 }
 
 #[cfg(test)]
@@ -368,6 +816,11 @@ mod tests {
         assert!(e.contains("line 2") && e.contains("90"), "{e}");
         let e = parse_tilt_angles(p(), "").unwrap_err().to_string();
         assert!(e.contains("no tilt angles"), "{e}");
+        // A CTF file given as tilt angles: its first column is not an angle.
+        let e = parse_tilt_angles(p(), "# Columns\n1 30600 30400 12 0 0.04 6.1 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2: 8 columns and no header"), "{e}");
     }
 
     #[test]

@@ -37,3 +37,5 @@ mod peaks;
 mod planted;
 mod resample_fixtures;
 mod symmetry;
+#[cfg(feature = "cli")]
+mod tilt_files;
