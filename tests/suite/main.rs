@@ -34,4 +34,6 @@ mod mpi;
 mod orientation;
 mod peaks;
 mod resample_fixtures;
+mod rotation_edges;
+mod rotation_sets;
 mod symmetry;
