@@ -411,7 +411,9 @@ fn rotation_set(a: &MatchArgs, d: usize) -> CliResult<RotationSet> {
         if d == 3 {
             Ok(())
         } else {
-            Err(CliError::input(format!("{flag}: needs a 3-D target, got {d}-D")))
+            Err(CliError::input(format!(
+                "{flag}: needs a 3-D target, got {d}-D"
+            )))
         }
     };
     if let Some(p) = &a.orientations {

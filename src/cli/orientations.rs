@@ -15,9 +15,8 @@ use super::{CliError, CliResult};
 /// table (a `loop_`, or a block of `_label value` pairs for one seed) that has
 /// `_rlnAngleRot`, `_rlnAngleTilt` and `_rlnAnglePsi`.
 pub fn read_star_angles(flag: &str, path: &Path) -> CliResult<Vec<[f64; 3]>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        CliError::input(format!("{flag} {}: cannot read: {e}", path.display()))
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::input(format!("{flag} {}: cannot read: {e}", path.display())))?;
     parse_star_angles(&text).map_err(|m| CliError::input(format!("{flag} {}: {m}", path.display())))
 }
 
@@ -105,7 +104,9 @@ pub fn parse_star_angles(text: &str) -> Result<Vec<[f64; 3]>, String> {
 fn num(s: &str, line: usize) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("line {line}: '{s}' is not a finite number of degrees")),
+        _ => Err(format!(
+            "line {line}: '{s}' is not a finite number of degrees"
+        )),
     }
 }
 
@@ -115,17 +116,16 @@ pub fn cone_set(path: &Path, cone: f64, step: f64, inplane: f64) -> CliResult<Ro
     let angles = read_star_angles("--orientations", path)?;
     let seeds = RotationSet::from_relion_euler(&angles)
         .map_err(|e| CliError::from(e).about(format!("--orientations {}", path.display())))?;
-    RotationSet::around_seeds(&seeds, cone, step, inplane).map_err(|e| {
-        CliError::for_flag(e, "--orientations-cone", super::error::show(cone))
-    })
+    RotationSet::around_seeds(&seeds, cone, step, inplane)
+        .map_err(|e| CliError::for_flag(e, "--orientations-cone", super::error::show(cone)))
 }
 
 /// pytme's own set for `step` (`--angular-sampling-set pytme`): built in, or read from pytme's
 /// data folder `data` (`tme/data`, `<name>.npy` with rows `w, x, y, z, weight`).
 pub fn pytme_set(step: f64, data: Option<&Path>) -> CliResult<RotationSet> {
     let flag = "--angular-step";
-    let s = pytme_set_for(step)
-        .map_err(|e| CliError::for_flag(e, flag, super::error::show(step)))?;
+    let s =
+        pytme_set_for(step).map_err(|e| CliError::for_flag(e, flag, super::error::show(step)))?;
     if step >= 180.0 {
         return Ok(RotationSet::identity(3)?);
     }

@@ -94,7 +94,10 @@ fn rotated_templates_and_masks_are_pytmes() {
             "{vol}: direct (before) max |Δ| {before:.3e} ({before_over} voxels > 1e-3); \
              reversed (after) {after:.3e} ({after_over})"
         );
-        assert!(before > 0.5 && before_over > 0, "{vol}: the fixture must hit the edge");
+        assert!(
+            before > 0.5 && before_over > 0,
+            "{vol}: the fixture must hit the edge"
+        );
         // pytme stores float32 (spline coefficients in f64 like ours).
         assert!(after < 1e-5 && after_over == 0, "{vol}: {after:.3e}");
     }
@@ -160,5 +163,8 @@ fn flc_scores_are_pytmes() {
     );
     assert!(before > 1e-3 && before_moved > 0, "the fixture must matter");
     assert!(after < 2e-5, "FLC max |Δ| {after:.3e}");
-    assert_eq!(after_moved, 0, "voxels whose best rotation differs from pytme's");
+    assert_eq!(
+        after_moved, 0,
+        "voxels whose best rotation differs from pytme's"
+    );
 }

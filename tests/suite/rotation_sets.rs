@@ -21,13 +21,22 @@ fn pytme_matrices(name: &str) -> Vec<Vec<f64>> {
 fn max_diff(set: &RotationSet, want: &[Vec<f64>]) -> f64 {
     assert_eq!(set.len(), want.len(), "number of rotations");
     (0..set.len())
-        .flat_map(|i| set.matrix(i).iter().zip(&want[i]).map(|(a, b)| (a - b).abs()))
+        .flat_map(|i| {
+            set.matrix(i)
+                .iter()
+                .zip(&want[i])
+                .map(|(a, b)| (a - b).abs())
+        })
         .fold(0.0, f64::max)
 }
 
 #[test]
 fn pytme_sets_are_pytmes_matrices_in_order() {
-    for (step, name) in [(62.8, "set_62.8"), (44.48, "set_44.48"), (36.47, "set_36.47")] {
+    for (step, name) in [
+        (62.8, "set_62.8"),
+        (44.48, "set_44.48"),
+        (36.47, "set_36.47"),
+    ] {
         let want = pytme_matrices(name);
         // pytme picks the set nearest the step: any step closer to it than to its neighbours.
         for s in [step, step + 0.1] {
@@ -57,8 +66,8 @@ fn cones_are_pytmes_get_cone_rotations() {
 
 #[test]
 fn cones_around_seeds_contain_them_and_stay_within_the_angle() {
-    let seeds = RotationSet::from_relion_euler(&[[40.0, 70.0, -110.0], [-150.0, 10.0, 20.0]])
-        .unwrap();
+    let seeds =
+        RotationSet::from_relion_euler(&[[40.0, 70.0, -110.0], [-150.0, 10.0, 20.0]]).unwrap();
     let cone = RotationSet::cone(15.0, 5.0, 20.0).unwrap();
     let r = RotationSet::around_seeds(&seeds, 15.0, 5.0, 20.0).unwrap();
     let per = cone.len() + 1;
@@ -71,7 +80,8 @@ fn cones_around_seeds_contain_them_and_stay_within_the_angle() {
         }
         // The spins: members sharing an axis differ by rotations about the template's own z.
         let (m1, m2) = (r.matrix(s * per + 1), r.matrix(s * per + 2));
-        assert!(axis_angle_between(m1, m2) < 1e-6);
+        // (acos near 1 amplifies round-off: 1 ulp of the cosine is ~1e-6°.)
+        assert!(axis_angle_between(m1, m2) < 1e-4);
         assert!(m1 != m2);
     }
 }
@@ -80,7 +90,9 @@ fn cones_around_seeds_contain_them_and_stay_within_the_angle() {
 fn reflections_are_refused_with_the_matrix_index() {
     let mut flat = vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
     flat.extend([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0]);
-    let e = RotationSet::from_matrices(3, &flat).unwrap_err().to_string();
+    let e = RotationSet::from_matrices(3, &flat)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("matrix 1") && e.contains("reflection"), "{e}");
     assert!(e.contains("mirror"), "{e}");
 }
@@ -136,12 +148,22 @@ mod cli {
         let data = dir.join("data");
         std::fs::create_dir_all(&data).unwrap();
         let q = monomorph::algo::rotations::embedded_quaternions("c48n9").unwrap();
-        let rows = Array2::from_shape_fn((7416, 5), |(i, k)| {
-            if k == 4 { 1.0 } else { q[i % q.len()][k] }
-        });
+        let rows = Array2::from_shape_fn(
+            (7416, 5),
+            |(i, k)| {
+                if k == 4 { 1.0 } else { q[i % q.len()][k] }
+            },
+        );
         let mut a = base.to_vec();
         let out2 = dir.join("o2");
-        a.extend(["-a", "10", "--angular-sampling-set", "pytme", "-o", p(&out2)]);
+        a.extend([
+            "-a",
+            "10",
+            "--angular-sampling-set",
+            "pytme",
+            "-o",
+            p(&out2),
+        ]);
         a.extend(["--pytme-data", p(&data)]);
         let e = fails2(&a);
         assert!(e.contains("c48n309.npy"), "{e}");
@@ -150,7 +172,10 @@ mod cli {
         let got = rotations(&out2);
         assert_eq!(got.shape()[0], 7416);
         let first = RotationSet::from_pytme_quaternions(&q[..1]).unwrap();
-        assert_set(&got.slice(ndarray::s![0..1, .., ..]).to_owned().into_dyn(), &first);
+        assert_set(
+            &got.slice(ndarray::s![0..1, .., ..]).to_owned().into_dyn(),
+            &first,
+        );
         // A wrong shape names the file.
         write_npy(data.join("c48n309.npy"), &Array2::<f64>::zeros((3, 5))).unwrap();
         let e = fails2(&a);
@@ -161,14 +186,31 @@ mod cli {
         let p2 = dir.join("p2.npy");
         write_npy(&p2, &ndarray::Array2::<f32>::ones((3, 3))).unwrap();
         let e = fails2(&[
-            "match", "-m", p(&t2), "-i", p(&p2), "--angular-sampling-set", "pytme", "-o",
-            p(&out), "--quiet",
+            "match",
+            "-m",
+            p(&t2),
+            "-i",
+            p(&p2),
+            "--angular-sampling-set",
+            "pytme",
+            "-o",
+            p(&out),
+            "--quiet",
         ]);
         assert!(e.contains("3-D"), "{e}");
         // Conflicting sets are a usage error (exit 2).
         let o = run(&[
-            "match", "-m", &t, "-i", &tp, "--angular-sampling-set", "pytme", "--euler", "x.csv",
-            "-o", p(&out),
+            "match",
+            "-m",
+            &t,
+            "-i",
+            &tp,
+            "--angular-sampling-set",
+            "pytme",
+            "--euler",
+            "x.csv",
+            "-o",
+            p(&out),
         ]);
         assert_eq!(o.status.code(), Some(2));
     }
@@ -186,13 +228,31 @@ mod cli {
         )
         .unwrap();
         let out = dir.join("o");
-        let base = ["match", "-m", &t, "-i", &tp, "-s", "cc", "--quiet", "-o", p(&out)];
+        let base = [
+            "match",
+            "-m",
+            &t,
+            "-i",
+            &tp,
+            "-s",
+            "cc",
+            "--quiet",
+            "-o",
+            p(&out),
+        ];
         let mut a = base.to_vec();
-        a.extend(["--orientations", p(&star), "--orientations-cone", "20", "-a", "10"]);
+        a.extend([
+            "--orientations",
+            p(&star),
+            "--orientations-cone",
+            "20",
+            "-a",
+            "10",
+        ]);
         a.extend(["--orientations-inplane-step", "45"]);
         ok(&a);
-        let seeds = RotationSet::from_relion_euler(&[[30.0, 60.0, -90.0], [-120.0, 20.0, 45.0]])
-            .unwrap();
+        let seeds =
+            RotationSet::from_relion_euler(&[[30.0, 60.0, -90.0], [-120.0, 20.0, 45.0]]).unwrap();
         let want = RotationSet::around_seeds(&seeds, 20.0, 10.0, 45.0).unwrap();
         assert_eq!(want.len(), 2 * (13 * 8 + 1));
         assert_set(&rotations(&out), &want);
@@ -202,8 +262,15 @@ mod cli {
         let mut a = base.to_vec();
         a.extend(["--orientations", p(&bad), "--orientations-cone", "20"]);
         let e = fails2(&a);
-        assert!(e.contains("--orientations") && e.contains("_rlnAnglePsi"), "{e}");
-        std::fs::write(&bad, "loop_\n_rlnAngleRot\n_rlnAngleTilt\n_rlnAnglePsi\n1 2 nan\n").unwrap();
+        assert!(
+            e.contains("--orientations") && e.contains("_rlnAnglePsi"),
+            "{e}"
+        );
+        std::fs::write(
+            &bad,
+            "loop_\n_rlnAngleRot\n_rlnAngleTilt\n_rlnAnglePsi\n1 2 nan\n",
+        )
+        .unwrap();
         let e = fails2(&a);
         assert!(e.contains("line 5"), "{e}");
         let mut a = base.to_vec();
@@ -239,7 +306,16 @@ mod cli {
         write_npy(&rp, &r).unwrap();
         let out = dir.join("o");
         let e = fails2(&[
-            "match", "-m", &t, "-i", &tp, "--rotations", p(&rp), "-o", p(&out), "--quiet",
+            "match",
+            "-m",
+            &t,
+            "-i",
+            &tp,
+            "--rotations",
+            p(&rp),
+            "-o",
+            p(&out),
+            "--quiet",
         ]);
         assert!(e.contains("r.npy") && e.contains("matrix 2"), "{e}");
         assert!(e.contains("reflection"), "{e}");

@@ -107,7 +107,9 @@ impl RotationSet {
         if k * m > MAX_ROTATIONS {
             return Err(Error::invalid(
                 "cone",
-                format!("{k} directions × {m} in-plane angles is more than {MAX_ROTATIONS:e} rotations"),
+                format!(
+                    "{k} directions × {m} in-plane angles is more than {MAX_ROTATIONS:e} rotations"
+                ),
             ));
         }
         let (k, m) = (k as usize, m as usize);
@@ -208,9 +210,12 @@ mod tests {
 
     #[test]
     fn seeds_come_first_and_cones_surround_them() {
-        let seeds =
-            RotationSet::from_relion_euler(&[[10.0, 50.0, -30.0], [10.0, 50.0, -30.0], [0.0, 90.0, 0.0]])
-                .unwrap();
+        let seeds = RotationSet::from_relion_euler(&[
+            [10.0, 50.0, -30.0],
+            [10.0, 50.0, -30.0],
+            [0.0, 90.0, 0.0],
+        ])
+        .unwrap();
         let r = RotationSet::around_seeds(&seeds, 20.0, 10.0, 30.0).unwrap();
         let per = RotationSet::cone(20.0, 10.0, 30.0).unwrap().len() + 1;
         assert_eq!(r.len(), 2 * per, "the repeated seed is skipped");

@@ -244,9 +244,29 @@ pub fn affine_reversed_is_flip_affine_flip<B: Backend>(b: &B) {
     let mut rng = Lcg::new(70);
     let h = host::<B>(&mut rng, &[n, n, n]).mapv(|v| v + FloatOf::<B>::from_f64(2.0));
     let (a, s) = (0.797_308_385, 0.603_572_130);
-    let karney = [0.0, a, -s, 0.0, -s, -a, -1.0, 0.0, -5.551_115_123_125_783e-17];
+    let karney = [
+        0.0,
+        a,
+        -s,
+        0.0,
+        -s,
+        -a,
+        -1.0,
+        0.0,
+        -5.551_115_123_125_783e-17,
+    ];
     let (c1, c2) = (0.3f64.cos(), 0.3f64.sin());
-    let generic = [c1, -c2, 0.0, c2 * 0.6, c1 * 0.6, -0.8, c2 * 0.8, c1 * 0.8, 0.6];
+    let generic = [
+        c1,
+        -c2,
+        0.0,
+        c2 * 0.6,
+        c1 * 0.6,
+        -0.8,
+        c2 * 0.8,
+        c1 * 0.8,
+        0.6,
+    ];
     let c = (n as f64 - 1.0) / 2.0;
     let all = [0usize, 1, 2];
     for m in [karney, generic] {
@@ -280,9 +300,16 @@ pub fn affine_reversed_is_flip_affine_flip<B: Backend>(b: &B) {
                 assert_eq!(*x == 0.0, *y == 0.0, "{interp:?} voxel {i}: {x} vs {y}");
             }
             assert_close("reversed", &g, &w, 0.0, 64.0 * eps::<B>());
-            let edge = w.iter().zip(&d).filter(|(x, y)| (*x - *y).abs() > 0.1).count();
+            let edge = w
+                .iter()
+                .zip(&d)
+                .filter(|(x, y)| (*x - *y).abs() > 0.1)
+                .count();
             if m == karney {
-                assert!(edge > 0, "{interp:?}: the Karney rotation must hit the edge");
+                assert!(
+                    edge > 0,
+                    "{interp:?}: the Karney rotation must hit the edge"
+                );
             } else {
                 assert_eq!(edge, 0, "{interp:?}: a generic rotation agrees both ways");
             }
