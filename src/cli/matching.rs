@@ -51,9 +51,43 @@ pub struct MatchArgs {
     /// (x, y, z), such as pytme reading MRC files, is P·R_xyz·P here (P reverses the axes).
     #[arg(long, value_name = "R.npy")]
     pub rotations: Option<PathBuf>,
-    /// Even rotation sampling with this angular step in degrees (default 30).
+    /// Even rotation sampling with this angular step in degrees (default 30); with
+    /// --orientations, the cone's step.
     #[arg(long, short = 'a', value_name = "DEG")]
     pub angular_step: Option<f64>,
+    /// Which even sampling --angular-step means (default `uniform`): monomorph's own
+    /// (Hopf-fibration; see README) or `pytme`'s, the Karney set `pytme match -a DEG` picks
+    /// (the nominal spacing nearest DEG), same matrices in the same order, so that
+    /// rotation_index i is pytme's rotation i. pytme's matrices act on (x, y, z) (it transposes
+    /// MRC data), so rotation i is stored here as P·R_i·P, the same physical rotation of the
+    /// same MRC file. 3-D only. Built in: sets with a spacing of 16.29° and more (at most 1992
+    /// rotations); the others need --pytme-data.
+    #[arg(long, value_enum, value_name = "SET", conflicts_with_all = ["rotations", "euler", "orientations"])]
+    pub angular_sampling_set: Option<SamplingSet>,
+    /// pytme's data folder (site-packages/tme/data), read for --angular-sampling-set pytme when
+    /// the step's set is not built in (c48n309.npy … c48u8649.npy).
+    #[arg(long, value_name = "DIR", requires = "angular_sampling_set")]
+    pub pytme_data: Option<PathBuf>,
+    /// Seed orientations: a STAR file with _rlnAngleRot, _rlnAngleTilt, _rlnAnglePsi (RELION's
+    /// angles, one row per particle, or `_label value` pairs for one seed; other columns,
+    /// positions included, are ignored). The rotation set is, for each distinct seed S, S
+    /// itself, then C·S for every C of pytme's cone set (get_cone_rotations: the template's
+    /// z axis within --orientations-cone of the seed's, sampled every --angular-step degrees,
+    /// spun about the template's own z axis every --orientations-inplane-step degrees). The
+    /// whole set is searched at every position: a seed's cone is not tied to its position
+    /// (pytme's --orientations-uncertainty, a search radius around each seed, is not
+    /// supported). 3-D only.
+    #[arg(long, value_name = "FILE.star", requires = "orientations_cone", conflicts_with_all = ["rotations", "euler"])]
+    pub orientations: Option<PathBuf>,
+    /// Half-angle in degrees (0 to 180) of the cone around each --orientations seed: pytme's
+    /// acceptance test, the angle between the template's z axis placed by the rotation and by
+    /// the seed. 0: the seeds' in-plane spins alone.
+    #[arg(long, value_name = "DEG", requires = "orientations")]
+    pub orientations_cone: Option<f64>,
+    /// In-plane step in degrees of the cone search (default: the --angular-step; pytme's
+    /// axis_sampling).
+    #[arg(long, value_name = "DEG", requires = "orientations")]
+    pub orientations_inplane_step: Option<f64>,
     /// Euler angles, one `rot,tilt,psi` per line (3-D only), in RELION's convention as in STAR
     /// files: degrees, Rz(rot)·Ry(tilt)·Rz(psi) the rotation acting on (x, y, z) (intrinsic
     /// ZYZ; the transpose of RELION's Euler_angles2matrix; scipy's from_euler("ZYZ")), the
@@ -134,6 +168,15 @@ impl ScoreArg {
             ScoreArg::Mcc => Score::MCC,
         }
     }
+}
+
+/// `--angular-sampling-set`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplingSet {
+    /// monomorph's even sampling (Hopf fibration; 2-D: an even grid).
+    Uniform,
+    /// pytme 0.3.6's Karney set for the step, rotation for rotation.
+    Pytme,
 }
 
 /// `--interpolation`.
@@ -367,6 +410,38 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
     write(&a, p, out, m)
 }
 
+/// The rotation set of `--angular-step` (with `--angular-sampling-set`) or `--orientations`.
+fn rotation_set(a: &MatchArgs, d: usize) -> CliResult<RotationSet> {
+    let step = a.angular_step.unwrap_or(30.0);
+    let three_d = |flag: String| -> CliResult<()> {
+        if d == 3 {
+            Ok(())
+        } else {
+            Err(CliError::input(format!(
+                "{flag}: needs a 3-D target, got {d}-D"
+            )))
+        }
+    };
+    if let Some(p) = &a.orientations {
+        three_d(format!("--orientations {}", p.display()))?;
+        let cone = a.orientations_cone.unwrap_or(0.0);
+        let inplane = a.orientations_inplane_step.unwrap_or(step);
+        return super::orientations::cone_set(p, cone, step, inplane);
+    }
+    if let (Some(dir), Some(SamplingSet::Uniform)) = (&a.pytme_data, a.angular_sampling_set) {
+        return Err(CliError::input(format!(
+            "--pytme-data {}: only read with --angular-sampling-set pytme",
+            dir.display()
+        )));
+    }
+    if a.angular_sampling_set == Some(SamplingSet::Pytme) {
+        three_d("--angular-sampling-set pytme".into())?;
+        return super::orientations::pytme_set(step, a.pytme_data.as_deref());
+    }
+    RotationSet::uniform(d, step)
+        .map_err(|e| CliError::for_flag(e, "--angular-step", super::error::show(step)))
+}
+
 /// `--symmetry`: a point group `Cn` or `Dn`.
 fn parse_symmetry(s: &str) -> Result<Symmetry, String> {
     s.parse().map_err(|e: monomorph::Error| e.to_string())
@@ -441,9 +516,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         RotationSet::from_relion_euler(&read_euler_csv(p)?)
             .map_err(|e| CliError::from(e).about(format!("--euler {}", p.display())))?
     } else {
-        let step = a.angular_step.unwrap_or(30.0);
-        RotationSet::uniform(d, step)
-            .map_err(|e| CliError::for_flag(e, "--angular-step", super::error::show(step)))?
+        rotation_set(a, d)?
     };
     let rotations = match a.symmetry {
         Some(sym) => rotations
@@ -516,6 +589,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         ("--target-mask", a.target_mask.as_ref()),
         ("--rotations", a.rotations.as_ref()),
         ("--euler", a.euler.as_ref()),
+        ("--orientations", a.orientations.as_ref()),
     ];
     let inputs: Vec<(&str, &std::path::Path)> = inputs
         .iter()
@@ -576,6 +650,10 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "rotations_file": opt_path_json(&a.rotations),
                 "angular_step": a.angular_step, "euler": opt_path_json(&a.euler),
                 "symmetry": a.symmetry.map(|s| s.to_string()), "n_rotations": n_rot,
+                "angular_sampling_set": a.angular_sampling_set.map(|s| format!("{s:?}").to_lowercase()),
+                "orientations": opt_path_json(&a.orientations),
+                "orientations_cone": a.orientations_cone,
+                "orientations_inplane_step": a.orientations_inplane_step,
                 "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
                 "target_shape": tshape, "voxel_size": voxel_size,

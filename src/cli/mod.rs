@@ -30,6 +30,7 @@ mod list;
 #[cfg(feature = "mpi")]
 mod list_mpi;
 mod matching;
+mod orientations;
 mod output;
 mod peaks;
 mod ranks;

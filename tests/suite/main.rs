@@ -36,6 +36,8 @@ mod peaks;
 #[cfg(feature = "cli")]
 mod planted;
 mod resample_fixtures;
+mod rotation_edges;
+mod rotation_sets;
 mod symmetry;
 #[cfg(feature = "cli")]
 mod tilt_files;

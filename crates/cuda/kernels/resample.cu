@@ -76,6 +76,9 @@ struct Affine {
     i64 dst[MM_MAXD];
     double m[MM_MAXD * MM_MAXD];
     double off[MM_MAXD];
+    // 1: pytme's reversed frame, flip(affine(flip(src))): the coordinate y of the mirrored
+    // output index is tested, and src is read at (n - 1) - y.
+    i64 rev;
 };
 
 // dst[o] = interp(src, m . o + off); order 1 or 3; outside [0, n - 1] on any axis -> 0.
@@ -92,17 +95,19 @@ __device__ void mm_affine(const T *s, T *d, Affine g, int order, i64 total) {
         i64 idx[MM_MAXD][4];
         bool constant = false;
         for (i64 h = 0; h < g.nd && !constant; ++h) {
-            // scipy's order: sum o_l * m[h][l] from 0, then add the offset; no FMA
+            // scipy's order: start from the offset, add o_l * m[h][l] axis by axis; no FMA
             // contraction, so edge points (exactly 0 or n - 1) land on scipy's side.
-            double cc = 0.0;
-            for (i64 l = 0; l < g.nd; ++l)
-                cc = __dadd_rn(cc, __dmul_rn((double)o[l], g.m[h * g.nd + l]));
-            cc = __dadd_rn(cc, g.off[h]);
+            double cc = g.off[h];
+            for (i64 l = 0; l < g.nd; ++l) {
+                const i64 ol = g.rev ? g.dst[l] - 1 - o[l] : o[l];
+                cc = __dadd_rn(cc, __dmul_rn((double)ol, g.m[h * g.nd + l]));
+            }
             const i64 len = g.src[h];
             if (cc < 0.0 || cc > (double)(len - 1)) {
                 constant = true;
                 break;
             }
+            if (g.rev) cc = __dsub_rn((double)(len - 1), cc);
             const double fl = floor(cc);
             const i64 start = (i64)fl - order / 2;
             const double x = cc - fl;

@@ -51,7 +51,11 @@
 
 use crate::error::{Error, Result};
 
+mod cone;
+mod pytme_sets;
 mod symmetry;
+pub use cone::axis_angle_between;
+pub use pytme_sets::{PYTME_SETS, PytmeSet, embedded_quaternions, embedded_summary, pytme_set_for};
 pub use symmetry::Symmetry;
 
 /// Tolerance on `max |RᵀR − I|` and `|det R − 1|` when validating a matrix (float32 input is
@@ -207,7 +211,11 @@ fn validate(m: &[f64], d: usize, i: usize) -> Result<()> {
     if (dt - 1.0).abs() > ORTHO_TOL {
         return Err(Error::invalid(
             "rotations",
-            format!("matrix {i} has determinant {dt:.6} (a rotation needs +1; −1 is a reflection)"),
+            format!(
+                "matrix {i} has determinant {dt:.6}: a rotation needs +1, and −1 is a \
+                 reflection, which would search the mirror image of the template (the other \
+                 hand); to search that, mirror the template (reverse one axis) instead"
+            ),
         ));
     }
     Ok(())

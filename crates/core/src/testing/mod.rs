@@ -143,7 +143,8 @@ macro_rules! conformance_family {
     (resample, $make:path) => {
         $crate::conformance_family!(@mod resample, $make;
             pad_crop_flip_roll, pad_symmetric, resample_errors, affine_identity_and_shift,
-            rotate_quarter_turn_exact, spline_prefilter_interpolates, prop_rotate_back);
+            rotate_quarter_turn_exact, spline_prefilter_interpolates, prop_rotate_back,
+            affine_reversed_is_flip_affine_flip);
     };
     (filter, $make:path) => {
         $crate::conformance_family!(@mod filter, $make;

@@ -9,8 +9,10 @@
 //! * `affine_transform` follows scipy's `NI_GeometricTransform` for mode `"constant"`: a
 //!   coordinate outside `[0, n − 1]` on any axis gives `cval = 0`; inside, the B-spline taps
 //!   that fall outside the array read mirrored coefficients (`−1 → 1`, `n → n − 2`). The
-//!   coordinates are computed in `f64` in scipy's order (`Σ_l o_l·m[h][l]`, then `+ offset[h]`),
-//!   so points on the edge (`0` or `n − 1` exactly) land on the same side as in scipy.
+//!   coordinates are computed in `f64` in scipy's order (from `offset[h]`, then `+ o_l·m[h][l]`
+//!   axis by axis), so points on the edge (`0` or `n − 1` exactly) land on the same side as in
+//!   scipy. `affine_transform_reversed` computes the coordinate of the mirrored output index
+//!   and tests that one, as scipy does for pytme's reversed template.
 
 use monomorph_core::{Element, Float, Interpolation, PadMode, Precision, Resample, Result};
 use ndarray::ArrayD;
@@ -423,6 +425,7 @@ fn affine_impl<T: Float, const D: usize, const K: usize>(
     oshape: &[usize],
     matrix: &[f64],
     shift: &[f64],
+    reversed: bool,
 ) {
     let mut istr = [1usize; D];
     for k in (0..D - 1).rev() {
@@ -438,18 +441,21 @@ fn affine_impl<T: Float, const D: usize, const K: usize>(
     let row_len = oshape[D - 1];
     let rows = dst.len() / row_len;
     let do_row = |row: usize, out: &mut [T]| {
-        // output coordinates of this row (all axes but the last)
+        // output coordinates of this row (all axes but the last), mirrored when reversed
         let mut o = [0usize; D];
         let mut rem = row;
         for k in (0..D - 1).rev() {
             o[k] = rem % oshape[k];
             rem /= oshape[k];
+            if reversed {
+                o[k] = oshape[k] - 1 - o[k];
+            }
         }
-        // scipy sums Σ_l o_l·m[h][l] from 0.0 in axis order, then adds the shift; the first
-        // D − 1 terms are the same for the whole row.
+        // scipy starts from the shift and adds o_l·m[h][l] in axis order; the first D − 1
+        // terms are the same for the whole row.
         let mut partial = [0.0f64; D];
         for h in 0..D {
-            let mut acc = 0.0f64;
+            let mut acc = shift[h];
             for l in 0..D - 1 {
                 acc += o[l] as f64 * m[h][l];
             }
@@ -458,9 +464,18 @@ fn affine_impl<T: Float, const D: usize, const K: usize>(
         let mut off = [[0usize; K]; D];
         let mut w = [[0.0f64; K]; D];
         'points: for (j, out) in out.iter_mut().enumerate() {
-            let jf = j as f64;
+            let jf = if reversed { row_len - 1 - j } else { j } as f64;
             for h in 0..D {
-                let cc = (partial[h] + jf * m[h][D - 1]) + shift[h];
+                let mut cc = partial[h] + jf * m[h][D - 1];
+                if reversed {
+                    // scipy's in/out test on the reversed array's coordinate, then the same
+                    // point in `src` (exactly inside [0, n − 1] when y is).
+                    if !(cc >= 0.0 && cc <= axes[h].last) {
+                        *out = T::zero();
+                        continue 'points;
+                    }
+                    cc = axes[h].last - cc;
+                }
                 match taps::<K>(cc, &axes[h]) {
                     Some((oo, ww)) => {
                         off[h] = oo;
@@ -600,31 +615,46 @@ impl<P: Precision> Resample for Cpu<P> {
         interp: Interpolation,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        self.install(|| {
-            let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
-            if !monomorph_core::check_affine_transform(&ss, &ds, matrix, offset)? {
-                return Ok(());
-            }
-            let d = ss.len();
-            let s = data("affine_transform: src", src)?;
-            let o = data_mut("affine_transform: dst", dst)?;
-            match (d, interp) {
-                (1, Interpolation::Linear) => {
-                    affine_impl::<T, 1, 2>(s, &ss, o, &ds, matrix, offset)
-                }
-                (1, Interpolation::Cubic) => affine_impl::<T, 1, 4>(s, &ss, o, &ds, matrix, offset),
-                (2, Interpolation::Linear) => {
-                    affine_impl::<T, 2, 2>(s, &ss, o, &ds, matrix, offset)
-                }
-                (2, Interpolation::Cubic) => affine_impl::<T, 2, 4>(s, &ss, o, &ds, matrix, offset),
-                (_, Interpolation::Linear) => {
-                    affine_impl::<T, 3, 2>(s, &ss, o, &ds, matrix, offset)
-                }
-                (_, Interpolation::Cubic) => affine_impl::<T, 3, 4>(s, &ss, o, &ds, matrix, offset),
-            }
-            Ok(())
-        })
+        self.install(|| affine(src, matrix, offset, interp, dst, false))
     }
+
+    fn affine_transform_reversed<T: Float>(
+        &self,
+        src: &ArrayD<T>,
+        matrix: &[f64],
+        offset: &[f64],
+        interp: Interpolation,
+        dst: &mut ArrayD<T>,
+    ) -> Result<()> {
+        self.install(|| affine(src, matrix, offset, interp, dst, true))
+    }
+}
+
+/// `affine_transform` (or its reversed form) on checked arguments, dispatched on rank and order.
+fn affine<T: Float>(
+    src: &ArrayD<T>,
+    matrix: &[f64],
+    offset: &[f64],
+    interp: Interpolation,
+    dst: &mut ArrayD<T>,
+    rev: bool,
+) -> Result<()> {
+    let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
+    if !monomorph_core::check_affine_transform(&ss, &ds, matrix, offset)? {
+        return Ok(());
+    }
+    let s = data("affine_transform: src", src)?;
+    let o = data_mut("affine_transform: dst", dst)?;
+    let (m, off) = (matrix, offset);
+    match (ss.len(), interp) {
+        (1, Interpolation::Linear) => affine_impl::<T, 1, 2>(s, &ss, o, &ds, m, off, rev),
+        (1, Interpolation::Cubic) => affine_impl::<T, 1, 4>(s, &ss, o, &ds, m, off, rev),
+        (2, Interpolation::Linear) => affine_impl::<T, 2, 2>(s, &ss, o, &ds, m, off, rev),
+        (2, Interpolation::Cubic) => affine_impl::<T, 2, 4>(s, &ss, o, &ds, m, off, rev),
+        (_, Interpolation::Linear) => affine_impl::<T, 3, 2>(s, &ss, o, &ds, m, off, rev),
+        (_, Interpolation::Cubic) => affine_impl::<T, 3, 4>(s, &ss, o, &ds, m, off, rev),
+    }
+    Ok(())
 }
 
 #[cfg(test)]

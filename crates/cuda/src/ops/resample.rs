@@ -16,6 +16,7 @@ struct Affine {
     dst: [i64; MAXD],
     m: [f64; MAXD * MAXD],
     off: [f64; MAXD],
+    rev: i64,
 }
 
 // SAFETY: plain `repr(C)` numbers, laid out as the C struct.
@@ -169,6 +170,32 @@ impl<P: Precision> Resample for Cuda<P> {
         interp: Interpolation,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
+        self.affine(src, matrix, offset, interp, dst, false)
+    }
+
+    fn affine_transform_reversed<T: Float>(
+        &self,
+        src: &CudaArray<T>,
+        matrix: &[f64],
+        offset: &[f64],
+        interp: Interpolation,
+        dst: &mut CudaArray<T>,
+    ) -> Result<()> {
+        self.affine(src, matrix, offset, interp, dst, true)
+    }
+}
+
+impl<P: Precision> Cuda<P> {
+    /// `affine_transform`, or its reversed form (`rev`), as one kernel launch.
+    fn affine<T: Float>(
+        &self,
+        src: &CudaArray<T>,
+        matrix: &[f64],
+        offset: &[f64],
+        interp: Interpolation,
+        dst: &mut CudaArray<T>,
+        rev: bool,
+    ) -> Result<()> {
         if !monomorph_core::check_affine_transform(src.shape(), dst.shape(), matrix, offset)? {
             return Ok(());
         }
@@ -179,6 +206,7 @@ impl<P: Precision> Resample for Cuda<P> {
             dst: [0; MAXD],
             m: [0.0; MAXD * MAXD],
             off: [0.0; MAXD],
+            rev: i64::from(rev),
         };
         for k in 0..nd {
             g.src[k] = src.shape()[k] as i64;

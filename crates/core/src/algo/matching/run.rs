@@ -40,7 +40,13 @@ pub(super) fn run_job<B: Backend>(
         // Rotated template (and the score's mask) in the template box.
         match &p.prerotated {
             Some(pr) => b.copy(&pr.templates[r], &mut tbox)?,
-            None => b.affine_transform(&prep.template_src, &m, &off, p.interpolation, &mut tbox)?,
+            None => b.affine_transform_reversed(
+                &prep.template_src,
+                &m,
+                &off,
+                p.interpolation,
+                &mut tbox,
+            )?,
         }
         // The template filter acts on the rotated template (the wedge is fixed in the target's
         // frame), before the score's normalisation; the mask is not filtered.

@@ -80,8 +80,9 @@ pub trait Resample: BackendTypes {
     /// without it the cubic B-spline smooths, as pytme does to its masks).
     ///
     /// scipy's "constant" rules, followed exactly: a coordinate `x` is computed in `f64` as
-    /// `Σ_l o_l·matrix[h][l] + offset[h]` (scipy's order, so points that land exactly on an
-    /// edge land on the same side), and if `x < 0` or `x > n − 1` on any axis the output is 0;
+    /// `((offset[h] + o_0·matrix[h][0]) + o_1·matrix[h][1]) + …` (scipy ≥ 1.6's order: the sum
+    /// starts from the offset, so points that land exactly on an edge land on the same side as
+    /// in scipy), and if `x < 0` or `x > n − 1` on any axis the output is 0;
     /// otherwise the taps `floor(x) − 1 ..= floor(x) + 2` (cubic) or `floor(x) ..= floor(x) + 1`
     /// (linear) that fall outside the array read mirrored coefficients (`−1 → 1`, `n → n − 2`).
     /// The sum is formed in `f64` and rounded to `T` once.
@@ -94,6 +95,29 @@ pub trait Resample: BackendTypes {
     /// ([`Error::NonFinite`](crate::Error::NonFinite)); an empty `src` with a non-empty `dst`
     /// ([`Error::Empty`](crate::Error::Empty)).
     fn affine_transform<T: Float>(
+        &self,
+        src: &Arr<Self, T>,
+        matrix: &[f64],
+        offset: &[f64],
+        interp: Interpolation,
+        dst: &mut Arr<Self, T>,
+    ) -> Result<()>;
+    /// [`Resample::affine_transform`] of the array reversed on every axis, reversed back:
+    /// `flip(affine_transform(flip(src), matrix, offset))`, in one pass and without reversing
+    /// anything. This is how pytme rotates a template: its `MatchingData` hands the scores the
+    /// template reversed, and the rotation about the centre is applied to that. In exact
+    /// arithmetic it equals the transform of `src` with `offset' = (n_src − 1) − matrix·(n_dst
+    /// − 1) − offset`, but sample points that land exactly on the box edge (common: pytme's
+    /// Karney rotations have many entries ±1 or 0, and `c − R·c` is rounded to `f32`) fall
+    /// inside or outside by the round-off of the coordinate, which differs between the two
+    /// ways of computing it. So the coordinate and the in/out test are scipy's for the
+    /// reversed arrays: for output index `o`, `y = Σ (n_dst − 1 − o)·matrix + offset` in
+    /// [`Resample::affine_transform`]'s order, 0 where `y < 0` or `y > n_src − 1` on an axis,
+    /// else the spline of `src` at `(n_src − 1) − y` (the same taps and weights as scipy's at
+    /// `y` in the reversed coefficients, whose spline filter is the reversal of `src`'s).
+    ///
+    /// Errors: those of [`Resample::affine_transform`].
+    fn affine_transform_reversed<T: Float>(
         &self,
         src: &Arr<Self, T>,
         matrix: &[f64],

@@ -234,3 +234,85 @@ pub fn spline_prefilter_interpolates<B: Backend>(b: &B) {
         }
     }
 }
+
+/// `affine_transform_reversed` is `flip ∘ affine_transform ∘ flip` (all axes), including the
+/// in/out decision at points on the box edge: one of pytme's Karney rotations of an 8³ box
+/// (entries 0, ±1 and −5.55e-17; offset rounded to f32) puts sample points exactly on the edge,
+/// where the direct transform of the unreversed box decides differently.
+pub fn affine_reversed_is_flip_affine_flip<B: Backend>(b: &B) {
+    let n = 8;
+    let mut rng = Lcg::new(70);
+    let h = host::<B>(&mut rng, &[n, n, n]).mapv(|v| v + FloatOf::<B>::from_f64(2.0));
+    let (a, s) = (0.797_308_385, 0.603_572_130);
+    let karney = [
+        0.0,
+        a,
+        -s,
+        0.0,
+        -s,
+        -a,
+        -1.0,
+        0.0,
+        -5.551_115_123_125_783e-17,
+    ];
+    let (c1, c2) = (0.3f64.cos(), 0.3f64.sin());
+    let generic = [
+        c1,
+        -c2,
+        0.0,
+        c2 * 0.6,
+        c1 * 0.6,
+        -0.8,
+        c2 * 0.8,
+        c1 * 0.8,
+        0.6,
+    ];
+    let c = (n as f64 - 1.0) / 2.0;
+    let all = [0usize, 1, 2];
+    for m in [karney, generic] {
+        let off: Vec<f64> = (0..3)
+            .map(|i| (c - (0..3).map(|j| m[i * 3 + j] * c).sum::<f64>()) as f32 as f64)
+            .collect();
+        for interp in [Interpolation::Linear, Interpolation::Cubic] {
+            let mut src = up(b, &h);
+            if interp == Interpolation::Cubic {
+                b.spline_prefilter(&mut src).expect("prefilter");
+            }
+            let mut rev = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
+            b.flip(&src, &all, &mut rev).expect("flip");
+            let mut tmp = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
+            b.affine_transform(&rev, &m, &off, interp, &mut tmp)
+                .expect("affine");
+            let mut want = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
+            b.flip(&tmp, &all, &mut want).expect("flip");
+            let mut got = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
+            b.affine_transform_reversed(&src, &m, &off, interp, &mut got)
+                .expect("reversed");
+            let mut direct = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
+            b.affine_transform(&src, &m, &off, interp, &mut direct)
+                .expect("direct");
+            let (w, g, d) = (
+                flat(&down(b, &want)),
+                flat(&down(b, &got)),
+                flat(&down(b, &direct)),
+            );
+            for (i, (x, y)) in w.iter().zip(&g).enumerate() {
+                assert_eq!(*x == 0.0, *y == 0.0, "{interp:?} voxel {i}: {x} vs {y}");
+            }
+            assert_close("reversed", &g, &w, 0.0, 64.0 * eps::<B>());
+            let edge = w
+                .iter()
+                .zip(&d)
+                .filter(|(x, y)| (*x - *y).abs() > 0.1)
+                .count();
+            if m == karney {
+                assert!(
+                    edge > 0,
+                    "{interp:?}: the Karney rotation must hit the edge"
+                );
+            } else {
+                assert_eq!(edge, 0, "{interp:?}: a generic rotation agrees both ways");
+            }
+        }
+    }
+}
