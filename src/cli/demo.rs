@@ -259,6 +259,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         quiet: g.quiet,
         peaks: Some(query),
         filters: None,
+        score_stats: false,
     };
     if !g.quiet {
         note!(

@@ -114,7 +114,12 @@ enum Res {
     /// A whole target, written.
     Whole(TargetDone),
     /// A range: its Σ score² partials here, its maps as [`DATA`] messages.
-    Part { voxels: usize, ssum_parts: Vec<u64> },
+    Part {
+        voxels: usize,
+        ssum_parts: Vec<u64>,
+        /// `--score-stats`: the moments' scales (f64 bits); the moments follow the maps.
+        moment_scale: Option<[u64; 2]>,
+    },
 }
 
 /// An item's outcome on the rank that ran it.
@@ -225,6 +230,11 @@ fn send_up(world: &SimpleCommunicator, up: &Up, part: Option<&HostPart>) {
         for c in p.index.chunks(CHUNK) {
             root.send_with_tag(c, DATA);
         }
+        if let Some((m, _)) = &p.moments {
+            for c in m.chunks(CHUNK) {
+                root.send_with_tag(c, DATA);
+            }
+        }
     }
 }
 
@@ -268,6 +278,7 @@ impl BackendTask for PartTask<'_> {
             &p.scores,
             &p.rotation_index,
             p.ssum_parts,
+            p.moments.as_ref().map(|(a, sc)| (a, *sc)),
         ))
     }
 }
@@ -311,6 +322,7 @@ fn work(world: &SimpleCommunicator, ctx: &Ctx<'_>) {
                 let res = Res::Part {
                     voxels: p.scores.len(),
                     ssum_parts: p.ssum_parts.iter().map(|v| v.to_bits()).collect(),
+                    moment_scale: p.moments.as_ref().map(|(_, s)| s.map(f64::to_bits)),
                 };
                 part = Some(p);
                 Up::Done {
@@ -454,7 +466,11 @@ impl Coord {
             Up::Done { item, seconds, res } => {
                 let out = match res {
                     Res::Whole(d) => Local::Whole(d),
-                    Res::Part { voxels, ssum_parts } => {
+                    Res::Part {
+                        voxels,
+                        ssum_parts,
+                        moment_scale,
+                    } => {
                         // Always received, also when stopping: the worker waits in its send.
                         let from = w.process_at_rank(src);
                         let mut scores = Vec::with_capacity(voxels);
@@ -465,6 +481,13 @@ impl Coord {
                         while index.len() < voxels {
                             index.extend(from.receive_vec_with_tag::<i64>(DATA).0);
                         }
+                        let moments = moment_scale.map(|sc| {
+                            let mut m = Vec::with_capacity(4 * voxels);
+                            while m.len() < 4 * voxels {
+                                m.extend(from.receive_vec_with_tag::<i64>(DATA).0);
+                            }
+                            (m, sc.map(f64::from_bits))
+                        });
                         let it = ctx.items[item.min(ctx.items.len() - 1)];
                         Local::Part(HostPart {
                             start: it.start,
@@ -472,6 +495,7 @@ impl Coord {
                             scores,
                             index,
                             ssum_parts: ssum_parts.into_iter().map(f64::from_bits).collect(),
+                            moments,
                         })
                     }
                 };

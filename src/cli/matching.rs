@@ -82,6 +82,13 @@ pub struct MatchArgs {
     /// Also write DIR/scores.png: the central slice with the best peaks marked.
     #[arg(long)]
     pub png: bool,
+    /// Also write per-voxel statistics of the score over all rotations searched, beside the
+    /// scores and in the same formats: score_mean, score_std (population standard deviation
+    /// over the rotations) and score_z = (best − mean) / std, 0 where std = 0 (a voxel whose
+    /// score does not change with the rotation, or a single rotation). Summed exactly (integer
+    /// fixed point; the same bits for any number of MPI ranks), 32 bytes per target voxel.
+    #[arg(long)]
+    pub score_stats: bool,
     /// Fourier filters (pytme's flags).
     #[command(flatten)]
     pub filters: super::filters::FilterArgs,
@@ -155,6 +162,8 @@ pub struct MatchJob {
     pub peaks: Option<PeakQuery>,
     /// The Fourier filters, built on the backend before matching.
     pub filters: Option<monomorph::algo::filters::FilterSpec>,
+    /// Per-voxel statistics of the score over the rotations (`--score-stats`).
+    pub score_stats: bool,
 }
 
 /// Host copy of a matching result.
@@ -173,6 +182,8 @@ pub struct Matched {
     pub false_alarm: Option<FalseAlarm>,
     /// Over MPI ranks: the ranks, each rank's matching time and the merge time (run.json).
     pub dist: Option<serde_json::Value>,
+    /// `--score-stats`: mean, standard deviation and z-score per voxel.
+    pub stats: Option<[ArrayD<f32>; 3]>,
 }
 
 /// The job's arrays on the device, and the Fourier filters built from them (whitening reads
@@ -221,6 +232,7 @@ impl MatchJob {
         params.pad_edges = self.pad_edges;
         params.interpolation = self.interpolation;
         params.memory_limit = self.memory_limit;
+        params.score_stats = self.score_stats;
         params
     }
 
@@ -250,6 +262,15 @@ impl MatchJob {
         };
         let (peaks, false_alarm) = called.map_or((Vec::new(), None), |c| (c.peaks, c.false_alarm));
         let peaks_s = t1.elapsed().as_secs_f64();
+        let stats = match r.statistics(b)? {
+            Some(st) => {
+                let down = |a: &monomorph::Arr<B, FloatOf<B>>| -> monomorph::Result<ArrayD<f32>> {
+                    Ok(b.download(a)?.mapv(|v| super::output::f64_of(v) as f32))
+                };
+                Some([down(&st.mean)?, down(&st.std)?, down(&st.z)?])
+            }
+            None => None,
+        };
         let _s = info_span!("download").entered();
         Ok(Matched {
             scores: b
@@ -268,6 +289,7 @@ impl MatchJob {
             peaks,
             false_alarm,
             dist: None,
+            stats,
         })
     }
 }
@@ -493,6 +515,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         quiet: g.quiet,
         peaks: png_query,
         filters,
+        score_stats: a.score_stats,
     };
     let n_rot = job.rotations.len();
     let names = [
@@ -502,6 +525,12 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         "scores.mrc",
         "scores.png",
         "run.json",
+        "score_mean.npy",
+        "score_std.npy",
+        "score_z.npy",
+        "score_mean.mrc",
+        "score_std.mrc",
+        "score_z.mrc",
     ];
     let inputs = [
         ("--target", a.target.as_ref()),
@@ -532,6 +561,10 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     ))
 }
 
+/// The `--score-stats` outputs, without their extension (`.npy`, and `.mrc` beside
+/// `scores.mrc`).
+pub const STATS_NAMES: [&str; 3] = ["score_mean", "score_std", "score_z"];
+
 /// Writes the outputs of a finished match (run.json last) and commits them.
 pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliResult<()> {
     let Prepared {
@@ -556,6 +589,14 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         if a.png {
             let coords: Vec<Vec<usize>> = m.peaks.iter().map(|p| p.coord.clone()).collect();
             out.stage("scores.png", |p| write_png(p, &m.scores, &coords))?;
+        }
+        if let Some(st) = &m.stats {
+            for (name, arr) in STATS_NAMES.iter().zip(st) {
+                out.stage(&format!("{name}.npy"), |p| write_npy(p, arr))?;
+                if let Some(vs) = voxel_size {
+                    out.stage(&format!("{name}.mrc"), |p| write_mrc(p, arr, vs))?;
+                }
+            }
         }
         Ok(())
     })?;
@@ -589,6 +630,15 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "scores_file": "scores.npy",
             }),
         );
+        if m.stats.is_some() {
+            o.insert(
+                "score_stats".into(),
+                json!({
+                    "files": STATS_NAMES,
+                    "definition": "over the rotations searched, per voxel: mean score, population standard deviation, and z = (best score - mean) / std, 0 where std = 0; sums in exact integer fixed point",
+                }),
+            );
+        }
         o.insert("tiles".into(), json!(m.tiles));
         let mut t = timings.to_json();
         if let Some(tm) = t.as_object_mut() {

@@ -34,4 +34,5 @@ mod mpi;
 mod orientation;
 mod peaks;
 mod resample_fixtures;
+mod score_stats;
 mod symmetry;

@@ -239,6 +239,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             best_index: &mut di,
             index: idx,
             ssum: &mut ss,
+            moments: None,
         };
         gpu.score_max_update(&dc, norm, CorrWindow { shift: &shift }, rm)
             .unwrap();

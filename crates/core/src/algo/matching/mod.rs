@@ -87,8 +87,10 @@ mod plan;
 mod prepare;
 mod run;
 mod state;
+mod stats;
 
 pub use filter::symmetrize_half_grid;
+pub use stats::{MAX_ROTATIONS, ScoreMoments, ScoreStatistics, statistics, voxel_statistics};
 pub use plan::estimate_bytes;
 use plan::{Job, plan_jobs};
 use prepare::prepare;
@@ -214,6 +216,10 @@ pub struct MatchParams<'a, B: Backend> {
     /// Fourier-space filters of the template (per rotation) and the target (once); none if
     /// `None`.
     pub filters: Option<&'a dyn crate::algo::filters::SpectralFilter>,
+    /// Accumulate per-voxel statistics of the score over the rotations
+    /// ([`MatchResult::moments`], [`MatchResult::statistics`]; see `stats.rs` for the exact
+    /// fixed-point sums and their memory, 32 bytes per voxel).
+    pub score_stats: bool,
 }
 
 impl<'a, B: Backend> MatchParams<'a, B> {
@@ -232,6 +238,7 @@ impl<'a, B: Backend> MatchParams<'a, B> {
             mcc_overlap_ratio: 0.3,
             progress: None,
             filters: None,
+            score_stats: false,
         }
     }
 }
@@ -260,6 +267,21 @@ pub struct MatchResult<B: Backend> {
     pub ssum_parts: Vec<f64>,
     /// Number of tiles the target was split into (1 = untiled).
     pub tiles: usize,
+    /// With [`MatchParams::score_stats`]: the per-voxel sums of the scores and their squares
+    /// over the rotations, exact fixed point (sums of disjoint rotation sets add up exactly:
+    /// [`host::moments_merge`](crate::backend::host::moments_merge)).
+    pub moments: Option<ScoreMoments<B>>,
+}
+
+impl<B: Backend> MatchResult<B> {
+    /// Mean, standard deviation and z-score of the best score per voxel over the rotations
+    /// (`None` without [`MatchParams::score_stats`]); see [`statistics`].
+    pub fn statistics(&self, b: &B) -> Result<Option<ScoreStatistics<B>>> {
+        match &self.moments {
+            Some(m) => statistics(b, m, &self.scores, self.n_rotations).map(Some),
+            None => Ok(None),
+        }
+    }
 }
 
 /// The (real, complex) FFT-grid arrays the first job of this run allocates, and those the
@@ -374,6 +396,16 @@ pub fn match_template<B: Backend>(
     let tshape = template.shape().to_vec();
     let limit = memory_limit(b, params);
     let fsize = std::mem::size_of::<FloatOf<B>>();
+    let scales = if params.score_stats {
+        stats::check_rotations(params.rotations.len())?;
+        Some(stats::moment_scales(b, &prep, params, &tshape)?)
+    } else {
+        None
+    };
+    // The moments take 32 bytes per voxel of the target and of each tile's box, where the
+    // index maps take size_of::<IntOf<B>>().
+    let per_voxel = std::mem::size_of::<IntOf<B>>()
+        + scales.map_or(0, |_| stats::moment_bytes(1) as usize);
     let (mut jobs, tiled) = plan_jobs(
         params.score,
         &ts,
@@ -381,7 +413,7 @@ pub fn match_template<B: Backend>(
         params.pad_edges,
         limit,
         params.tile_shape.as_deref(),
-        (fsize, std::mem::size_of::<IntOf<B>>()),
+        (fsize, per_voxel),
         job_fixed_bytes(&prep, &tshape, fsize),
     )?;
     shift_windows(&mut jobs, &prep.origin);
@@ -400,6 +432,11 @@ pub fn match_template<B: Backend>(
     let none = IntOf::<B>::from_i64(-1);
     let mut scores = b.full(&ts, lowest)?;
     let mut index = b.full(&ts, none)?;
+    let with4 = |s: &[usize]| -> Vec<usize> { s.iter().copied().chain([4]).collect() };
+    let mut moments = match scales {
+        Some(_) => Some(b.zeros::<i64>(&with4(&ts))?),
+        None => None,
+    };
     for (j, job) in jobs.iter().enumerate() {
         let progress = |r: usize| -> Result<()> {
             if let Some(cb) = params.progress
@@ -412,7 +449,9 @@ pub fn match_template<B: Backend>(
             }
             Ok(())
         };
-        let mut run = |best: &mut Arr<B, FloatOf<B>>, best_index: &mut Arr<B, IntOf<B>>| {
+        let mut run = |best: &mut Arr<B, FloatOf<B>>,
+                       best_index: &mut Arr<B, IntOf<B>>,
+                       mom: Option<&mut Arr<B, i64>>| {
             run_job(
                 b,
                 &prep,
@@ -420,30 +459,40 @@ pub fn match_template<B: Backend>(
                 job,
                 ext,
                 &tshape,
-                best,
-                best_index,
+                (best, best_index, mom.zip(scales)),
                 (&mut ssum, &mut ssum_parts),
                 &progress,
             )
         };
         if !tiled && job.out_shape == ts {
             // The output box is the target: update the result maps in place.
-            run(&mut scores, &mut index)?;
+            run(&mut scores, &mut index, moments.as_mut())?;
             continue;
         }
         let mut s = b.full(&job.out_shape, lowest)?;
         let mut ix = b.full(&job.out_shape, none)?;
-        run(&mut s, &mut ix)?;
+        let mut mo = match scales {
+            Some(_) => Some(b.zeros::<i64>(&with4(&job.out_shape))?),
+            None => None,
+        };
+        run(&mut s, &mut ix, mo.as_mut())?;
+        let moff: Vec<usize> = job.out_offset.iter().copied().chain([0]).collect();
         match &job.keep {
             None => {}
             Some(_) if !tiled => {
                 // The whole FFT grid was scored: its corner is the target.
                 b.crop(&s, &job.out_offset, &mut scores)?;
                 b.crop(&ix, &job.out_offset, &mut index)?;
+                if let (Some(mo), Some(m)) = (&mo, moments.as_mut()) {
+                    b.crop(mo, &moff, m)?;
+                }
             }
             Some(_) => {
                 b.insert_block(&s, &job.out_offset, &mut scores)?;
                 b.insert_block(&ix, &job.out_offset, &mut index)?;
+                if let (Some(mo), Some(m)) = (&mo, moments.as_mut()) {
+                    b.insert_block(mo, &moff, m)?;
+                }
             }
         }
     }
@@ -458,6 +507,7 @@ pub fn match_template<B: Backend>(
         ssum: ssum_total / (voxels as f64 * nrot as f64),
         ssum_parts,
         tiles: jobs.len(),
+        moments: moments.zip(scales).map(|(acc, scale)| ScoreMoments { acc, scale }),
     })
 }
 

@@ -1,6 +1,6 @@
 //! The loop: every rotation of one job through its score's [`ScoreState`].
 
-use crate::backend::{Arr, Backend, CorrWindow, FloatOf, IntOf, WindowExtension};
+use crate::backend::{Arr, Backend, CorrWindow, FloatOf, IntOf, Moments, WindowExtension};
 use crate::dtype::Index;
 use crate::error::{Error, Result};
 
@@ -10,7 +10,8 @@ use super::prepare::{Prepared, pull_back};
 use super::state::{RunningMax, ScoreState};
 
 /// Runs every rotation on one job, updating `best`/`best_index` (the job's output shape) and
-/// pushing one Σ score² per rotation to `ssum_parts` (each summed into the zeroed 1-element
+/// the moments (its shape + `[4]`, with their scales) when given, and pushing one Σ score² per
+/// rotation to `ssum_parts` (each summed into the zeroed 1-element
 /// `ssum`, kept on the device and read back once per job, not once per rotation).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_job<B: Backend>(
@@ -20,8 +21,11 @@ pub(super) fn run_job<B: Backend>(
     job: &Job,
     ext: WindowExtension<'_>,
     tshape: &[usize],
-    best: &mut Arr<B, FloatOf<B>>,
-    best_index: &mut Arr<B, IntOf<B>>,
+    (best, best_index, mut moments): (
+        &mut Arr<B, FloatOf<B>>,
+        &mut Arr<B, IntOf<B>>,
+        Option<(&mut Arr<B, i64>, [f64; 2])>,
+    ),
     (ssum, ssum_parts): (&mut Arr<B, f64>, &mut Vec<f64>),
     progress: &dyn Fn(usize) -> Result<()>,
 ) -> Result<()> {
@@ -57,6 +61,10 @@ pub(super) fn run_job<B: Backend>(
             best_index: &mut *best_index,
             index: idx::<B>(r)?,
             ssum: &mut *ssum,
+            moments: moments.as_mut().map(|(acc, scale)| Moments {
+                acc: &mut **acc,
+                scale: *scale,
+            }),
         };
         state.score(b, &mut grid, tshape, &mut tbox, n, window, rm)?;
         b.insert_block(ssum, &[r], &mut parts)?;
