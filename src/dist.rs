@@ -43,7 +43,8 @@ use std::ops::Range;
 use std::os::raw::{c_int, c_void};
 
 use monomorph_core::algo::matching::{
-    MatchParams, MatchResult, Prerotated, ScoreMoments, match_template as match_one,
+    BackgroundScores, MatchParams, MatchResult, Prerotated, ScoreMoments, background_grid,
+    match_template_raw,
 };
 use monomorph_core::algo::rotations::RotationSet;
 use mpi::Count;
@@ -410,6 +411,9 @@ pub struct Part<B: Backend> {
     /// With [`MatchParams::score_stats`]: the score moments over `range` (target shape +
     /// `[4]`; zeros for an empty range) and their scales (`[0, 0]` for an empty range).
     pub moments: Option<(ArrayD<i64>, [f64; 2])>,
+    /// With [`MatchParams::background`]: the background scores over `range`, not yet
+    /// subtracted (zeros for an empty range; see [`BackgroundScores`]).
+    pub background: Option<(ArrayD<FloatOf<B>>, f64)>,
 }
 
 /// Local (no communication): runs this rank's rotations of `params.rotations` and downloads the
@@ -456,6 +460,14 @@ pub fn match_range<B: Backend>(
             moments: params
                 .score_stats
                 .then(|| (ArrayD::zeros(IxDyn(&m)), [0.0; 2])),
+            background: params.background.map(|_| {
+                let (g, count) =
+                    background_grid(target.shape(), template.shape(), params.pad_edges);
+                (
+                    ArrayD::from_elem(IxDyn(&g), FloatOf::<B>::from_f64(0.0)),
+                    count,
+                )
+            }),
         });
     }
     let d = params.rotations.dim();
@@ -484,7 +496,8 @@ pub fn match_range<B: Backend>(
         tile_shape: params.tile_shape.clone(),
         ..*params
     };
-    let r = match_one(b, target, template, &sub)?;
+    // Uncorrected: the background is subtracted once, after the merge.
+    let r = match_template_raw(b, target, template, &sub)?;
     let scores = b.download(&r.scores)?;
     let mut rotation_index = b.download(&r.rotation_index)?;
     for v in rotation_index.iter_mut() {
@@ -498,12 +511,17 @@ pub fn match_range<B: Backend>(
         Some(m) => Some((b.download(&m.acc)?, m.scale)),
         None => None,
     };
+    let background = match &r.background {
+        Some(bg) => Some((b.download(&bg.map)?, bg.count)),
+        None => None,
+    };
     Ok(Part {
         range,
         scores,
         rotation_index,
         ssum_parts: r.ssum_parts,
         moments,
+        background,
     })
 }
 
@@ -535,13 +553,42 @@ pub fn merge<B: Backend, C: Communicator>(
         }
         None => None,
     };
+    let background = match part.background.as_mut() {
+        Some((map, count)) => {
+            // Background maxima (from +0; never −0 or NaN): MPI's MAX is exact on them.
+            let send: Vec<f64> = map.iter().map(|v| v.as_f64()).collect();
+            let root = comm.process_at_rank(0);
+            if comm.rank() == 0 {
+                let mut recv = vec![0.0f64; send.len()];
+                for (s, r) in send.chunks(CHUNK).zip(recv.chunks_mut(CHUNK)) {
+                    root.reduce_into_root(s, r, SystemOperation::max());
+                }
+                for (m, v) in map.iter_mut().zip(recv) {
+                    *m = FloatOf::<B>::from_f64(v);
+                }
+            } else {
+                for s in send.chunks(CHUNK) {
+                    root.reduce_into(s, SystemOperation::max());
+                }
+            }
+            Some((map, *count))
+        }
+        None => None,
+    };
     let nrot = rotations.len();
     let folded = fold_ssum_parts(comm, nrot, &part.ssum_parts)?;
     let Some((ssum_parts, sum, tiles)) = folded else {
         return Ok(None);
     };
     let voxels: usize = shape.iter().product();
-    Ok(Some(MatchResult {
+    let background = match background {
+        Some((map, count)) => Some(BackgroundScores {
+            map: b.upload(map.view())?,
+            count,
+        }),
+        None => None,
+    };
+    let mut r = MatchResult {
         scores: b.upload(part.scores.view())?,
         rotation_index: b.upload(part.rotation_index.view())?,
         rotations: rotations.clone(),
@@ -549,6 +596,8 @@ pub fn merge<B: Backend, C: Communicator>(
         ssum: sum / (voxels as f64 * nrot as f64),
         ssum_parts,
         tiles,
+        background,
+        background_shift: None,
         moments: match moments {
             Some((scale, acc)) => Some(ScoreMoments {
                 acc: b.upload(acc.view())?,
@@ -556,7 +605,10 @@ pub fn merge<B: Backend, C: Communicator>(
             }),
             None => None,
         },
-    }))
+    };
+    // The background of every rotation is merged: subtract it once.
+    r.apply_background(b)?;
+    Ok(Some(r))
 }
 
 /// Collective: [`match_template`](monomorph_core::algo::matching::match_template) over the

@@ -260,6 +260,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         peaks: Some(query),
         filters: None,
         score_stats: false,
+        background: None,
     };
     if !g.quiet {
         note!(

@@ -119,6 +119,9 @@ enum Res {
         ssum_parts: Vec<u64>,
         /// `--score-stats`: the moments' scales (f64 bits); the moments follow the maps.
         moment_scale: Option<[u64; 2]>,
+        /// `--background-correction`: the background's length and mean count (f64 bits);
+        /// the background follows the moments.
+        background: Option<(usize, u64)>,
     },
 }
 
@@ -235,6 +238,11 @@ fn send_up(world: &SimpleCommunicator, up: &Up, part: Option<&HostPart>) {
                 root.send_with_tag(c, DATA);
             }
         }
+        if let Some((m, _)) = &p.background {
+            for c in m.chunks(CHUNK) {
+                root.send_with_tag(c, DATA);
+            }
+        }
     }
 }
 
@@ -279,6 +287,7 @@ impl BackendTask for PartTask<'_> {
             &p.rotation_index,
             p.ssum_parts,
             p.moments.as_ref().map(|(a, sc)| (a, *sc)),
+            p.background.as_ref().map(|(a, c)| (a, *c)),
         ))
     }
 }
@@ -323,6 +332,7 @@ fn work(world: &SimpleCommunicator, ctx: &Ctx<'_>) {
                     voxels: p.scores.len(),
                     ssum_parts: p.ssum_parts.iter().map(|v| v.to_bits()).collect(),
                     moment_scale: p.moments.as_ref().map(|(_, s)| s.map(f64::to_bits)),
+                    background: p.background.as_ref().map(|(m, c)| (m.len(), c.to_bits())),
                 };
                 part = Some(p);
                 Up::Done {
@@ -470,6 +480,7 @@ impl Coord {
                         voxels,
                         ssum_parts,
                         moment_scale,
+                        background,
                     } => {
                         // Always received, also when stopping: the worker waits in its send.
                         let from = w.process_at_rank(src);
@@ -488,6 +499,13 @@ impl Coord {
                             }
                             (m, sc.map(f64::from_bits))
                         });
+                        let background = background.map(|(len, count)| {
+                            let mut m = Vec::with_capacity(len);
+                            while m.len() < len {
+                                m.extend(from.receive_vec_with_tag::<f64>(DATA).0);
+                            }
+                            (m, f64::from_bits(count))
+                        });
                         let it = ctx.items[item.min(ctx.items.len() - 1)];
                         Local::Part(HostPart {
                             start: it.start,
@@ -496,6 +514,7 @@ impl Coord {
                             index,
                             ssum_parts: ssum_parts.into_iter().map(f64::from_bits).collect(),
                             moments,
+                            background,
                         })
                     }
                 };

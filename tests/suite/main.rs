@@ -4,6 +4,7 @@
 //! project tests itself without `../shared`.
 
 mod api;
+mod background;
 mod cg;
 mod cg_trust;
 #[cfg(feature = "cli")]

@@ -106,7 +106,10 @@ fn both<B: Backend>(
             down(b, &r.scores)
         })
         .collect();
-    let mean = maps.iter().fold(ArrayD::zeros(best.raw_dim()), |a, m| a + m) / n as f64;
+    let mean = maps
+        .iter()
+        .fold(ArrayD::zeros(best.raw_dim()), |a, m| a + m)
+        / n as f64;
     let var = maps.iter().fold(ArrayD::zeros(best.raw_dim()), |a, m| {
         a + (m - &mean).mapv(|v| v * v)
     }) / n as f64;
@@ -119,7 +122,10 @@ fn both<B: Backend>(
 }
 
 fn max_abs_diff(a: &ArrayD<f64>, b: &ArrayD<f64>) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
 }
 
 /// Statistics equal the brute-force ones: mean and std to the score's round-off, z to that
@@ -130,7 +136,10 @@ fn check<B: Backend>(b: &B, d: usize, score: Score, tol: f64) {
     let scale = best.iter().fold(0.0f64, |a, v| a.max(v.abs()));
     for (k, name) in ["mean", "std"].iter().enumerate() {
         let e = max_abs_diff(&got[k], &want[k]);
-        assert!(e <= tol * scale, "{d}-D {score}: {name} off by {e} (scale {scale})");
+        assert!(
+            e <= tol * scale,
+            "{d}-D {score}: {name} off by {e} (scale {scale})"
+        );
     }
     for ((gz, wz), (s, (bst, mu))) in got[2]
         .iter()
@@ -164,7 +173,10 @@ fn statistics_equal_a_brute_force_over_the_rotations() {
 
 #[test]
 fn statistics_of_a_tiled_run_equal_the_untiled_ones() {
-    for (d, score, tile) in [(3, Score::FLC, vec![7, 9, 18]), (2, Score::NCC, vec![13, 17])] {
+    for (d, score, tile) in [
+        (3, Score::FLC, vec![7, 9, 18]),
+        (2, Score::NCC, vec![13, 17]),
+    ] {
         let b = Cpu::<Single>::new();
         let (untiled, _, best) = both(&b, d, score, None);
         let (tiled, _, best_t) = both(&b, d, score, Some(tile));
@@ -182,8 +194,12 @@ fn a_constant_score_has_zero_std_and_zero_z() {
     // A constant target: CC scores are the same for every rotation of a rotation-invariant
     // template (a centred cube of ones), so std = 0 and z = 0, not NaN.
     let b = Cpu::<Single>::new();
-    let t = b.upload(ArrayD::from_elem(IxDyn(&[12, 12]), 1.0f32).view()).unwrap();
-    let p = b.upload(ArrayD::from_elem(IxDyn(&[3, 3]), 1.0f32).view()).unwrap();
+    let t = b
+        .upload(ArrayD::from_elem(IxDyn(&[12, 12]), 1.0f32).view())
+        .unwrap();
+    let p = b
+        .upload(ArrayD::from_elem(IxDyn(&[3, 3]), 1.0f32).view())
+        .unwrap();
     let flat = [1.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, 0.0];
     let mut params = MatchParams::new(Score::CC, RotationSet::from_matrices(2, &flat).unwrap());
     params.score_stats = true;
@@ -260,8 +276,25 @@ mod cli {
         );
         let out = dir.join("out");
         let o = bin()
-            .args(["match", "-m", &t, "-i", &p, "--template-mask", &m, "-s", "flc"])
-            .args(["-a", "90", "--score-stats", "-q", "--out", out.to_str().unwrap()])
+            .args([
+                "match",
+                "-m",
+                &t,
+                "-i",
+                &p,
+                "--template-mask",
+                &m,
+                "-s",
+                "flc",
+            ])
+            .args([
+                "-a",
+                "90",
+                "--score-stats",
+                "-q",
+                "--out",
+                out.to_str().unwrap(),
+            ])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -276,7 +309,10 @@ mod cli {
         for (((s, mu), sd), z) in s.iter().zip(&mean).zip(&std).zip(&z) {
             assert!(*sd >= 0.0 && *mu <= *s + 1e-6 && z.is_finite());
             if *sd > 1e-3 {
-                assert!((z - (s - mu) / sd).abs() <= 1e-3 * (1.0 + z.abs()), "{z} {s} {mu} {sd}");
+                assert!(
+                    (z - (s - mu) / sd).abs() <= 1e-3 * (1.0 + z.abs()),
+                    "{z} {s} {mu} {sd}"
+                );
             }
         }
         let info: serde_json::Value =
@@ -294,4 +330,3 @@ mod cli {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
-

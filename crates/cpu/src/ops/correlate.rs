@@ -198,7 +198,10 @@ impl<P: Precision> Correlate for Cpu<P> {
             let per = rows_per_task(oshape[0], row_len);
             let (c, fast) = (data("corr", corr)?, corr.shape());
             let (mp, msc) = match moments {
-                Some(m) => (Some(SharedMut(data_mut("moments", m.acc)?.as_mut_ptr())), m.scale),
+                Some(m) => (
+                    Some(SharedMut(data_mut("moments", m.acc)?.as_mut_ptr())),
+                    m.scale,
+                ),
                 None => (None, [1.0; 2]),
             };
             let parts: Vec<f64> = data_mut("best", best)?
@@ -212,7 +215,10 @@ impl<P: Precision> Correlate for Cpu<P> {
                     // chunks of `best` are disjoint, so are these.
                     let m = mp.as_ref().map(|p| {
                         let s = unsafe {
-                            std::slice::from_raw_parts_mut(p.get().add(4 * r0 * row_len), 4 * b.len())
+                            std::slice::from_raw_parts_mut(
+                                p.get().add(4 * r0 * row_len),
+                                4 * b.len(),
+                            )
                         };
                         (s, msc)
                     });
@@ -314,7 +320,10 @@ impl<P: Precision> Correlate for Cpu<P> {
             let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
             let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
             let (mp, msc) = match moments {
-                Some(m) => (Some(SharedMut(data_mut("moments", m.acc)?.as_mut_ptr())), m.scale),
+                Some(m) => (
+                    Some(SharedMut(data_mut("moments", m.acc)?.as_mut_ptr())),
+                    m.scale,
+                ),
                 None => (None, [1.0; 2]),
             };
             let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<f64> {
@@ -340,7 +349,8 @@ impl<P: Precision> Correlate for Cpu<P> {
                     };
                     // SAFETY: as above, with 4 moment words per voxel of the line.
                     let m = mp.as_ref().map(|p| {
-                        let s = unsafe { std::slice::from_raw_parts_mut(p.get().add(4 * o), 4 * nl) };
+                        let s =
+                            unsafe { std::slice::from_raw_parts_mut(p.get().add(4 * o), 4 * nl) };
                         (s, msc)
                     });
                     score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc, m);

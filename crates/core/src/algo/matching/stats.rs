@@ -14,9 +14,9 @@
 //!
 //! The scales `2^k` are powers of two chosen once per run from a bound `B` on `|s|` that does
 //! not depend on tiles or ranks ([`moment_scales`]): `k₁ = 62 − ⌈log₂ 16B⌉`,
-//! `k₂ = 62 − 2⌈log₂ 16B⌉`, so every term fits 63 bits and 2²⁴ rotations fit 87. `B` is 1 for
-//! the normalised scores (FLC, FLCSphericalMask, CAM: Pearson coefficients; MCC: clipped),
-//! with `16 B = 2¹⁰` of headroom; for CC and LCC the Cauchy–Schwarz bound
+//! `k₂ = 62 − 2⌈log₂ 16B⌉`, so every term fits 63 bits and 2²⁴ rotations fit 87. `B` is 64
+//! for the normalised scores (FLC, FLCSphericalMask, CAM: Pearson coefficients, |s| ≤ 1; MCC:
+//! clipped), i.e. `16 B = 2¹⁰`, room for round-off and odd masks; for CC and LCC the Cauchy–Schwarz bound
 //! `‖f‖₂ · √n · max|t| · max|H|` (target energy, template box, spline coefficients, template
 //! filter gain); for NCC `‖f_s‖₂ = √(voxels)`. Each term is resolved to `2^−k₁ ≈ 2^−62 · 16B`
 //! (the sum) and `2^−k₂` (the squares): far below f32's resolution of a typical score for the
@@ -163,21 +163,31 @@ pub fn voxel_statistics(w: &[i64], best: f64, nrot: usize, scale: [f64; 2]) -> O
 }
 
 /// The statistics of `moments` over `nrot` rotations, with the best scores `best` (the target's
-/// shape), computed on the host once per run and uploaded. Fails (an error naming the voxel)
+/// shape; after a background correction by `shift`, which moves the mean too), computed on
+/// the host once per run and uploaded. Fails (an error naming the voxel)
 /// where a score was out of the range the sums were sized for, or NaN.
 pub fn statistics<B: Backend>(
     b: &B,
     moments: &ScoreMoments<B>,
     best: &Arr<B, F<B>>,
+    shift: Option<&Arr<B, F<B>>>,
     nrot: usize,
 ) -> Result<ScoreStatistics<B>> {
     let acc = b.download(&moments.acc)?;
     let best_h = b.download(best)?;
+    let shift_h = match shift {
+        Some(s) => Some(b.download(s)?),
+        None => None,
+    };
     let shape = best_h.shape().to_vec();
     let mut want = shape.clone();
     want.push(4);
     if acc.shape() != want.as_slice() {
-        return Err(Error::shape("score moments", format!("{want:?}"), format!("{:?}", acc.shape())));
+        return Err(Error::shape(
+            "score moments",
+            format!("{want:?}"),
+            format!("{:?}", acc.shape()),
+        ));
     }
     if nrot == 0 {
         return Err(Error::invalid("score_stats", "no rotations"));
@@ -189,9 +199,23 @@ pub fn statistics<B: Backend>(
         .as_slice()
         .ok_or_else(|| Error::invalid("scores", "not in standard layout"))?;
     let len = bests.len();
-    let (mut mean, mut std, mut z) = (vec![F::<B>::from_f64(0.0); len], vec![F::<B>::from_f64(0.0); len], vec![F::<B>::from_f64(0.0); len]);
+    let (mut mean, mut std, mut z) = (
+        vec![F::<B>::from_f64(0.0); len],
+        vec![F::<B>::from_f64(0.0); len],
+        vec![F::<B>::from_f64(0.0); len],
+    );
+    let shifts = shift_h.as_ref().and_then(|s| s.as_slice());
+    if shift_h.is_some() && shifts.is_none_or(|s| s.len() != len) {
+        return Err(Error::invalid(
+            "background shift",
+            "not shaped like the scores",
+        ));
+    }
     for (i, (w, &bst)) in words.chunks_exact(4).zip(bests).enumerate() {
-        let Some([m, s, zz]) = voxel_statistics(w, bst.as_f64(), nrot, moments.scale) else {
+        // A background correction shifted every rotation's score of this voxel by `sh`
+        // (the best is already corrected): the mean moves with it, std and z do not.
+        let sh = shifts.map_or(0.0, |s| s[i].as_f64());
+        let Some([m, s, zz]) = voxel_statistics(w, bst.as_f64() + sh, nrot, moments.scale) else {
             return Err(Error::invalid(
                 "score_stats",
                 format!(
@@ -201,7 +225,7 @@ pub fn statistics<B: Backend>(
                 ),
             ));
         };
-        mean[i] = F::<B>::from_f64(m);
+        mean[i] = F::<B>::from_f64(m - sh);
         std[i] = F::<B>::from_f64(s);
         z[i] = F::<B>::from_f64(zz);
     }
@@ -225,27 +249,39 @@ mod tests {
     #[test]
     fn sums_are_exact_in_any_grouping_and_flag_out_of_range() {
         let scale = [pow2(52), pow2(42)];
-        let xs: Vec<f64> = (0..1000).map(|i| ((i * 7919) % 1000) as f64 / 777.0 - 0.6).collect();
+        let xs: Vec<f64> = (0..1000)
+            .map(|i| ((i * 7919) % 1000) as f64 / 777.0 - 0.6)
+            .collect();
         let mut all = [0i64; 4];
         for &x in &xs {
             moments_add(&mut all, x, scale);
         }
         for cut in [1, 333, 999] {
             let (mut a, mut c) = ([0i64; 4], [0i64; 4]);
-            xs[..cut].iter().for_each(|&x| moments_add(&mut a, x, scale));
-            xs[cut..].iter().for_each(|&x| moments_add(&mut c, x, scale));
+            xs[..cut]
+                .iter()
+                .for_each(|&x| moments_add(&mut a, x, scale));
+            xs[cut..]
+                .iter()
+                .for_each(|&x| moments_add(&mut c, x, scale));
             moments_merge(&mut c, &a);
             assert_eq!(c, all, "cut {cut}");
         }
         let [m, s, z] = voxel_statistics(&all, 1.0, xs.len(), scale).unwrap();
         let mean = xs.iter().sum::<f64>() / 1000.0;
         let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / 1000.0;
-        assert!((m - mean).abs() < 1e-12 && (s - var.sqrt()).abs() < 1e-9, "{m} {s}");
+        assert!(
+            (m - mean).abs() < 1e-12 && (s - var.sqrt()).abs() < 1e-9,
+            "{m} {s}"
+        );
         assert!((z - (1.0 - mean) / var.sqrt()).abs() < 1e-8);
         // Equal scores: std 0, z 0 (never NaN).
         let mut c = [0i64; 4];
         (0..10).for_each(|_| moments_add(&mut c, 0.3, scale));
-        assert_eq!(voxel_statistics(&c, 0.3, 10, scale).unwrap()[1..], [0.0, 0.0]);
+        assert_eq!(
+            voxel_statistics(&c, 0.3, 10, scale).unwrap()[1..],
+            [0.0, 0.0]
+        );
         // NaN and out-of-range terms are flagged, not summed.
         moments_add(&mut c, f64::NAN, scale);
         assert!(voxel_statistics(&c, 0.3, 11, scale).is_none());

@@ -129,7 +129,11 @@ fn check_running_max<B: BackendTypes, T: Element, I: Index>(
     if let Some(m) = &rm.moments {
         let mut want = rm.best.shape().to_vec();
         want.push(4);
-        same_shape_named(|| format!("{op}: moments vs best + [4]"), &want, m.acc.shape())?;
+        same_shape_named(
+            || format!("{op}: moments vs best + [4]"),
+            &want,
+            m.acc.shape(),
+        )?;
         if !m.scale.iter().all(|s| s.is_finite() && *s > 0.0) {
             return Err(Error::invalid(
                 format!("{op}: moments"),
