@@ -166,9 +166,11 @@ fn statistics_equal_a_brute_force_over_the_rotations() {
     let s = Cpu::<Single>::new();
     check(&s, 3, Score::FLC, 1e-6);
     check(&s, 2, Score::CC, 1e-6);
+    // Double: the squares' grid (2^-42 for the normalised scores, whose bound keeps room up to
+    // |s| = 1024) limits std to ~1e-12 absolute, coarser than f64 round-off.
     let dd = Cpu::<Double>::new();
-    check(&dd, 3, Score::FLC, 1e-13);
-    check(&dd, 2, Score::CC, 1e-13);
+    check(&dd, 3, Score::FLC, 1e-11);
+    check(&dd, 2, Score::CC, 1e-11);
 }
 
 #[test]

@@ -20,7 +20,9 @@
 //! `‖f‖₂ · √n · max|t| · max|H|` (target energy, template box, spline coefficients, template
 //! filter gain); for NCC `‖f_s‖₂ = √(voxels)`. Each term is resolved to `2^−k₁ ≈ 2^−62 · 16B`
 //! (the sum) and `2^−k₂` (the squares): far below f32's resolution of a typical score for the
-//! normalised scores, about 2^−20 relative to the variance for CC on a typical tomogram. A
+//! normalised scores (the squares' grid is 2^−42 for them: std to ~1e-12 absolute, finer than
+//! f32's round-off, coarser than f64's), and about 2^−20 relative to the variance for CC on a
+//! typical tomogram. A
 //! term beyond `2⁶²` (impossible by the bound, or a NaN) adds a flag instead, and
 //! [`statistics`] refuses such a map rather than return a wrong number.
 //!
