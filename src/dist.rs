@@ -313,7 +313,7 @@ pub fn reduce_moments<C: Communicator>(
 ) -> Result<[f64; 2]> {
     let mut all = [0.0f64; 2];
     comm.all_reduce_into(&scale[..], &mut all[..], SystemOperation::max());
-    if acc.len() % 2 != 0 {
+    if !acc.len().is_multiple_of(2) {
         return Err(Error::invalid("moments", "an odd number of words"));
     }
     // SAFETY: add_wide reads and writes exactly `len` values of Wide.

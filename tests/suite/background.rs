@@ -74,9 +74,7 @@ fn run<B: Backend>(
         r.background.is_none(),
         "match_template applies the correction"
     );
-    b.download(&r.scores)
-        .unwrap()
-        .mapv(|v| monomorph::Real::as_f64(v))
+    b.download(&r.scores).unwrap().mapv(monomorph::Real::as_f64)
 }
 
 fn max_abs(a: &ArrayD<f64>) -> f64 {

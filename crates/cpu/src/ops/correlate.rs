@@ -211,9 +211,9 @@ impl<P: Precision> Correlate for Cpu<P> {
                 .map(|(t, (b, bi))| {
                     let r0 = t * per;
                     let rows = r0..r0 + b.len() / row_len;
-                    // SAFETY: the moments hold 4 words per voxel of `best` (checked); the
-                    // chunks of `best` are disjoint, so are these.
                     let m = mp.as_ref().map(|p| {
+                        // SAFETY: the moments hold 4 words per voxel of `best` (checked); the
+                        // chunks of `best` are disjoint, so are these.
                         let s = unsafe {
                             std::slice::from_raw_parts_mut(
                                 p.get().add(4 * r0 * row_len),
@@ -347,8 +347,9 @@ impl<P: Precision> Correlate for Cpu<P> {
                             std::slice::from_raw_parts_mut(bip.get().add(o), nl),
                         )
                     };
-                    // SAFETY: as above, with 4 moment words per voxel of the line.
                     let m = mp.as_ref().map(|p| {
+                        // SAFETY: as for `best` above, with 4 moment words per voxel of the
+                        // line (the moments' shape is checked).
                         let s =
                             unsafe { std::slice::from_raw_parts_mut(p.get().add(4 * o), 4 * nl) };
                         (s, msc)

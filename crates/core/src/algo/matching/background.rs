@@ -161,7 +161,7 @@ pub fn apply_background<B: Backend>(
     let mut shift = s.clone();
     for ((i, v), sh) in s.indexed_iter_mut().zip(shift.iter_mut()) {
         *sh = map[i.slice()] - mean;
-        *v = *v - *sh;
+        *v -= *sh;
     }
     let up = b.upload(s.view())?;
     b.copy(&up, scores)?;
