@@ -43,7 +43,8 @@ use std::ops::Range;
 use std::os::raw::{c_int, c_void};
 
 use monomorph_core::algo::matching::{
-    MatchParams, MatchResult, Prerotated, match_template as match_one,
+    BackgroundScores, MatchParams, MatchResult, Prerotated, ScoreMoments, background_grid,
+    match_template_raw,
 };
 use monomorph_core::algo::rotations::RotationSet;
 use mpi::Count;
@@ -270,6 +271,74 @@ pub fn reduce_best<C: Communicator, T: PartialOrd + Copy, I: Copy>(
     Ok(())
 }
 
+/// One 128-bit fixed-point sum (`[low, high]` words) of the score moments, moved as opaque
+/// bytes so that MPI never splits a pair.
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct Wide([i64; 2]);
+
+// SAFETY: plain old data of 16 bytes; only `add_wide` interprets it.
+unsafe impl Equivalence for Wide {
+    type Out = UserDatatype;
+    fn equivalent_datatype() -> UserDatatype {
+        UserDatatype::contiguous(size_of::<Self>() as Count, &u8::equivalent_datatype())
+    }
+}
+
+/// The reduction of the moments: integer sums, exact and order-free.
+unsafe extern "C" fn add_wide(
+    invec: *mut c_void,
+    inout: *mut c_void,
+    len: *mut c_int,
+    _: *mut mpi::ffi::MPI_Datatype,
+) {
+    // SAFETY: MPI passes `len` elements of the datatype built by `Wide::equivalent_datatype`.
+    let n = unsafe { *len } as usize;
+    let a = unsafe { std::slice::from_raw_parts(invec as *const Wide, n) };
+    let b = unsafe { std::slice::from_raw_parts_mut(inout as *mut Wide, n) };
+    for (x, y) in a.iter().zip(b) {
+        monomorph_core::backend::host::moments_merge(&mut y.0, &x.0);
+    }
+}
+
+/// Collective: rank 0's `acc` becomes the sum of every rank's score moments (4 words per voxel,
+/// see [`Moments`](monomorph_core::backend::Moments)), exact whatever the number of ranks; and
+/// every rank learns the scales (those of any rank that ran rotations: they depend on the
+/// inputs only). Every rank must pass the same length (zeros where it ran no rotation, with
+/// scales `[0, 0]`).
+pub fn reduce_moments<C: Communicator>(
+    comm: &C,
+    acc: &mut [i64],
+    scale: [f64; 2],
+) -> Result<[f64; 2]> {
+    let mut all = [0.0f64; 2];
+    comm.all_reduce_into(&scale[..], &mut all[..], SystemOperation::max());
+    if !acc.len().is_multiple_of(2) {
+        return Err(Error::invalid("moments", "an odd number of words"));
+    }
+    // SAFETY: add_wide reads and writes exactly `len` values of Wide.
+    let op = unsafe { UnsafeUserOperation::commutative(add_wide) };
+    let root = comm.process_at_rank(0);
+    let is_root = comm.rank() == 0;
+    let mut send: Vec<Wide> = Vec::with_capacity(CHUNK.min(acc.len() / 2));
+    let mut recv: Vec<Wide> = Vec::with_capacity(if is_root { send.capacity() } else { 0 });
+    for words in acc.chunks_mut(2 * CHUNK) {
+        send.clear();
+        send.extend(words.chunks_exact(2).map(|w| Wide([w[0], w[1]])));
+        if !is_root {
+            root.reduce_into(&send[..], &op);
+            continue;
+        }
+        recv.clear();
+        recv.resize(send.len(), Wide::default());
+        root.reduce_into_root(&send[..], &mut recv[..], &op);
+        for (w, r) in words.chunks_exact_mut(2).zip(&recv) {
+            w.copy_from_slice(&r.0);
+        }
+    }
+    Ok(all)
+}
+
 /// Collective: every rank's Σ score² partials (`parts`: this rank's rotations, tile by tile)
 /// folded on rank 0 in the single process's order: tile by tile, and within a tile, rotation
 /// by rotation across the ranks. Returns, on rank 0, the partials in that order (what one
@@ -339,6 +408,12 @@ pub struct Part<B: Backend> {
     pub rotation_index: ArrayD<IntOf<B>>,
     /// Σ score² of each (tile, rotation) call, tile by tile ([`MatchResult::ssum_parts`]).
     pub ssum_parts: Vec<f64>,
+    /// With [`MatchParams::score_stats`]: the score moments over `range` (target shape +
+    /// `[4]`; zeros for an empty range) and their scales (`[0, 0]` for an empty range).
+    pub moments: Option<(ArrayD<i64>, [f64; 2])>,
+    /// With [`MatchParams::background`]: the background scores over `range`, not yet
+    /// subtracted (zeros for an empty range; see [`BackgroundScores`]).
+    pub background: Option<(ArrayD<FloatOf<B>>, f64)>,
 }
 
 /// Local (no communication): runs this rank's rotations of `params.rotations` and downloads the
@@ -375,11 +450,24 @@ pub fn match_range<B: Backend>(
     }
     let shape = IxDyn(target.shape());
     if range.is_empty() {
+        let mut m = target.shape().to_vec();
+        m.push(4);
         return Ok(Part {
             range,
             scores: ArrayD::from_elem(shape.clone(), <FloatOf<B> as Real>::lowest()),
             rotation_index: ArrayD::from_elem(shape, IntOf::<B>::from_i64(-1)),
             ssum_parts: Vec::new(),
+            moments: params
+                .score_stats
+                .then(|| (ArrayD::zeros(IxDyn(&m)), [0.0; 2])),
+            background: params.background.map(|_| {
+                let (g, count) =
+                    background_grid(target.shape(), template.shape(), params.pad_edges);
+                (
+                    ArrayD::from_elem(IxDyn(&g), FloatOf::<B>::from_f64(0.0)),
+                    count,
+                )
+            }),
         });
     }
     let d = params.rotations.dim();
@@ -408,7 +496,8 @@ pub fn match_range<B: Backend>(
         tile_shape: params.tile_shape.clone(),
         ..*params
     };
-    let r = match_one(b, target, template, &sub)?;
+    // Uncorrected: the background is subtracted once, after the merge.
+    let r = match_template_raw(b, target, template, &sub)?;
     let scores = b.download(&r.scores)?;
     let mut rotation_index = b.download(&r.rotation_index)?;
     for v in rotation_index.iter_mut() {
@@ -418,11 +507,21 @@ pub fn match_range<B: Backend>(
             })?;
         }
     }
+    let moments = match &r.moments {
+        Some(m) => Some((b.download(&m.acc)?, m.scale)),
+        None => None,
+    };
+    let background = match &r.background {
+        Some(bg) => Some((b.download(&bg.map)?, bg.count)),
+        None => None,
+    };
     Ok(Part {
         range,
         scores,
         rotation_index,
         ssum_parts: r.ssum_parts,
+        moments,
+        background,
     })
 }
 
@@ -444,13 +543,52 @@ pub fn merge<B: Backend, C: Communicator>(
         return Err(Error::invalid("part", "expected contiguous maps"));
     };
     reduce_best(comm, s, i)?;
+    let moments = match part.moments.as_mut() {
+        Some((acc, scale)) => {
+            let words = acc
+                .as_slice_memory_order_mut()
+                .ok_or_else(|| Error::invalid("part", "expected contiguous moments"))?;
+            let scale = reduce_moments(comm, words, *scale)?;
+            Some((scale, acc))
+        }
+        None => None,
+    };
+    let background = match part.background.as_mut() {
+        Some((map, count)) => {
+            // Background maxima (from +0; never −0 or NaN): MPI's MAX is exact on them.
+            let send: Vec<f64> = map.iter().map(|v| v.as_f64()).collect();
+            let root = comm.process_at_rank(0);
+            if comm.rank() == 0 {
+                let mut recv = vec![0.0f64; send.len()];
+                for (s, r) in send.chunks(CHUNK).zip(recv.chunks_mut(CHUNK)) {
+                    root.reduce_into_root(s, r, SystemOperation::max());
+                }
+                for (m, v) in map.iter_mut().zip(recv) {
+                    *m = FloatOf::<B>::from_f64(v);
+                }
+            } else {
+                for s in send.chunks(CHUNK) {
+                    root.reduce_into(s, SystemOperation::max());
+                }
+            }
+            Some((map, *count))
+        }
+        None => None,
+    };
     let nrot = rotations.len();
     let folded = fold_ssum_parts(comm, nrot, &part.ssum_parts)?;
     let Some((ssum_parts, sum, tiles)) = folded else {
         return Ok(None);
     };
     let voxels: usize = shape.iter().product();
-    Ok(Some(MatchResult {
+    let background = match background {
+        Some((map, count)) => Some(BackgroundScores {
+            map: b.upload(map.view())?,
+            count,
+        }),
+        None => None,
+    };
+    let mut r = MatchResult {
         scores: b.upload(part.scores.view())?,
         rotation_index: b.upload(part.rotation_index.view())?,
         rotations: rotations.clone(),
@@ -458,7 +596,19 @@ pub fn merge<B: Backend, C: Communicator>(
         ssum: sum / (voxels as f64 * nrot as f64),
         ssum_parts,
         tiles,
-    }))
+        background,
+        background_shift: None,
+        moments: match moments {
+            Some((scale, acc)) => Some(ScoreMoments {
+                acc: b.upload(acc.view())?,
+                scale,
+            }),
+            None => None,
+        },
+    };
+    // The background of every rotation is merged: subtract it once.
+    r.apply_background(b)?;
+    Ok(Some(r))
 }
 
 /// Collective: [`match_template`](monomorph_core::algo::matching::match_template) over the

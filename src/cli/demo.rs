@@ -259,6 +259,8 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         quiet: g.quiet,
         peaks: Some(query),
         filters: None,
+        score_stats: false,
+        background: None,
     };
     if !g.quiet {
         note!(

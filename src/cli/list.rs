@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use monomorph::algo::matching::{MatchResult, match_template};
+use monomorph::algo::matching::{BackgroundScores, MatchResult, background_grid, match_template};
 use monomorph::io::{MicrographPeaks, PeakRow, peaks_star_many};
 use monomorph::{Backend, BackendTask, FloatOf, Index, IntOf, Real};
 use ndarray::{ArrayD, IxDyn};
@@ -584,6 +584,12 @@ pub struct HostPart {
     pub index: Vec<i64>,
     /// Σ score² of each (tile, rotation) call, tile by tile.
     pub ssum_parts: Vec<f64>,
+    /// `--score-stats`: the score moments over the range (4 words per voxel, exact integer
+    /// sums) and their scales.
+    pub moments: Option<(Vec<i64>, [f64; 2])>,
+    /// `--background-correction`: the background scores over the range (widened to f64,
+    /// exact; C order on the background grid), not yet subtracted, and their mean's count.
+    pub background: Option<(Vec<f64>, f64)>,
 }
 
 /// Merges `part`'s maps into `acc`'s, parts of disjoint rotation ranges in any order, exactly
@@ -591,6 +597,24 @@ pub struct HostPart {
 /// scores (also −0 and +0) keep the lower rotation index; NaN is never stored by a loop.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn merge_into(acc: &mut HostPart, part: HostPart) {
+    // The moments are integer sums: exact in any order.
+    match (&mut acc.moments, part.moments) {
+        (Some((a, _)), Some((p, _))) => monomorph::backend::host::moments_merge(a, &p),
+        (a @ None, p) => *a = p,
+        (Some(_), None) => {}
+    }
+    // Background maxima (from +0, never −0 or NaN): the greater value, exact in any order.
+    match (&mut acc.background, part.background) {
+        (Some((a, _)), Some((p, _))) => {
+            for (x, y) in a.iter_mut().zip(p) {
+                if y > *x {
+                    *x = y;
+                }
+            }
+        }
+        (a @ None, p) => *a = p,
+        (Some(_), None) => {}
+    }
     for ((s, i), (ps, pi)) in acc
         .scores
         .iter_mut()
@@ -713,7 +737,39 @@ impl BackendTask for FromParts {
             ssum: sum / (voxels as f64 * nrot as f64),
             ssum_parts,
             tiles,
+            background_shift: None,
+            background: match self.merged.background {
+                Some((map, count)) => {
+                    let g =
+                        background_grid(&self.shape, self.job.template.shape(), self.job.pad_edges)
+                            .0;
+                    let map = ArrayD::from_shape_vec(
+                        IxDyn(&g),
+                        map.into_iter().map(FloatOf::<B>::from_f64).collect(),
+                    )
+                    .map_err(bad)?;
+                    Some(BackgroundScores {
+                        map: b.upload_owned(map)?,
+                        count,
+                    })
+                }
+                None => None,
+            },
+            moments: match self.merged.moments {
+                Some((words, scale)) => {
+                    let mut mshape = self.shape.clone();
+                    mshape.push(4);
+                    let a = ArrayD::from_shape_vec(IxDyn(&mshape), words).map_err(bad)?;
+                    Some(monomorph::algo::matching::ScoreMoments {
+                        acc: b.upload_owned(a)?,
+                        scale,
+                    })
+                }
+                None => None,
+            },
         };
+        let mut r = r;
+        r.apply_background(b)?;
         self.job.finish(b, r, self.match_s)
     }
 }
@@ -726,6 +782,8 @@ pub fn host_part<B: Backend>(
     scores: &ArrayD<FloatOf<B>>,
     index: &ArrayD<IntOf<B>>,
     ssum_parts: Vec<f64>,
+    moments: Option<(&ArrayD<i64>, [f64; 2])>,
+    background: Option<(&ArrayD<FloatOf<B>>, f64)>,
 ) -> HostPart {
     HostPart {
         start,
@@ -736,6 +794,8 @@ pub fn host_part<B: Backend>(
             .map(|v| v.to_usize().map_or(-1, |u| u as i64))
             .collect(),
         ssum_parts,
+        moments: moments.map(|(a, sc)| (a.iter().copied().collect(), sc)),
+        background: background.map(|(a, c)| (a.iter().map(|v| v.as_f64()).collect(), c)),
     }
 }
 
@@ -922,6 +982,11 @@ mod tests {
             scores,
             index,
             ssum_parts: vec![start as f64, start as f64 + 1.0],
+            moments: Some((
+                vec![start as i64, -1, -1, 0, -5, -1, 0, 1, 1, 0, 0, 0],
+                [1.0; 2],
+            )),
+            background: None,
         };
         // Voxel 0: equal 1.0 at rotations 1 and 2 (1 wins); voxel 1: -0 at 0, +0 at 3 (0 wins);
         // voxel 2: none in the first part.
@@ -932,6 +997,9 @@ mod tests {
             assert_eq!(m.index, [1, 0, 3]);
             assert_eq!(m.scores[1].to_bits(), (-0.0f64).to_bits());
             assert_eq!((ordered, sum, tiles), (vec![0.0, 1.0, 2.0, 3.0], 6.0, 1));
+            // The moments add as 128-bit integers ([low, high] words; carries included).
+            let (m, _) = m.moments.unwrap();
+            assert_eq!(m, [2, -2, -2, 1, -10, -1, 0, 2, 2, 0, 0, 0]);
         }
     }
 }

@@ -114,7 +114,15 @@ enum Res {
     /// A whole target, written.
     Whole(TargetDone),
     /// A range: its Σ score² partials here, its maps as [`DATA`] messages.
-    Part { voxels: usize, ssum_parts: Vec<u64> },
+    Part {
+        voxels: usize,
+        ssum_parts: Vec<u64>,
+        /// `--score-stats`: the moments' scales (f64 bits); the moments follow the maps.
+        moment_scale: Option<[u64; 2]>,
+        /// `--background-correction`: the background's length and mean count (f64 bits);
+        /// the background follows the moments.
+        background: Option<(usize, u64)>,
+    },
 }
 
 /// An item's outcome on the rank that ran it.
@@ -225,6 +233,16 @@ fn send_up(world: &SimpleCommunicator, up: &Up, part: Option<&HostPart>) {
         for c in p.index.chunks(CHUNK) {
             root.send_with_tag(c, DATA);
         }
+        if let Some((m, _)) = &p.moments {
+            for c in m.chunks(CHUNK) {
+                root.send_with_tag(c, DATA);
+            }
+        }
+        if let Some((m, _)) = &p.background {
+            for c in m.chunks(CHUNK) {
+                root.send_with_tag(c, DATA);
+            }
+        }
     }
 }
 
@@ -268,6 +286,8 @@ impl BackendTask for PartTask<'_> {
             &p.scores,
             &p.rotation_index,
             p.ssum_parts,
+            p.moments.as_ref().map(|(a, sc)| (a, *sc)),
+            p.background.as_ref().map(|(a, c)| (a, *c)),
         ))
     }
 }
@@ -311,6 +331,8 @@ fn work(world: &SimpleCommunicator, ctx: &Ctx<'_>) {
                 let res = Res::Part {
                     voxels: p.scores.len(),
                     ssum_parts: p.ssum_parts.iter().map(|v| v.to_bits()).collect(),
+                    moment_scale: p.moments.as_ref().map(|(_, s)| s.map(f64::to_bits)),
+                    background: p.background.as_ref().map(|(m, c)| (m.len(), c.to_bits())),
                 };
                 part = Some(p);
                 Up::Done {
@@ -454,7 +476,12 @@ impl Coord {
             Up::Done { item, seconds, res } => {
                 let out = match res {
                     Res::Whole(d) => Local::Whole(d),
-                    Res::Part { voxels, ssum_parts } => {
+                    Res::Part {
+                        voxels,
+                        ssum_parts,
+                        moment_scale,
+                        background,
+                    } => {
                         // Always received, also when stopping: the worker waits in its send.
                         let from = w.process_at_rank(src);
                         let mut scores = Vec::with_capacity(voxels);
@@ -465,6 +492,20 @@ impl Coord {
                         while index.len() < voxels {
                             index.extend(from.receive_vec_with_tag::<i64>(DATA).0);
                         }
+                        let moments = moment_scale.map(|sc| {
+                            let mut m = Vec::with_capacity(4 * voxels);
+                            while m.len() < 4 * voxels {
+                                m.extend(from.receive_vec_with_tag::<i64>(DATA).0);
+                            }
+                            (m, sc.map(f64::from_bits))
+                        });
+                        let background = background.map(|(len, count)| {
+                            let mut m = Vec::with_capacity(len);
+                            while m.len() < len {
+                                m.extend(from.receive_vec_with_tag::<f64>(DATA).0);
+                            }
+                            (m, f64::from_bits(count))
+                        });
                         let it = ctx.items[item.min(ctx.items.len() - 1)];
                         Local::Part(HostPart {
                             start: it.start,
@@ -472,6 +513,8 @@ impl Coord {
                             scores,
                             index,
                             ssum_parts: ssum_parts.into_iter().map(f64::from_bits).collect(),
+                            moments,
+                            background,
                         })
                     }
                 };

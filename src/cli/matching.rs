@@ -122,6 +122,20 @@ pub struct MatchArgs {
     /// Also write DIR/scores.png: the central slice with the best peaks marked.
     #[arg(long)]
     pub png: bool,
+    /// Also write per-voxel statistics of the score over all rotations searched, beside the
+    /// scores and in the same formats: score_mean, score_std (population standard deviation
+    /// over the rotations) and score_z = (best − mean) / std, 0 where std = 0 (a voxel whose
+    /// score does not change with the rotation, or a single rotation). Summed exactly (integer
+    /// fixed point; the same bits for any number of MPI ranks), 32 bytes per target voxel.
+    #[arg(long)]
+    pub score_stats: bool,
+    /// Background correction, as pytme's: `phase-scrambling` subtracts from the best score of
+    /// each voxel the best score (over the same rotations, from 0) of a phase-scrambled copy
+    /// of the template (numpy's default_rng(42), pytme's scramble_phases), rotated, filtered
+    /// and normalised like the template, minus its mean over pytme's FFT box. About doubles
+    /// the time per rotation. Not with mcc.
+    #[arg(long, value_name = "METHOD", value_parser = parse_background)]
+    pub background_correction: Option<monomorph::algo::matching::Background>,
     /// Fourier filters (pytme's flags).
     #[command(flatten)]
     pub filters: super::filters::FilterArgs,
@@ -135,6 +149,11 @@ impl MatchArgs {
     pub fn target_path(&self) -> &std::path::Path {
         self.target.as_deref().unwrap_or(std::path::Path::new(""))
     }
+}
+
+fn parse_background(s: &str) -> Result<monomorph::algo::matching::Background, String> {
+    s.parse()
+        .map_err(|_| format!("expected phase-scrambling (pytme's only method), got `{s}`"))
 }
 
 /// `--score`.
@@ -204,6 +223,10 @@ pub struct MatchJob {
     pub peaks: Option<PeakQuery>,
     /// The Fourier filters, built on the backend before matching.
     pub filters: Option<monomorph::algo::filters::FilterSpec>,
+    /// Per-voxel statistics of the score over the rotations (`--score-stats`).
+    pub score_stats: bool,
+    /// `--background-correction`.
+    pub background: Option<monomorph::algo::matching::Background>,
 }
 
 /// Host copy of a matching result.
@@ -222,6 +245,8 @@ pub struct Matched {
     pub false_alarm: Option<FalseAlarm>,
     /// Over MPI ranks: the ranks, each rank's matching time and the merge time (run.json).
     pub dist: Option<serde_json::Value>,
+    /// `--score-stats`: mean, standard deviation and z-score per voxel.
+    pub stats: Option<[ArrayD<f32>; 3]>,
 }
 
 /// The job's arrays on the device, and the Fourier filters built from them (whitening reads
@@ -270,6 +295,8 @@ impl MatchJob {
         params.pad_edges = self.pad_edges;
         params.interpolation = self.interpolation;
         params.memory_limit = self.memory_limit;
+        params.score_stats = self.score_stats;
+        params.background = self.background;
         params
     }
 
@@ -299,6 +326,15 @@ impl MatchJob {
         };
         let (peaks, false_alarm) = called.map_or((Vec::new(), None), |c| (c.peaks, c.false_alarm));
         let peaks_s = t1.elapsed().as_secs_f64();
+        let stats = match r.statistics(b)? {
+            Some(st) => {
+                let down = |a: &monomorph::Arr<B, FloatOf<B>>| -> monomorph::Result<ArrayD<f32>> {
+                    Ok(b.download(a)?.mapv(|v| super::output::f64_of(v) as f32))
+                };
+                Some([down(&st.mean)?, down(&st.std)?, down(&st.z)?])
+            }
+            None => None,
+        };
         let _s = info_span!("download").entered();
         Ok(Matched {
             scores: b
@@ -317,6 +353,7 @@ impl MatchJob {
             peaks,
             false_alarm,
             dist: None,
+            stats,
         })
     }
 }
@@ -504,6 +541,12 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
             "--score mcc needs --target-mask, expected a target-shaped mask",
         ));
     }
+    if score == Score::MCC && a.background_correction.is_some() {
+        return Err(CliError::input(
+            "--background-correction phase-scrambling: not with --score mcc (pytme's MCC \
+             background differs from its own score); use flc",
+        ));
+    }
     let rotations = if let Some(p) = &a.rotations {
         read_rotation_set("--rotations", p, d, "target")?
     } else if let Some(p) = &a.euler {
@@ -572,6 +615,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         quiet: g.quiet,
         peaks: png_query,
         filters,
+        score_stats: a.score_stats,
+        background: a.background_correction,
     };
     let n_rot = job.rotations.len();
     let names = [
@@ -581,6 +626,12 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         "scores.mrc",
         "scores.png",
         "run.json",
+        "score_mean.npy",
+        "score_std.npy",
+        "score_z.npy",
+        "score_mean.mrc",
+        "score_std.mrc",
+        "score_z.mrc",
     ];
     let inputs = [
         ("--target", a.target.as_ref()),
@@ -612,6 +663,10 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     ))
 }
 
+/// The `--score-stats` outputs, without their extension (`.npy`, and `.mrc` beside
+/// `scores.mrc`).
+pub const STATS_NAMES: [&str; 3] = ["score_mean", "score_std", "score_z"];
+
 /// Writes the outputs of a finished match (run.json last) and commits them.
 pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliResult<()> {
     let Prepared {
@@ -637,6 +692,14 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
             let coords: Vec<Vec<usize>> = m.peaks.iter().map(|p| p.coord.clone()).collect();
             out.stage("scores.png", |p| write_png(p, &m.scores, &coords))?;
         }
+        if let Some(st) = &m.stats {
+            for (name, arr) in STATS_NAMES.iter().zip(st) {
+                out.stage(&format!("{name}.npy"), |p| write_npy(p, arr))?;
+                if let Some(vs) = voxel_size {
+                    out.stage(&format!("{name}.mrc"), |p| write_mrc(p, arr, vs))?;
+                }
+            }
+        }
         Ok(())
     })?;
     let mut info = run_info(g, &m.backend, &m.device);
@@ -656,6 +719,8 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "orientations_inplane_step": a.orientations_inplane_step,
                 "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
+                "background_correction": a.background_correction.map(|b| b.name()),
+                "score_stats": a.score_stats,
                 "target_shape": tshape, "voxel_size": voxel_size,
             }),
         );
@@ -673,6 +738,15 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "scores_file": "scores.npy",
             }),
         );
+        if m.stats.is_some() {
+            o.insert(
+                "score_stats".into(),
+                json!({
+                    "files": STATS_NAMES,
+                    "definition": "over the rotations searched, per voxel: mean score, population standard deviation, and z = (best score - mean) / std, 0 where std = 0; sums in exact integer fixed point",
+                }),
+            );
+        }
         o.insert("tiles".into(), json!(m.tiles));
         let mut t = timings.to_json();
         if let Some(tm) = t.as_object_mut() {

@@ -4,6 +4,7 @@
 //! project tests itself without `../shared`.
 
 mod api;
+mod background;
 mod cg;
 mod cg_trust;
 #[cfg(feature = "cli")]
@@ -38,6 +39,7 @@ mod planted;
 mod resample_fixtures;
 mod rotation_edges;
 mod rotation_sets;
+mod score_stats;
 mod symmetry;
 #[cfg(feature = "cli")]
 mod tilt_files;

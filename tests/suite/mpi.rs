@@ -155,6 +155,26 @@ fn cases(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
         ("flc3-tiled", flc3(&["--memory-limit", "400K"])),
         ("cc2", cc2(&[])),
         ("cc2-tiled", cc2(&["--memory-limit", "40K"])),
+        // Score statistics (exact integer sums) and the phase-scrambling background (maxima
+        // merged, its mean taken once): the same bytes for any rank count.
+        (
+            "flc3-stats-bg-tiled",
+            flc3(&[
+                "--memory-limit",
+                "900K",
+                "--score-stats",
+                "--background-correction",
+                "phase-scrambling",
+            ]),
+        ),
+        (
+            "cc2-stats-bg",
+            cc2(&[
+                "--score-stats",
+                "--background-correction",
+                "phase-scrambling",
+            ]),
+        ),
     ]
 }
 
@@ -205,6 +225,14 @@ fn mpi_ranks_match_one_process_byte_for_byte() {
                     read(&one.join(f)) == read(&out.join(f)),
                     "{name}, {n} ranks: {f} differs from one process"
                 );
+            }
+            if name.contains("stats") {
+                for f in ["score_mean.npy", "score_std.npy", "score_z.npy"] {
+                    assert!(
+                        read(&one.join(f)) == read(&out.join(f)),
+                        "{name}, {n} ranks: {f} differs from one process"
+                    );
+                }
             }
             let got = run_json(&out);
             for k in ["ssum", "score_statistics", "tiles"] {

@@ -23,11 +23,30 @@ __device__ __forceinline__ i64 mm_window_index(const Geom &g, i64 i) {
     return q;
 }
 
+// Moments (core's `host::moments_add`): a scaled score v adds round(v) (half to even) when
+// |v| <= 2^62, else the flag 2^100 (also for NaN), to a 128-bit sum stored as [low, high].
+__device__ __forceinline__ void mm_moment_add(i64 *w, double v) {
+    i64 lo, hi;
+    if (fabs(v) <= 4611686018427387904.0) {
+        lo = __double2ll_rn(v);
+        hi = lo < 0 ? -1 : 0;
+    } else {
+        lo = 0;
+        hi = 1LL << 36;
+    }
+    const u64 old = (u64)w[0];
+    const u64 sum = old + (u64)lo;
+    w[0] = (i64)sum;
+    w[1] = (i64)((u64)w[1] + (u64)hi + (sum < old ? 1ull : 0ull));
+}
+
 // norm: 0 scaled (scale * c), 1 denominator (scale * c * inv_den[x]), 2 local (FLC).
+// mom (4 words per output voxel) is updated when has_mom: sum of s * m1 and of s^2 * m2.
 template <typename T, typename I>
 __device__ void mm_score_max(const T *corr, const T *c1, const T *c2, const T *inv_den, Geom g,
                              int norm, T scale, double n, double eps, T *best, I *bi, I index,
-                             i64 total, double *ssum) {
+                             i64 total, double *ssum, int has_mom, i64 *mom, double m1,
+                             double m2) {
     __shared__ double sh[MM_BLOCK];
     double acc = 0.0;
     const double sc = (double)scale;
@@ -38,6 +57,11 @@ __device__ void mm_score_max(const T *corr, const T *c1, const T *c2, const T *i
         else if (norm == 1) s = corr[q] * scale * inv_den[i];
         else s = (T)((double)corr[q] * sc * mm_inv_den((double)c1[q] * sc, (double)c2[q] * sc, n, eps));
         acc += (double)(s * s);
+        if (has_mom) {
+            const double v = (double)s;
+            mm_moment_add(mom + 4 * i, v * m1);
+            mm_moment_add(mom + 4 * i + 2, v * v * m2);
+        }
         if (s > best[i]) {
             best[i] = s;
             bi[i] = index;
@@ -55,9 +79,10 @@ __device__ void mm_score_max(const T *corr, const T *c1, const T *c2, const T *i
 #define MM_SMU(n, T, in, I)                                                                 \
     extern "C" __global__ void score_max_##n##_##in(                                        \
         const T *corr, const T *c1, const T *c2, const T *inv_den, Geom g, int norm, T scale,\
-        double nn, double eps, T *best, I *bi, I index, i64 total, double *ssum) {          \
+        double nn, double eps, T *best, I *bi, I index, i64 total, double *ssum,            \
+        int has_mom, i64 *mom, double m1, double m2) {                                      \
         mm_score_max<T, I>(corr, c1, c2, inv_den, g, norm, scale, nn, eps, best, bi, index,  \
-                           total, ssum);                                                    \
+                           total, ssum, has_mom, mom, m1, m2);                              \
     }
 #define MM_SMU_I(n, T) MM_SMU(n, T, i32, int) MM_SMU(n, T, i64, i64)
 MM_FLOATS(MM_SMU_I)

@@ -87,6 +87,57 @@ fn matching_agrees<P: Precision>(score: Score, tol: f64) {
     assert!(((cpu_out.2 - gpu_out.2) / cpu_out.2.abs().max(1e-30)).abs() < 1e-3);
 }
 
+/// Score statistics and the phase-scrambling background on the device: the same maps as the
+/// CPU's to round-off (3-D FLC, 2-D CC).
+fn stats_and_background_agree<P: Precision>(tol: f64) {
+    use monomorph_core::algo::matching::Background;
+    let Some(gpu) = make::<P>() else { return };
+    let cpu = Cpu::<P>::new();
+    let mut rng = Lcg::new(9);
+    for (score, tshape, pshape) in [
+        (Score::FLC, vec![20usize, 18, 16], vec![6usize, 6, 6]),
+        (Score::CC, vec![30, 28], vec![7, 7]),
+    ] {
+        let target = rng.array::<<P as Precision>::Float>(&tshape);
+        let template = rng.array::<<P as Precision>::Float>(&pshape);
+        let rotations = RotationSet::uniform(tshape.len(), 60.0).expect("rotations");
+        let run = |b: &dyn Fn() -> Vec<Vec<f64>>| b();
+        macro_rules! on {
+            ($b:expr) => {{
+                let t = $b.upload(target.view()).unwrap();
+                let m = $b.upload(template.view()).unwrap();
+                let mut p = MatchParams::new(score, rotations.clone());
+                p.score_stats = true;
+                p.background = Some(Background::PhaseScrambling);
+                let r = match_template($b, &t, &m, &p).unwrap();
+                let st = r.statistics($b).unwrap().unwrap();
+                vec![
+                    to_f64(&$b.download(&r.scores).unwrap()),
+                    to_f64(&$b.download(&st.mean).unwrap()),
+                    to_f64(&$b.download(&st.std).unwrap()),
+                ]
+            }};
+        }
+        let c = run(&|| on!(&cpu));
+        let g = run(&|| on!(&gpu));
+        let scale = c[0].iter().fold(0.0f64, |a, v| a.max(v.abs())).max(1.0);
+        for (k, what) in ["scores", "mean", "std"].iter().enumerate() {
+            let d = max_abs_diff(&c[k], &g[k]);
+            assert!(d <= tol * scale, "{score}: {what} differs by {d:e}");
+        }
+    }
+}
+
+#[test]
+fn stats_and_background_single() {
+    stats_and_background_agree::<Single>(1e-4);
+}
+
+#[test]
+fn stats_and_background_double() {
+    stats_and_background_agree::<Double>(1e-9);
+}
+
 #[test]
 fn matching_cc_single() {
     matching_agrees::<Single>(Score::CC, 1e-3);
@@ -209,6 +260,11 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             },
         };
         let idx = <IntOf<Cuda<P>> as Real>::from_f64(4.0);
+        // The score moments too (one pass: each voxel's words then hold its one score).
+        let mscale = [2f64.powi(50), 2f64.powi(40)];
+        let mut mshape = out.to_vec();
+        mshape.push(4);
+        let mut hm = ndarray::ArrayD::<i64>::zeros(ndarray::IxDyn(&mshape));
         let hs = host::score_max_update(
             corr.as_slice().unwrap(),
             &fast,
@@ -219,6 +275,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             hb.as_slice_mut().unwrap(),
             hi.as_slice_mut().unwrap(),
             idx,
+            Some((hm.as_slice_mut().unwrap(), mscale)),
         )
         .unwrap();
         // Device.
@@ -231,6 +288,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
         let mut db = gpu.upload(best0.view()).unwrap();
         let mut di = gpu.zeros::<IntOf<Cuda<P>>>(&out).unwrap();
         let mut ss = gpu.zeros::<f64>(&[1]).unwrap();
+        let mut dm = gpu.zeros::<i64>(&mshape).unwrap();
         // The same normalisation on the device arrays (c1, then c2).
         let mut masks = [&d1, &d2].into_iter();
         let norm = hnorm.map(|_| &dd, |_| masks.next().unwrap());
@@ -239,9 +297,31 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             best_index: &mut di,
             index: idx,
             ssum: &mut ss,
+            moments: Some(monomorph_core::Moments {
+                acc: &mut dm,
+                scale: mscale,
+            }),
         };
         gpu.score_max_update(&dc, norm, CorrWindow { shift: &shift }, rm)
             .unwrap();
+        // Moments: the same score per voxel to round-off (mean of one pass = the score).
+        let gm = gpu.download(&dm).unwrap();
+        let stat = |w: &[i64]| {
+            monomorph_core::algo::matching::voxel_statistics(w, 0.0, 1, mscale).expect("in range")
+                [0]
+        };
+        for (g, h) in gm
+            .as_slice()
+            .unwrap()
+            .chunks_exact(4)
+            .zip(hm.as_slice().unwrap().chunks_exact(4))
+        {
+            let (a, b) = (stat(g), stat(h));
+            assert!(
+                (a - b).abs() <= tol * (1.0 + b.abs()),
+                "norm {which}: moments {a} vs {b}"
+            );
+        }
         let gb = to_f64(&gpu.download(&db).unwrap());
         let d = max_abs_diff(&gb, &to_f64(&hb));
         assert!(d <= tol, "norm {which}: best differs by {d:e}");

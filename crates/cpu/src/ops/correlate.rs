@@ -38,6 +38,7 @@ widest_simd! {
         best: &mut [T],
         best_index: &mut [I],
         index: I,
+        moments: Option<(&mut [i64], [f64; 2])>,
     ) -> Result<f64> = host::score_max_update;
 }
 
@@ -51,6 +52,7 @@ widest_simd! {
         best_index: &mut [I],
         index: I,
         acc: &mut [f64; host::LANES],
+        moments: Option<(&mut [i64], [f64; 2])>,
     ) -> () = host::score_line;
 }
 
@@ -187,6 +189,7 @@ impl<P: Precision> Correlate for Cpu<P> {
             best_index,
             index,
             ssum,
+            moments,
         } = rm;
         self.install(|| {
             let oshape = best.shape().to_vec();
@@ -194,6 +197,13 @@ impl<P: Precision> Correlate for Cpu<P> {
             let row_len: usize = oshape[1..].iter().product::<usize>().max(1);
             let per = rows_per_task(oshape[0], row_len);
             let (c, fast) = (data("corr", corr)?, corr.shape());
+            let (mp, msc) = match moments {
+                Some(m) => (
+                    Some(SharedMut(data_mut("moments", m.acc)?.as_mut_ptr())),
+                    m.scale,
+                ),
+                None => (None, [1.0; 2]),
+            };
             let parts: Vec<f64> = data_mut("best", best)?
                 .par_chunks_mut(per * row_len)
                 .zip(data_mut("best_index", best_index)?.par_chunks_mut(per * row_len))
@@ -201,7 +211,18 @@ impl<P: Precision> Correlate for Cpu<P> {
                 .map(|(t, (b, bi))| {
                     let r0 = t * per;
                     let rows = r0..r0 + b.len() / row_len;
-                    score_rows(c, fast, &hn, window.shift, &oshape, rows, b, bi, index)
+                    let m = mp.as_ref().map(|p| {
+                        // SAFETY: the moments hold 4 words per voxel of `best` (checked); the
+                        // chunks of `best` are disjoint, so are these.
+                        let s = unsafe {
+                            std::slice::from_raw_parts_mut(
+                                p.get().add(4 * r0 * row_len),
+                                4 * b.len(),
+                            )
+                        };
+                        (s, msc)
+                    });
+                    score_rows(c, fast, &hn, window.shift, &oshape, rows, b, bi, index, m)
                 })
                 .collect::<Result<_>>()?;
             let s = data_mut("ssum", ssum)?;
@@ -274,6 +295,7 @@ impl<P: Precision> Correlate for Cpu<P> {
                 best_index,
                 index,
                 ssum,
+                moments,
             } = rm;
             let oshape = best.shape().to_vec();
             // The products transformed together: `spec`, then the normalisation's mask
@@ -297,6 +319,13 @@ impl<P: Precision> Correlate for Cpu<P> {
             let (n, nl) = (fast[d - 1], oshape[d - 1]);
             let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
             let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
+            let (mp, msc) = match moments {
+                Some(m) => (
+                    Some(SharedMut(data_mut("moments", m.acc)?.as_mut_ptr())),
+                    m.scale,
+                ),
+                None => (None, [1.0; 2]),
+            };
             let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<f64> {
                 let mut acc = [0.0f64; host::LANES];
                 for r in 0..outs[0].len() / n {
@@ -318,7 +347,14 @@ impl<P: Precision> Correlate for Cpu<P> {
                             std::slice::from_raw_parts_mut(bip.get().add(o), nl),
                         )
                     };
-                    score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc);
+                    let m = mp.as_ref().map(|p| {
+                        // SAFETY: as for `best` above, with 4 moment words per voxel of the
+                        // line (the moments' shape is checked).
+                        let s =
+                            unsafe { std::slice::from_raw_parts_mut(p.get().add(4 * o), 4 * nl) };
+                        (s, msc)
+                    });
+                    score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc, m);
                 }
                 Ok(host::fold_lanes(&acc))
             };

@@ -242,6 +242,7 @@ impl<P: Precision> Correlate for Cuda<P> {
             best_index,
             index,
             ssum,
+            moments,
         } = rm;
         let g = window_geom(corr.shape(), best.shape(), window.shift)?;
         let total = best.len();
@@ -253,6 +254,11 @@ impl<P: Precision> Correlate for Cuda<P> {
         let (s32, s64) = Self::push_float(a.scale);
         let ib = bytemuck::bytes_of(&index);
         let (i32v, i64v): (i32, i64);
+        let (has_mom, [m1, m2]) = match &moments {
+            Some(m) => (1i32, m.scale),
+            None => (0i32, [1.0; 2]),
+        };
+        let mut mom_acc = moments.map(|m| m.acc);
         let (t64, cfg) = (total as i64, self.grid(total));
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&corr.buf)
@@ -277,8 +283,19 @@ impl<P: Precision> Correlate for Cuda<P> {
             i64v = bytemuck::pod_read_unaligned(ib);
             l.arg(&i64v);
         }
-        l.arg(&t64).arg(&mut ssum.buf);
-        // SAFETY: grid reads are reduced modulo the grid; outputs hold `total` values.
+        l.arg(&t64).arg(&mut ssum.buf).arg(&has_mom);
+        match mom_acc.as_mut() {
+            Some(a) => {
+                l.arg(&mut a.buf);
+            }
+            // The kernel does not touch `mom` without `has_mom`: any device pointer will do.
+            None => {
+                l.arg(&corr.buf);
+            }
+        }
+        l.arg(&m1).arg(&m2);
+        // SAFETY: grid reads are reduced modulo the grid; outputs hold `total` values (the
+        // moments 4 per value, checked).
         unsafe { l.launch(cfg) }.ck()?;
         Ok(())
     }

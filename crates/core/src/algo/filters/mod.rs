@@ -29,10 +29,12 @@ pub mod bandpass;
 pub mod compose;
 pub mod ctf;
 pub mod grid;
-mod npy_rng;
+pub(crate) mod npy_rng;
+mod npy_ziggurat;
 pub mod spline;
 pub mod wedge;
 pub mod whitening;
 
 pub use compose::{AxisOrder, CtfSpec, FilterSpec, Filters, TiltWeighting, WedgeSpec};
 pub use ctf::{CtfCorrection, Microscope, TiltCtf};
+pub use npy_rng::standard_normal_f32;

@@ -134,6 +134,58 @@ impl Pcg64 {
     }
 }
 
+/// `default_rng(seed).standard_normal(n, dtype=np.float32)`, bit for bit: numpy's float32
+/// ziggurat (`random_standard_normal_f`) over PCG64's buffered 32-bit outputs, with its
+/// tables ([`super::npy_ziggurat`]), its tail (`log1pf`) and its rejection test against
+/// `exp` in double precision.
+pub fn standard_normal_f32(seed: u32, n: usize) -> Vec<f32> {
+    use super::npy_ziggurat::{FI_FLOAT, KI_FLOAT, WI_FLOAT};
+    const R: f32 = 3.654_152_9; // ziggurat_nor_r_f
+    const INV_R: f32 = 0.273_661_24; // ziggurat_nor_inv_r_f
+    let mut g = Pcg64::new(seed);
+    let next_float = |g: &mut Pcg64| (g.next_u32() >> 8) as f32 * (1.0 / 16_777_216.0);
+    let (wi, fi) = (
+        |i: usize| f32::from_bits(WI_FLOAT[i]),
+        |i: usize| f32::from_bits(FI_FLOAT[i]),
+    );
+    (0..n)
+        .map(|_| {
+            loop {
+                let r = g.next_u32();
+                let idx = (r & 0xff) as usize;
+                let sign = (r >> 8) & 1;
+                let rabs = (r >> 9) & 0x007f_ffff;
+                let mut x = rabs as f32 * wi(idx);
+                if sign == 1 {
+                    x = -x;
+                }
+                if rabs < KI_FLOAT[idx] {
+                    break x;
+                }
+                if idx == 0 {
+                    break loop {
+                        let xx = -INV_R * (-next_float(&mut g)).ln_1p();
+                        let yy = -(-next_float(&mut g)).ln_1p();
+                        if yy + yy > xx * xx {
+                            break if (rabs >> 8) & 1 == 1 {
+                                -(R + xx)
+                            } else {
+                                R + xx
+                            };
+                        }
+                    };
+                }
+                let u = next_float(&mut g);
+                if (((fi(idx - 1) - fi(idx)) * u + fi(idx)) as f64)
+                    < (-0.5 * x as f64 * x as f64).exp()
+                {
+                    break x;
+                }
+            }
+        })
+        .collect()
+}
+
 /// `np.sort(default_rng(seed).choice(n, k, replace=False))` (`k <= n`).
 pub fn choose_sorted(seed: u32, n: usize, k: usize) -> Vec<usize> {
     let mut g = Pcg64::new(seed);

@@ -115,6 +115,8 @@ fn upload_weight<B: Backend>(b: &B, mut w: ArrayD<f64>, shape: &[usize]) -> Resu
 pub(super) struct TemplateFilter<B: Backend> {
     plan: B::Fft,
     weight: Arr<B, C<B>>,
+    /// `max |H|`: the filter scales a template's 2-norm by at most this.
+    gain: f64,
 }
 
 /// The two template-box spectra [`TemplateFilter::apply`] works in (one set per job).
@@ -133,10 +135,16 @@ impl<B: Backend> TemplateFilter<B> {
     ) -> Result<Option<Self>> {
         let w = checked_weight("template filter", filters.template_weight(tshape)?, tshape)?;
         let Some(w) = w else { return Ok(None) };
+        let gain = w.iter().fold(0.0f64, |a, v| a.max(v.abs()));
         let axes: Vec<usize> = (0..tshape.len()).collect();
         let plan = b.fft_plan(tshape, &axes)?;
         let weight = upload_weight(b, w, tshape)?;
-        Ok(Some(TemplateFilter { plan, weight }))
+        Ok(Some(TemplateFilter { plan, weight, gain }))
+    }
+
+    /// `max |H|` of the weight (the symmetrised weight's is no larger).
+    pub(super) fn gain(&self) -> f64 {
+        self.gain
     }
 
     /// Bytes of the weight and of one job's [`TemplateFilterBuffers`] (three template-box half

@@ -82,17 +82,21 @@ use crate::dtype::{Index, Real};
 use crate::error::{Error, Result};
 use crate::shape::fast_shape;
 
+mod background;
 mod filter;
 mod plan;
 mod prepare;
 mod run;
 mod state;
+mod stats;
 
+pub use background::{Background, BackgroundScores, apply_background, background_grid};
 pub use filter::symmetrize_half_grid;
 pub use plan::estimate_bytes;
 use plan::{Job, plan_jobs};
 use prepare::prepare;
 use run::run_job;
+pub use stats::{MAX_ROTATIONS, ScoreMoments, ScoreStatistics, statistics, voxel_statistics};
 
 /// The scores pytme offers (its names and maths, `tme/matching_scores.py` in pytme 0.3.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -214,6 +218,13 @@ pub struct MatchParams<'a, B: Backend> {
     /// Fourier-space filters of the template (per rotation) and the target (once); none if
     /// `None`.
     pub filters: Option<&'a dyn crate::algo::filters::SpectralFilter>,
+    /// Accumulate per-voxel statistics of the score over the rotations
+    /// ([`MatchResult::moments`], [`MatchResult::statistics`]; see `stats.rs` for the exact
+    /// fixed-point sums and their memory, 32 bytes per voxel).
+    pub score_stats: bool,
+    /// Background correction of the scores (pytme's `--background-correction`; see
+    /// [`Background`]); none if `None`. Not with MCC or pre-rotated templates.
+    pub background: Option<Background>,
 }
 
 impl<'a, B: Backend> MatchParams<'a, B> {
@@ -232,6 +243,8 @@ impl<'a, B: Backend> MatchParams<'a, B> {
             mcc_overlap_ratio: 0.3,
             progress: None,
             filters: None,
+            score_stats: false,
+            background: None,
         }
     }
 }
@@ -260,6 +273,46 @@ pub struct MatchResult<B: Backend> {
     pub ssum_parts: Vec<f64>,
     /// Number of tiles the target was split into (1 = untiled).
     pub tiles: usize,
+    /// With [`MatchParams::score_stats`]: the per-voxel sums of the scores and their squares
+    /// over the rotations, exact fixed point (sums of disjoint rotation sets add up exactly:
+    /// [`host::moments_merge`](crate::backend::host::moments_merge)).
+    pub moments: Option<ScoreMoments<B>>,
+    /// From [`match_template_raw`] with [`MatchParams::background`]: the background scores
+    /// still to subtract ([`apply_background`], once every rotation's are merged in);
+    /// [`match_template`] has applied them and leaves `None`.
+    pub background: Option<BackgroundScores<B>>,
+    /// After [`MatchResult::apply_background`]: the per-voxel shift subtracted from the scores
+    /// (`bg − mean(bg)`); [`MatchResult::statistics`] shifts the mean by it too, so the
+    /// statistics describe the corrected scores and the z-score is unchanged.
+    pub background_shift: Option<Arr<B, FloatOf<B>>>,
+}
+
+impl<B: Backend> MatchResult<B> {
+    /// Mean, standard deviation and z-score of the best score per voxel over the rotations
+    /// (`None` without [`MatchParams::score_stats`]); see [`statistics`].
+    pub fn statistics(&self, b: &B) -> Result<Option<ScoreStatistics<B>>> {
+        match &self.moments {
+            Some(m) => statistics(
+                b,
+                m,
+                &self.scores,
+                self.background_shift.as_ref(),
+                self.n_rotations,
+            )
+            .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Subtracts the background ([`MatchResult::background`], taken) from the scores, once
+    /// every rotation's background is merged in; keeps the shift
+    /// ([`MatchResult::background_shift`]). Nothing without a background.
+    pub fn apply_background(&mut self, b: &B) -> Result<()> {
+        if let Some(bg) = self.background.take() {
+            self.background_shift = Some(apply_background(b, &mut self.scores, &bg)?);
+        }
+        Ok(())
+    }
 }
 
 /// The (real, complex) FFT-grid arrays the first job of this run allocates, and those the
@@ -369,11 +422,40 @@ pub fn match_template<B: Backend>(
     template: &Arr<B, FloatOf<B>>,
     params: &MatchParams<'_, B>,
 ) -> Result<MatchResult<B>> {
+    let mut r = match_template_raw(b, target, template, params)?;
+    r.apply_background(b)?;
+    Ok(r)
+}
+
+/// [`match_template`] without the step that needs every rotation's result: with
+/// [`MatchParams::background`] the scores are returned uncorrected, with the background
+/// scores in [`MatchResult::background`]. For a caller that splits the rotations (MPI ranks,
+/// list items): merge the parts' maps (background: the greater value) and then call
+/// [`MatchResult::apply_background`] once.
+pub fn match_template_raw<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    template: &Arr<B, FloatOf<B>>,
+    params: &MatchParams<'_, B>,
+) -> Result<MatchResult<B>> {
     let prep = prepare(b, target, template, params)?;
     let ts = target.shape().to_vec();
     let tshape = template.shape().to_vec();
     let limit = memory_limit(b, params);
     let fsize = std::mem::size_of::<FloatOf<B>>();
+    let scales = if params.score_stats {
+        stats::check_rotations(params.rotations.len())?;
+        Some(stats::moment_scales(b, &prep, params, &tshape)?)
+    } else {
+        None
+    };
+    // The moments take 32 bytes per voxel of the target and of each tile's box, where the
+    // index maps take size_of::<IntOf<B>>().
+    let per_voxel = std::mem::size_of::<IntOf<B>>()
+        + scales.map_or(0, |_| stats::moment_bytes(1) as usize)
+        + params
+            .background
+            .map_or(0, |_| fsize + std::mem::size_of::<IntOf<B>>());
     let (mut jobs, tiled) = plan_jobs(
         params.score,
         &ts,
@@ -381,7 +463,7 @@ pub fn match_template<B: Backend>(
         params.pad_edges,
         limit,
         params.tile_shape.as_deref(),
-        (fsize, std::mem::size_of::<IntOf<B>>()),
+        (fsize, per_voxel),
         job_fixed_bytes(&prep, &tshape, fsize),
     )?;
     shift_windows(&mut jobs, &prep.origin);
@@ -400,6 +482,18 @@ pub fn match_template<B: Backend>(
     let none = IntOf::<B>::from_i64(-1);
     let mut scores = b.full(&ts, lowest)?;
     let mut index = b.full(&ts, none)?;
+    let with4 = |s: &[usize]| -> Vec<usize> { s.iter().copied().chain([4]).collect() };
+    let mut moments = match scales {
+        Some(_) => Some(b.zeros::<i64>(&with4(&ts))?),
+        None => None,
+    };
+    let bg_grid = params
+        .background
+        .map(|_| background_grid(&ts, &tshape, params.pad_edges));
+    let mut bg_map = match &bg_grid {
+        Some((g, _)) => Some(b.zeros::<FloatOf<B>>(g)?),
+        None => None,
+    };
     for (j, job) in jobs.iter().enumerate() {
         let progress = |r: usize| -> Result<()> {
             if let Some(cb) = params.progress
@@ -412,7 +506,10 @@ pub fn match_template<B: Backend>(
             }
             Ok(())
         };
-        let mut run = |best: &mut Arr<B, FloatOf<B>>, best_index: &mut Arr<B, IntOf<B>>| {
+        let mut run = |best: &mut Arr<B, FloatOf<B>>,
+                       best_index: &mut Arr<B, IntOf<B>>,
+                       mom: Option<&mut Arr<B, i64>>,
+                       bg: Option<&mut Arr<B, FloatOf<B>>>| {
             run_job(
                 b,
                 &prep,
@@ -420,30 +517,50 @@ pub fn match_template<B: Backend>(
                 job,
                 ext,
                 &tshape,
-                best,
-                best_index,
+                (best, best_index, mom.zip(scales)),
                 (&mut ssum, &mut ssum_parts),
+                bg,
                 &progress,
             )
         };
         if !tiled && job.out_shape == ts {
-            // The output box is the target: update the result maps in place.
-            run(&mut scores, &mut index)?;
+            // The output box is the target: update the result maps in place (the background
+            // grid is the target too: padded edges, or a target of fast lengths).
+            run(&mut scores, &mut index, moments.as_mut(), bg_map.as_mut())?;
             continue;
         }
         let mut s = b.full(&job.out_shape, lowest)?;
         let mut ix = b.full(&job.out_shape, none)?;
-        run(&mut s, &mut ix)?;
+        let mut mo = match scales {
+            Some(_) => Some(b.zeros::<i64>(&with4(&job.out_shape))?),
+            None => None,
+        };
+        // The background starts at 0 (pytme's `scores_alt`), in every box of its grid.
+        let mut bg = match &bg_map {
+            Some(_) => Some(b.zeros::<FloatOf<B>>(&job.out_shape)?),
+            None => None,
+        };
+        run(&mut s, &mut ix, mo.as_mut(), bg.as_mut())?;
+        if let (Some(bg), Some(map)) = (&bg, bg_map.as_mut()) {
+            b.insert_block(bg, &job.out_offset, map)?;
+        }
+        let moff: Vec<usize> = job.out_offset.iter().copied().chain([0]).collect();
         match &job.keep {
             None => {}
             Some(_) if !tiled => {
                 // The whole FFT grid was scored: its corner is the target.
                 b.crop(&s, &job.out_offset, &mut scores)?;
                 b.crop(&ix, &job.out_offset, &mut index)?;
+                if let (Some(mo), Some(m)) = (&mo, moments.as_mut()) {
+                    b.crop(mo, &moff, m)?;
+                }
             }
             Some(_) => {
                 b.insert_block(&s, &job.out_offset, &mut scores)?;
                 b.insert_block(&ix, &job.out_offset, &mut index)?;
+                if let (Some(mo), Some(m)) = (&mo, moments.as_mut()) {
+                    b.insert_block(mo, &moff, m)?;
+                }
             }
         }
     }
@@ -458,6 +575,13 @@ pub fn match_template<B: Backend>(
         ssum: ssum_total / (voxels as f64 * nrot as f64),
         ssum_parts,
         tiles: jobs.len(),
+        moments: moments
+            .zip(scales)
+            .map(|(acc, scale)| ScoreMoments { acc, scale }),
+        background: bg_map
+            .zip(bg_grid)
+            .map(|(map, (_, count))| BackgroundScores { map, count }),
+        background_shift: None,
     })
 }
 

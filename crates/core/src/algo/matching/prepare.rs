@@ -22,6 +22,9 @@ pub(super) struct Prepared<B: Backend> {
     pub(super) template_src: Arr<B, FloatOf<B>>,
     pub(super) mask: Arr<B, FloatOf<B>>,
     pub(super) mask_sum: f64,
+    /// The phase-scrambled template of a background correction, preprocessed like
+    /// `template_src` (`background.rs`).
+    pub(super) background_src: Option<Arr<B, FloatOf<B>>>,
 }
 
 fn check_finite<B: Backend>(b: &B, what: &str, a: &Arr<B, FloatOf<B>>) -> Result<()> {
@@ -216,8 +219,23 @@ pub(super) fn prepare<B: Backend>(
         None => None,
     };
 
+    if p.background.is_some() && (p.prerotated.is_some() || p.score == Score::MCC) {
+        return Err(Error::invalid(
+            "background_correction",
+            format!(
+                "phase scrambling needs a template to rotate and a score other than MCC (got {}{})",
+                p.score,
+                if p.prerotated.is_some() {
+                    " with pre-rotated templates"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
     // Template preprocessing (not for pre-rotated volumes: they are already preprocessed).
     let mut tsrc = b.duplicate(template)?;
+    let mut background_src = None;
     if let Some(pr) = &p.prerotated {
         let n = p.rotations.len();
         if pr.templates.len() != n {
@@ -264,6 +282,14 @@ pub(super) fn prepare<B: Backend>(
             Score::CAM => standardize_global(b, &mut tsrc, None)?,
             _ => {}
         }
+        // pytme scrambles the template after the score's setup preprocessed it.
+        if p.background.is_some() {
+            let mut bg = super::background::scramble_phases(b, &tsrc)?;
+            if p.interpolation == Interpolation::Cubic {
+                b.spline_prefilter(&mut bg)?;
+            }
+            background_src = Some(bg);
+        }
         if p.interpolation == Interpolation::Cubic {
             b.spline_prefilter(&mut tsrc)?;
         }
@@ -276,6 +302,7 @@ pub(super) fn prepare<B: Backend>(
         template_src: tsrc,
         mask,
         mask_sum,
+        background_src,
     })
 }
 

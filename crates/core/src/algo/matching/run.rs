@@ -1,6 +1,8 @@
 //! The loop: every rotation of one job through its score's [`ScoreState`].
 
-use crate::backend::{Arr, Backend, CorrWindow, FloatOf, IntOf, WindowExtension};
+use crate::backend::{
+    Arr, ArrayMeta, Backend, CorrWindow, FloatOf, IntOf, Moments, WindowExtension,
+};
 use crate::dtype::Index;
 use crate::error::{Error, Result};
 
@@ -10,7 +12,8 @@ use super::prepare::{Prepared, pull_back};
 use super::state::{RunningMax, ScoreState};
 
 /// Runs every rotation on one job, updating `best`/`best_index` (the job's output shape) and
-/// pushing one Σ score² per rotation to `ssum_parts` (each summed into the zeroed 1-element
+/// the moments (its shape + `[4]`, with their scales) when given, and pushing one Σ score² per
+/// rotation to `ssum_parts` (each summed into the zeroed 1-element
 /// `ssum`, kept on the device and read back once per job, not once per rotation).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_job<B: Backend>(
@@ -20,9 +23,13 @@ pub(super) fn run_job<B: Backend>(
     job: &Job,
     ext: WindowExtension<'_>,
     tshape: &[usize],
-    best: &mut Arr<B, FloatOf<B>>,
-    best_index: &mut Arr<B, IntOf<B>>,
+    (best, best_index, mut moments): (
+        &mut Arr<B, FloatOf<B>>,
+        &mut Arr<B, IntOf<B>>,
+        Option<(&mut Arr<B, i64>, [f64; 2])>,
+    ),
     (ssum, ssum_parts): (&mut Arr<B, f64>, &mut Vec<f64>),
+    mut background: Option<&mut Arr<B, FloatOf<B>>>,
     progress: &dyn Fn(usize) -> Result<()>,
 ) -> Result<()> {
     let (mut grid, mut state, _) = ScoreState::new(b, p, prep, job, ext, tshape)?;
@@ -34,6 +41,12 @@ pub(super) fn run_job<B: Backend>(
     let mut filter_bufs = match &prep.template_filter {
         Some(f) => Some(f.buffers(b)?),
         None => None,
+    };
+    // The background pass's index map and Σ score² are not results (pytme's `ssum` has the
+    // template's scores only).
+    let mut bg_aux = match (&background, &prep.background_src) {
+        (Some(bg), Some(_)) => Some((b.zeros::<IntOf<B>>(bg.shape())?, b.zeros::<f64>(&[1])?)),
+        _ => None,
     };
     for r in 0..p.rotations.len() {
         let (m, off) = pull_back(p.rotations.matrix(r), tshape, single);
@@ -63,9 +76,35 @@ pub(super) fn run_job<B: Backend>(
             best_index: &mut *best_index,
             index: idx::<B>(r)?,
             ssum: &mut *ssum,
+            moments: moments.as_mut().map(|(acc, scale)| Moments {
+                acc: &mut **acc,
+                scale: *scale,
+            }),
         };
         state.score(b, &mut grid, tshape, &mut tbox, n, window, rm)?;
         b.insert_block(ssum, &[r], &mut parts)?;
+        // The scrambled template, rotated, filtered, standardised and scored like the template
+        // (same mask and mask sum), into the background's running maximum.
+        if let (Some(bg), Some(src), Some((bix, bss))) = (
+            background.as_deref_mut(),
+            &prep.background_src,
+            bg_aux.as_mut(),
+        ) {
+            b.affine_transform(src, &m, &off, p.interpolation, &mut tbox)?;
+            if let (Some(f), Some(bufs)) = (&prep.template_filter, filter_bufs.as_mut()) {
+                f.apply(b, bufs, &mut tbox)?;
+            }
+            state.standardize(b, prep, &mut tbox, n, &mut scratch)?;
+            b.write_corner(&tbox, &mut grid.tpad)?;
+            let rm = RunningMax {
+                best: bg,
+                best_index: bix,
+                index: idx::<B>(r)?,
+                ssum: bss,
+                moments: None,
+            };
+            state.score(b, &mut grid, tshape, &mut tbox, n, window, rm)?;
+        }
         progress(r + 1)?;
     }
     ssum_parts.extend(b.download(&parts)?.iter().copied());

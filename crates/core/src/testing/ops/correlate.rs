@@ -40,6 +40,7 @@ pub fn running_max_strict<B: Backend>(b: &B) {
                 best_index: &mut idx,
                 index: IntOf::<B>::from_f64(k as f64),
                 ssum: &mut ssum,
+                moments: None,
             },
         )
         .expect("score_max_update");
@@ -152,6 +153,7 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
                         best_index: &mut idx,
                         index,
                         ssum: &mut ssum,
+                        moments: None,
                     };
                     b.irfft_score_max_update(&plan, &mut y, norm, &mut work, window, rm)
                         .expect("irfft_score_max_update");
@@ -187,6 +189,7 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
                         best_index: &mut idx,
                         index,
                         ssum: &mut ssum,
+                        moments: None,
                     };
                     b.score_max_update(&w0[0], norm, window, rm)
                         .expect("score_max_update");

@@ -535,6 +535,7 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         best_index: &mut idx_wrong,
         index,
         ssum: &mut ssum,
+        moments: None,
     };
     fails_with(
         b.score_max_update(&s44, scaled, w, rm),
@@ -545,6 +546,7 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         best_index: &mut idx,
         index,
         ssum: &mut ssum_wrong,
+        moments: None,
     };
     fails_with(
         b.score_max_update(&s44, scaled, w, rm),
@@ -555,6 +557,7 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         best_index: &mut idx,
         index,
         ssum: &mut ssum,
+        moments: None,
     };
     let den = Normalization::Denominator {
         scale,
@@ -603,6 +606,7 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         best_index: &mut big_idx,
         index,
         ssum: &mut ssum,
+        moments: None,
     };
     fails_with(
         b.irfft_score_max_update(
@@ -626,6 +630,7 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         best_index: &mut idx,
         index,
         ssum: &mut ssum,
+        moments: None,
     };
     let local = Normalization::Local {
         scale,

@@ -125,7 +125,23 @@ fn check_running_max<B: BackendTypes, T: Element, I: Index>(
         rm.best.shape(),
         rm.best_index.shape(),
     )?;
-    same_shape_named(|| format!("{op}: ssum"), &[1], rm.ssum.shape())
+    same_shape_named(|| format!("{op}: ssum"), &[1], rm.ssum.shape())?;
+    if let Some(m) = &rm.moments {
+        let mut want = rm.best.shape().to_vec();
+        want.push(4);
+        same_shape_named(
+            || format!("{op}: moments vs best + [4]"),
+            &want,
+            m.acc.shape(),
+        )?;
+        if !m.scale.iter().all(|s| s.is_finite() && *s > 0.0) {
+            return Err(Error::invalid(
+                format!("{op}: moments"),
+                format!("scales must be positive and finite (got {:?})", m.scale),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A normalisation's arrays (by shape): a denominator shaped like the output, the mask

@@ -92,6 +92,7 @@ pub fn score_max_update<T: Float, I: Index>(
     best: &mut [T],
     best_index: &mut [I],
     index: I,
+    mut moments: Option<(&mut [i64], [f64; 2])>,
 ) -> Result<f64> {
     let total: usize = fast.iter().product();
     if corr.len() != total {
@@ -108,6 +109,15 @@ pub fn score_max_update<T: Float, I: Index>(
             "best",
             format!("{} values", nrows * row_len),
             best.len(),
+        ));
+    }
+    if let Some((m, _)) = &moments
+        && m.len() != 4 * best.len()
+    {
+        return Err(Error::shape(
+            "moments",
+            format!("{} values", 4 * best.len()),
+            m.len(),
         ));
     }
     match *norm {
@@ -146,6 +156,9 @@ pub fn score_max_update<T: Float, I: Index>(
             &mut best_index[o0..o0 + nl],
             index,
             &mut acc,
+            moments
+                .as_mut()
+                .map(|(m, sc)| (&mut m[4 * o0..4 * (o0 + nl)], *sc)),
         );
     }
     Ok(fold_lanes(&acc))
@@ -165,7 +178,10 @@ pub fn fold_lanes(acc: &[f64; LANES]) -> f64 {
 /// [`line_runs`] of the last-axis map: output `j0..j0 + len` reads `c[src0..src0 + len]`.
 ///
 /// Always inlined, like [`score_max_update`], for `#[target_feature]` wrappers.
+/// `moments`: the line's [`Moments`](super::Moments) accumulators (4 per voxel) and scales,
+/// updated with the same scores ([`moments_add`]).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub fn score_line<T: Float, I: Index>(
     c: &[T],
     norm: &Norm<'_, T>,
@@ -174,14 +190,18 @@ pub fn score_line<T: Float, I: Index>(
     best_index: &mut [I],
     index: I,
     acc: &mut [f64; LANES],
+    mut moments: Option<(&mut [i64], [f64; 2])>,
 ) {
     for &(j0, src0, len) in segs {
         let c = &c[src0..src0 + len];
         let b = &mut best[j0..j0 + len];
         let bi = &mut best_index[j0..j0 + len];
+        let mom = moments
+            .as_mut()
+            .map(|(m, sc)| (&mut m[4 * j0..4 * (j0 + len)], *sc));
         match *norm {
             Normalization::Scaled { scale } => {
-                update_run(b, bi, index, acc, |k, s| {
+                update_run(b, bi, index, acc, mom, |k, s| {
                     for (o, &v) in s.iter_mut().zip(&c[k..]) {
                         *o = v * scale;
                     }
@@ -189,7 +209,7 @@ pub fn score_line<T: Float, I: Index>(
             }
             Normalization::Denominator { scale, inv_den } => {
                 let dd = &inv_den[j0..j0 + len];
-                update_run(b, bi, index, acc, |k, s| {
+                update_run(b, bi, index, acc, mom, |k, s| {
                     for ((o, &v), &d) in s.iter_mut().zip(&c[k..]).zip(&dd[k..]) {
                         *o = v * scale * d;
                     }
@@ -206,7 +226,7 @@ pub fn score_line<T: Float, I: Index>(
                 let k = f64_of(scale) / f64_of(n);
                 let kt = T::from_f64(k);
                 let (a1, a2) = (&c1[src0..src0 + len], &c2[src0..src0 + len]);
-                update_run(b, bi, index, acc, |j, s| {
+                update_run(b, bi, index, acc, mom, |j, s| {
                     for (((o, &v), &u1), &u2) in
                         s.iter_mut().zip(&c[j..]).zip(&a1[j..]).zip(&a2[j..])
                     {
@@ -239,6 +259,7 @@ fn update_run<T: Float, I: Index>(
     best_index: &mut [I],
     index: I,
     acc: &mut [f64; LANES],
+    mut moments: Option<(&mut [i64], [f64; 2])>,
     mut fill: impl FnMut(usize, &mut [T]),
 ) {
     const CH: usize = 64;
@@ -258,6 +279,11 @@ fn update_run<T: Float, I: Index>(
         for &v in ch.remainder() {
             acc[0] += f64_of(v * v);
         }
+        if let Some((acc4, sc)) = moments.as_mut() {
+            for (a, &v) in acc4[4 * k..4 * (k + m)].chunks_exact_mut(4).zip(s.iter()) {
+                moments_add(a, f64_of(v), *sc);
+            }
+        }
         for ((b, bi), &v) in best[k..k + m]
             .iter_mut()
             .zip(&mut best_index[k..k + m])
@@ -269,6 +295,64 @@ fn update_run<T: Float, I: Index>(
         }
         k += m;
     }
+}
+
+/// The largest magnitude a scaled score (or square) may have to be added as itself: `2⁶²`.
+pub const MOMENT_LIMIT: f64 = 4_611_686_018_427_387_904.0;
+/// What a scaled value beyond [`MOMENT_LIMIT`] (or NaN) adds instead: `2¹⁰⁰`. A sum of up to
+/// 2²⁴ in-range values stays below `2⁸⁶`, so a sum at or above `2⁹⁹` in magnitude holds a
+/// flag ([`moments_flagged`]) and never wraps (at most 2²⁴ flags).
+pub const MOMENT_FLAG: i128 = 1 << 100;
+
+/// `round(v)` (half to even) when `|v| ≤ 2⁶²`, else [`MOMENT_FLAG`] (also for NaN).
+#[inline(always)]
+pub fn moment_quantize(v: f64) -> i128 {
+    if v.abs() <= MOMENT_LIMIT {
+        v.round_ties_even() as i64 as i128
+    } else {
+        MOMENT_FLAG
+    }
+}
+
+/// The 128-bit value stored as `[low, high]` words.
+#[inline(always)]
+pub fn moment_word(w: &[i64]) -> i128 {
+    ((w[1] as i128) << 64) | (w[0] as u64 as i128)
+}
+
+/// Stores `v` as `[low, high]` words.
+#[inline(always)]
+pub fn set_moment_word(w: &mut [i64], v: i128) {
+    w[0] = v as u64 as i64;
+    w[1] = (v >> 64) as i64;
+}
+
+/// Adds one score `s` to a voxel's [`Moments`](super::Moments) accumulators `a` (4 words):
+/// `Σq₁ += round(s · scale[0])`, `Σq₂ += round(s² · scale[1])` ([`moment_quantize`]). Integer
+/// sums: exact, hence the same in any order.
+#[inline(always)]
+pub fn moments_add(a: &mut [i64], s: f64, scale: [f64; 2]) {
+    let q1 = moment_quantize(s * scale[0]);
+    let q2 = moment_quantize(s * s * scale[1]);
+    let s1 = moment_word(&a[0..2]).wrapping_add(q1);
+    let s2 = moment_word(&a[2..4]).wrapping_add(q2);
+    set_moment_word(&mut a[0..2], s1);
+    set_moment_word(&mut a[2..4], s2);
+}
+
+/// Adds accumulators `b` into `a` (same length, 4 words per voxel): the moments of the union
+/// of two disjoint sets of passes.
+pub fn moments_merge(a: &mut [i64], b: &[i64]) {
+    for (x, y) in a.chunks_exact_mut(2).zip(b.chunks_exact(2)) {
+        let v = moment_word(x).wrapping_add(moment_word(y));
+        set_moment_word(x, v);
+    }
+}
+
+/// `true` when a sum holds an out-of-range or NaN score ([`MOMENT_FLAG`]).
+#[inline]
+pub fn moments_flagged(sum: i128) -> bool {
+    sum.unsigned_abs() >= 1u128 << 99
 }
 
 /// `1 / (s · n)` of pytme's `norm_scores` from `C(f, m)`, `C(f², m)` (already scaled).

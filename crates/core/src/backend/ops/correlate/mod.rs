@@ -136,8 +136,8 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
 
     /// The matching inner loop's last pass, fused: reads the correlation `corr` (FFT grid)
     /// through `window`, normalises it by `norm`, and updates the running maximum `rm` (strict
-    /// `>`, NaN never wins; output shape); adds Σ score² over the output to `rm.ssum`.
-    /// Default: *host*. Checks: [`check_score_max_update`].
+    /// `>`, NaN never wins; output shape); adds Σ score² over the output to `rm.ssum`, and the
+    /// scores to `rm.moments` when given ([`Moments`]). Default: *host*. Checks: [`check_score_max_update`].
     fn score_max_update<T: Float, I: Index>(
         &self,
         corr: &Arr<Self, T>,
@@ -151,6 +151,7 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
             best_index,
             index,
             ssum,
+            moments,
         } = rm;
         let c = self.download(corr)?;
         let oshape = best.shape().to_vec();
@@ -158,6 +159,10 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
         let hn = hn.as_ref().try_map(|d| slice(d), |c| slice(c))?;
         let mut b = self.download(best)?;
         let mut bi = self.download(best_index)?;
+        let mut hm = match &moments {
+            Some(m) => Some((self.download(&*m.acc)?, m.scale)),
+            None => None,
+        };
         let s = host::score_max_update(
             slice(&c)?,
             corr.shape(),
@@ -168,7 +173,15 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
             slice_mut(&mut b)?,
             slice_mut(&mut bi)?,
             index,
+            match hm.as_mut() {
+                Some((a, sc)) => Some((slice_mut(a)?, *sc)),
+                None => None,
+            },
         )?;
+        if let (Some(m), Some((a, _))) = (moments, hm) {
+            let up = self.upload(a.view())?;
+            self.copy(&up, m.acc)?;
+        }
         let mut ss = self.download(ssum)?;
         slice_mut(&mut ss)?[0] += s;
         let (ub, ubi, us) = (

@@ -142,8 +142,9 @@ pub type SpectralNorm<'a, B> =
     Normalization<FloatOf<B>, &'a Arr<B, FloatOf<B>>, &'a mut CorrSpectrum<B>>;
 
 /// The running maximum a score pass updates: the best score and its rotation per output voxel
-/// (`best`, `best_index`, the output shape), the rotation's `index`, and the 1-element f64
-/// accumulator `ssum` the pass adds Σ score² over the output to.
+/// (`best`, `best_index`, the output shape), the rotation's `index`, the 1-element f64
+/// accumulator `ssum` the pass adds Σ score² over the output to, and optionally the per-voxel
+/// moments of the scores ([`Moments`]).
 pub struct RunningMax<'a, B: BackendTypes, T: Element, I: Index> {
     /// Best score so far (strict `>`, NaN never wins).
     pub best: &'a mut Arr<B, T>,
@@ -153,6 +154,9 @@ pub struct RunningMax<'a, B: BackendTypes, T: Element, I: Index> {
     pub index: I,
     /// Shape `(1,)`: Σ score² is added to it.
     pub ssum: &'a mut Arr<B, f64>,
+    /// Per-voxel Σ score and Σ score² in exact fixed point, updated in the same pass; `None`
+    /// to skip.
+    pub moments: Option<Moments<'a, B>>,
 }
 
 impl<B: BackendTypes, T: Element, I: Index> RunningMax<'_, B, T, I> {
@@ -163,8 +167,27 @@ impl<B: BackendTypes, T: Element, I: Index> RunningMax<'_, B, T, I> {
             best_index: &mut *self.best_index,
             index: self.index,
             ssum: &mut *self.ssum,
+            moments: self.moments.as_mut().map(|m| Moments {
+                acc: &mut *m.acc,
+                scale: m.scale,
+            }),
         }
     }
+}
+
+/// Per output voxel, the sums of the scores and of their squares over the passes, as exact
+/// 128-bit fixed-point integers, so that sums of disjoint sets of passes (tiles are disjoint
+/// voxels; MPI ranks and list items are disjoint rotations) add up to the same bits in any
+/// order. A pass adds, per voxel, `q₁ = round(s · scale[0])` and `q₂ = round(s² · scale[1])`
+/// (`s` widened to f64; `s²` exact for f32 scores; round half to even) when `|q| ≤ 2⁶²`, else
+/// the flag `2¹⁰⁰` (out of range, or NaN), which [`host::moments_add`](super::host::moments_add)
+/// documents and the reader checks.
+pub struct Moments<'a, B: BackendTypes> {
+    /// Shape `out + [4]`: per voxel `[Σq₁ low 64 bits, Σq₁ high 64 bits, Σq₂ low, Σq₂ high]`,
+    /// two's complement (the low words are unsigned bits stored in `i64`).
+    pub acc: &'a mut Arr<B, i64>,
+    /// The powers of two `[2^k₁, 2^k₂]` the scores and their squares are scaled by.
+    pub scale: [f64; 2],
 }
 
 /// Products written by
