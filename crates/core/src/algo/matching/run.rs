@@ -90,7 +90,7 @@ pub(super) fn run_job<B: Backend>(
             &prep.background_src,
             bg_aux.as_mut(),
         ) {
-            b.affine_transform(src, &m, &off, p.interpolation, &mut tbox)?;
+            b.affine_transform_reversed(src, &m, &off, p.interpolation, &mut tbox)?;
             if let (Some(f), Some(bufs)) = (&prep.template_filter, filter_bufs.as_mut()) {
                 f.apply(b, bufs, &mut tbox)?;
             }
