@@ -426,9 +426,16 @@ impl Coord {
                 });
                 m.ssum.push((p.start, p.len, p.ssum_parts.clone()));
                 m.seconds += seconds;
-                match m.maps.as_mut() {
+                let merged = match m.maps.as_mut() {
                     Some(acc) => merge_into(acc, p),
-                    None => m.maps = Some(p),
+                    None => {
+                        m.maps = Some(p);
+                        Ok(())
+                    }
+                };
+                if let Err(e) = merged {
+                    self.fail(0, e.code, e.message);
+                    return;
                 }
                 m.left -= 1;
                 if m.left == 0 {

@@ -114,6 +114,44 @@ impl Watch {
 /// ranks exit: a launcher may kill rank 0 as soon as another rank exits non-zero).
 pub static PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether this process runs as one of several MPI ranks.
+pub fn under_mpi() -> bool {
+    #[cfg(feature = "mpi")]
+    {
+        world().is_some()
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        false
+    }
+}
+
+/// This process's rank on its node, from the launcher's environment (Open MPI, Slurm, MPICH,
+/// PMIx), or `None` when the launcher does not say.
+pub fn local_rank() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+        "PMIX_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// The CUDA device of node-local rank `local`: the `local`-th of `--devices` (modulo its
+/// length) when given, else `local` modulo the `visible` devices.
+pub fn rank_device(
+    local: usize,
+    devices: Option<&super::workers::Devices>,
+    visible: usize,
+) -> usize {
+    match devices {
+        Some(d) if !d.0.is_empty() => d.0[local % d.0.len()],
+        _ => local % visible.max(1),
+    }
+}
+
 /// Without MPI there is nothing to agree with: `local` itself.
 #[cfg(not(feature = "mpi"))]
 pub fn agree_all<T>(local: super::CliResult<T>) -> super::CliResult<T> {
