@@ -1,5 +1,5 @@
 //! The rotation set split into contiguous ranges, and the exact merge of the ranges' results:
-//! what MPI ranks ([`crate::dist`], feature `mpi`), the command's device threads
+//! what MPI ranks (`monomorph::dist`, feature `mpi`), the command's device threads
 //! (`--devices`) and its list scheduler all use, so there is one merge rule.
 //!
 //! A merged result is bit-identical to

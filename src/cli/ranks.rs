@@ -388,7 +388,8 @@ mod with_mpi {
             });
             // Every rank reports its end (whatever the outcome) and rank 0 waits for all of
             // them, so no report is left unreceived and the bar reaches every rank's count.
-            if let Some(all) = reports.finish() {
+            let counted = reports.finish();
+            if let Some(all) = counted {
                 pb.set_position(all);
             }
             let match_s = t0.elapsed().as_secs_f64();
@@ -434,6 +435,9 @@ mod with_mpi {
                     "merge_s": merge_s,
                     "rotations_per_rank": ranges.iter().map(|r| r.len()).collect::<Vec<_>>(),
                     "ran": ran,
+                    // What rank 0's bar counted: every rank's rotations at the end, and the
+                    // reports that moved it while the ranks ran.
+                    "progress": { "counted": counted, "reports": reports.received() },
                 }));
             }
             Ok(m)
@@ -457,6 +461,8 @@ mod with_mpi {
         lens: Vec<usize>,
         /// Rank 0: each rank's last (done, total, finished).
         seen: std::sync::Mutex<Vec<(u64, u64, bool)>>,
+        /// Rank 0: reports received from each rank before its end (run.json).
+        reports: std::sync::Mutex<Vec<u64>>,
         /// Other ranks: when this rank last reported, and its last step.
         last: std::sync::Mutex<(std::time::Instant, [i64; 2])>,
     }
@@ -469,6 +475,7 @@ mod with_mpi {
                 rank: world.rank(),
                 lens,
                 seen: std::sync::Mutex::new(seen),
+                reports: std::sync::Mutex::new(vec![0; ranges.len()]),
                 last: std::sync::Mutex::new((std::time::Instant::now(), [0, 0])),
             }
         }
@@ -491,13 +498,14 @@ mod with_mpi {
         fn drain(&self, seen: &mut [(u64, u64, bool)], wait_for_all: bool) {
             // On the thread that called MPI (funneled), like every progress callback.
             let world = SimpleCommunicator::world();
+            let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
             loop {
                 let pending = seen.iter().skip(1).any(|s| !s.2);
                 if wait_for_all && pending {
                     let (v, st) = world
                         .any_process()
                         .receive_vec_with_tag::<i64>(PROGRESS_TAG);
-                    Self::note(seen, st.source_rank(), &v);
+                    Self::note(seen, &mut reports, st.source_rank(), &v);
                     continue;
                 }
                 let Some(m) = world
@@ -507,14 +515,25 @@ mod with_mpi {
                     return;
                 };
                 let (v, st) = m.matched_receive_vec::<i64>();
-                Self::note(seen, st.source_rank(), &v);
+                Self::note(seen, &mut reports, st.source_rank(), &v);
             }
         }
 
-        fn note(seen: &mut [(u64, u64, bool)], from: i32, v: &[i64]) {
+        fn note(seen: &mut [(u64, u64, bool)], reports: &mut [u64], from: i32, v: &[i64]) {
             if let (Some(s), [d, t, f]) = (seen.get_mut(from as usize), v) {
                 *s = (*d as u64, *t as u64, *f != 0);
+                if *f == 0 {
+                    reports[from as usize] += 1;
+                }
             }
+        }
+
+        /// Rank 0, after [`Reports::finish`]: the reports each rank sent before its end.
+        fn received(&self) -> Vec<u64> {
+            self.reports
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
         }
 
         /// After a step of this rank: rank 0 counts (`Some`: every rank's rotations so far);
@@ -553,5 +572,23 @@ mod with_mpi {
                 .send_with_tag(&msg[..], PROGRESS_TAG);
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_take_devices_by_node_local_rank() {
+        use super::super::workers::Devices;
+        // Without --devices: the local rank modulo the visible devices.
+        let got: Vec<usize> = (0..6).map(|l| rank_device(l, None, 4)).collect();
+        assert_eq!(got, [0, 1, 2, 3, 0, 1]);
+        // With --devices 2,3: local rank i takes the i-th, in turn.
+        let d = Devices(vec![2, 3]);
+        let got: Vec<usize> = (0..5).map(|l| rank_device(l, Some(&d), 4)).collect();
+        assert_eq!(got, [2, 3, 2, 3, 2]);
+        assert_eq!(rank_device(3, None, 0), 0);
     }
 }
