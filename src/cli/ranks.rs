@@ -130,6 +130,7 @@ pub fn under_mpi() -> bool {
 
 /// This process's rank on its node, from the launcher's environment (Open MPI, Slurm, MPICH,
 /// PMIx), or `None` when the launcher does not say.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn local_rank() -> Option<usize> {
     [
         "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -143,6 +144,7 @@ pub fn local_rank() -> Option<usize> {
 
 /// The CUDA device of node-local rank `local`: the `local`-th of `--devices` (modulo its
 /// length) when given, else `local` modulo the `visible` devices.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn rank_device(
     local: usize,
     devices: Option<&super::workers::Devices>,
@@ -386,17 +388,18 @@ mod with_mpi {
                 let _s = info_span!("match_part").entered();
                 dist::match_part(world, b, &up.target, &up.template, &params)
             });
+            let match_s = t0.elapsed().as_secs_f64();
+            let local = watch.outcome(local, mem);
+            if matches!(&local, Err(e) if !super::is_echo(e)) {
+                // This rank failed: the others stop within a rotation, not at their loops' end
+                // (before rank 0 waits for their ends below).
+                dist::send_stop(world);
+            }
             // Every rank reports its end (whatever the outcome) and rank 0 waits for all of
             // them, so no report is left unreceived and the bar reaches every rank's count.
             let counted = reports.finish();
             if let Some(all) = counted {
                 pb.set_position(all);
-            }
-            let match_s = t0.elapsed().as_secs_f64();
-            let local = watch.outcome(local, mem);
-            if matches!(&local, Err(e) if !super::is_echo(e)) {
-                // This rank failed: the others stop within a rotation, not at their loops' end.
-                dist::send_stop(world);
             }
             let part = agree_echo(world, local)?;
             pb.finish_and_clear();

@@ -63,7 +63,9 @@ fn device_threads_match_one_device_byte_for_byte() {
                 assert_eq!(got[k], info[k], "{name}, --devices {devs}: run.json {k}");
             }
             // Which device ran which rotations: the list's order, contiguous ranges.
-            let w = got["devices"]["workers"].as_array().expect("devices.workers");
+            let w = got["devices"]["workers"]
+                .as_array()
+                .expect("devices.workers");
             let ids: Vec<String> = w.iter().map(|x| x["device"].to_string()).collect();
             assert_eq!(ids.join(","), devs, "{got}");
             let mut at = 0;

@@ -383,27 +383,32 @@ fn mpi_a_rank_failing_mid_loop_stops_every_rank_fast() {
         out.to_str().unwrap(),
         "-q",
     ];
-    let started = Instant::now();
-    let mut c = mpirun();
-    c.args(["-q", "--timeout", "100", "-n", "1"])
-        .arg(&bin)
-        .args(args);
-    c.args([":", "-n", "1", "env", "MONOMORPH_TEST_FAIL_AFTER=2"])
-        .arg(&bin)
-        .args(args);
-    c.args([":", "-n", "1"]).arg(&bin).args(args);
-    let o = c.output().expect("spawn mpirun");
-    let took = started.elapsed();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(took < Duration::from_secs(15), "took {took:?}: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("error: rank 1: injected failure"),
-        "{err}"
-    );
-    assert!(!out.exists(), "an output folder was left: {err}");
+    // Rank 1 fails, then rank 0 (which must stop the others before it waits for their ends).
+    for failing in [1, 0] {
+        let started = Instant::now();
+        let mut c = mpirun();
+        c.args(["-q", "--timeout", "100"]);
+        for k in 0..3 {
+            if k > 0 {
+                c.arg(":");
+            }
+            c.args(["-n", "1"]);
+            if k == failing {
+                c.args(["env", "MONOMORPH_TEST_FAIL_AFTER=2"]);
+            }
+            c.arg(&bin).args(args);
+        }
+        let o = c.output().expect("spawn mpirun");
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "rank {failing}: {err}");
+        assert!(took < Duration::from_secs(15), "took {took:?}: {err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        let want = format!("error: rank {failing}: injected failure");
+        assert!(lines[0].starts_with(&want), "{err}");
+        assert!(!out.exists(), "an output folder was left: {err}");
+    }
 }
 
 #[test]
