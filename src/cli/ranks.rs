@@ -466,8 +466,9 @@ mod with_mpi {
         seen: std::sync::Mutex<Vec<(u64, u64, bool)>>,
         /// Rank 0: reports received from each rank before its end (run.json).
         reports: std::sync::Mutex<Vec<u64>>,
-        /// Other ranks: when this rank last reported, and its last step.
-        last: std::sync::Mutex<(std::time::Instant, [i64; 2])>,
+        /// Other ranks: when this rank last reported (`None`: not yet; the first step is
+        /// reported at once), and its last step.
+        last: std::sync::Mutex<(Option<std::time::Instant>, [i64; 2])>,
     }
 
     impl Reports {
@@ -479,7 +480,7 @@ mod with_mpi {
                 lens,
                 seen: std::sync::Mutex::new(seen),
                 reports: std::sync::Mutex::new(vec![0; ranges.len()]),
-                last: std::sync::Mutex::new((std::time::Instant::now(), [0, 0])),
+                last: std::sync::Mutex::new((None, [0, 0])),
             }
         }
 
@@ -550,8 +551,8 @@ mod with_mpi {
             }
             let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
             last.1 = [done as i64, total as i64];
-            if last.0.elapsed() >= REPORT_EVERY {
-                last.0 = std::time::Instant::now();
+            if last.0.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+                last.0 = Some(std::time::Instant::now());
                 let msg = [done as i64, total as i64, 0];
                 SimpleCommunicator::world()
                     .process_at_rank(0)

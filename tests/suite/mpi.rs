@@ -289,7 +289,7 @@ fn mpi_list_targets_say_which_ranks_ran_them() {
 
 #[test]
 fn mpi_progress_counts_other_ranks_as_they_go() {
-    // About 1.5 s of rotations per rank: the other ranks report to rank 0 while they run.
+    // The other ranks report to rank 0 while they run.
     let Some(bin) = mpi_or_skip() else { return };
     let dir = scratch("progress");
     let t = save(&dir, "t.npy", &noise(&[32, 32, 32], 7));
@@ -309,12 +309,9 @@ fn mpi_progress_counts_other_ranks_as_they_go() {
     let o = run(&bin, 2, &args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let info = run_json(&out);
-    let per_rank = info["mpi"]["rank_match_s"][1].as_f64().unwrap();
+    // Rank 1 reports its first rotation at once (then at most every 0.2 s), before its end.
     let reports = info["mpi"]["progress"]["reports"][1].as_u64().unwrap();
-    // A report at most every 0.2 s: one at least when rank 1 ran for over half a second.
-    if per_rank > 0.5 {
-        assert!(reports >= 1, "rank 1 ran {per_rank} s, no report: {info}");
-    }
+    assert!(reports >= 1, "rank 1 reported nothing while it ran: {info}");
     assert_eq!(
         info["mpi"]["progress"]["counted"].as_u64(),
         info["score_statistics"]["n_rotations"].as_u64(),
