@@ -12,7 +12,7 @@ use crate::{Backend, Result};
 pub enum BackendChoice {
     /// The CPU backend.
     Cpu,
-    /// The CUDA backend, device 0.
+    /// The CUDA backend, device [`DispatchOptions::device`] (0 by default).
     Cuda,
     /// CUDA when compiled in and a device is present, else the CPU.
     #[default]
@@ -58,6 +58,12 @@ pub struct DispatchOptions {
     pub precision: PrecisionChoice,
     /// Cap on the memory the backend reports as available (bytes).
     pub memory_limit: Option<u64>,
+    /// The CUDA device (ordinal) to open; the CPU ignores it.
+    pub device: usize,
+    /// CPU: run on a thread pool of the backend's own with this many threads
+    /// ([`Cpu::with_threads`](crate::Cpu::with_threads)) instead of rayon's current pool;
+    /// CUDA ignores it.
+    pub threads: Option<usize>,
 }
 
 /// Runs `task` on the backend and precision `opts` ask for; the one place where a run-time
@@ -81,12 +87,20 @@ pub fn dispatch<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Out
 
 #[cfg(feature = "cpu")]
 fn run_cpu<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> {
-    use crate::{Cpu, Double, Single};
-    match (opts.precision, opts.memory_limit) {
-        (PrecisionChoice::Single, None) => task.run(&Cpu::<Single>::new()),
-        (PrecisionChoice::Single, Some(l)) => task.run(&Cpu::<Single>::with_memory_limit(l)),
-        (PrecisionChoice::Double, None) => task.run(&Cpu::<Double>::new()),
-        (PrecisionChoice::Double, Some(l)) => task.run(&Cpu::<Double>::with_memory_limit(l)),
+    use crate::{Cpu, Double, Precision, Single};
+    fn cpu<P: Precision>(opts: &DispatchOptions) -> Result<Cpu<P>> {
+        let b = match opts.memory_limit {
+            None => Cpu::<P>::new(),
+            Some(l) => Cpu::<P>::with_memory_limit(l),
+        };
+        match opts.threads {
+            Some(n) => b.and_threads(n),
+            None => Ok(b),
+        }
+    }
+    match opts.precision {
+        PrecisionChoice::Single => task.run(&cpu::<Single>(&opts)?),
+        PrecisionChoice::Double => task.run(&cpu::<Double>(&opts)?),
     }
 }
 
@@ -114,6 +128,18 @@ fn cuda_usable() -> bool {
     cuda_unavailable_reason().is_none()
 }
 
+/// The number of CUDA devices this process sees (0 without the `cuda` feature or a driver).
+pub fn cuda_device_count() -> usize {
+    #[cfg(feature = "cuda")]
+    {
+        monomorph_cuda::device_count()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        0
+    }
+}
+
 #[cfg(feature = "cuda")]
 fn run_cuda<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> {
     cuda_impl::run(opts, task)
@@ -129,11 +155,11 @@ mod cuda_impl {
     use super::*;
     use crate::{Cuda, Double, Single};
 
-    /// Opens device 0 in the requested precision and runs the task there.
+    /// Opens device `opts.device` in the requested precision and runs the task there.
     pub(super) fn run<T: BackendTask>(opts: DispatchOptions, task: T) -> Result<T::Output> {
         match opts.precision {
-            PrecisionChoice::Single => task.run(&Cuda::<Single>::new(0)?),
-            PrecisionChoice::Double => task.run(&Cuda::<Double>::new(0)?),
+            PrecisionChoice::Single => task.run(&Cuda::<Single>::new(opts.device)?),
+            PrecisionChoice::Double => task.run(&Cuda::<Double>::new(opts.device)?),
         }
     }
 }

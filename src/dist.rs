@@ -39,32 +39,22 @@
 //! ```
 
 use std::fmt;
-use std::ops::Range;
 use std::os::raw::{c_int, c_void};
 
-use monomorph_core::algo::matching::{
-    BackgroundScores, MatchParams, MatchResult, Prerotated, ScoreMoments, background_grid,
-    match_template_raw,
-};
+use monomorph_core::algo::matching::{BackgroundScores, MatchParams, MatchResult, ScoreMoments};
 use monomorph_core::algo::rotations::RotationSet;
 use mpi::Count;
 use mpi::collective::{SystemOperation, UnsafeUserOperation};
 use mpi::datatype::{PartitionMut, UserDatatype};
 use mpi::traits::*;
-use ndarray::{ArrayD, IxDyn};
 
-use crate::{Arr, ArrayMeta, Backend, Error, FloatOf, Index, IntOf, Real, Result};
+use crate::split::replaces;
+pub use crate::split::{Part, match_range, rotation_range};
+use crate::{Arr, Backend, Error, FloatOf, Real, Result};
 
 /// The `mpi` crate (rsmpi) this module is built on, so that a user crate initialises MPI and
 /// builds communicators with the same version.
 pub use mpi;
-
-/// The rotations rank `rank` of `size` searches: `nrot` split into contiguous ranges, in rank
-/// order, whose lengths differ by at most one (empty when there are more ranks than rotations).
-pub fn rotation_range(nrot: usize, size: usize, rank: usize) -> Range<usize> {
-    let size = size.max(1);
-    nrot * rank / size..nrot * (rank + 1) / size
-}
 
 /// A failure on one rank, as every rank sees it after [`agree`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,8 +200,8 @@ unsafe impl<T: Copy, I: Copy> Equivalence for Best<T, I> {
 }
 
 /// The reduction: `invec` holds lower ranks (earlier rotations), `inout` later ones; the later
-/// value stays only if strictly greater, as in the single loop.
-unsafe extern "C" fn keep_first_max<T: PartialOrd + Copy, I: Copy>(
+/// value stays only if it [`replaces`] the earlier one (strictly greater), as in the single loop.
+unsafe extern "C" fn keep_first_max<T: PartialOrd + Copy, I: PartialOrd + Default + Copy>(
     invec: *mut c_void,
     inout: *mut c_void,
     len: *mut c_int,
@@ -222,7 +212,7 @@ unsafe extern "C" fn keep_first_max<T: PartialOrd + Copy, I: Copy>(
     let earlier = unsafe { std::slice::from_raw_parts(invec as *const Best<T, I>, n) };
     let later = unsafe { std::slice::from_raw_parts_mut(inout as *mut Best<T, I>, n) };
     for (e, l) in earlier.iter().zip(later) {
-        if !(l.score > e.score) {
+        if !replaces((e.score, e.index), (l.score, l.index)) {
             *l = *e;
         }
     }
@@ -231,7 +221,7 @@ unsafe extern "C" fn keep_first_max<T: PartialOrd + Copy, I: Copy>(
 /// Collective: rank 0's `scores` / `index` become the merge of every rank's maps (each rank's
 /// indices already global), the lower rank winning ties. Other ranks' slices are left as they
 /// are. Every rank must pass slices of the same length.
-pub fn reduce_best<C: Communicator, T: PartialOrd + Copy, I: Copy>(
+pub fn reduce_best<C: Communicator, T: PartialOrd + Copy, I: PartialOrd + Default + Copy>(
     comm: &C,
     scores: &mut [T],
     index: &mut [I],
@@ -373,47 +363,16 @@ pub fn fold_ssum_parts<C: Communicator>(
         parts,
         &mut PartitionMut::new(&mut all[..], counts.clone(), &displs[..]),
     );
-    // Tiles: every rank with rotations ran every tile.
-    let lens: Vec<usize> = (0..size)
-        .map(|k| rotation_range(nrot, size, k).len())
+    let parts: Vec<(usize, usize, &[f64])> = (0..size)
+        .map(|k| {
+            let r = rotation_range(nrot, size, k);
+            let at = displs[k] as usize;
+            (r.start, r.len(), &all[at..at + counts[k] as usize])
+        })
         .collect();
-    let tiles = (0..size)
-        .find(|&k| lens[k] > 0)
-        .map_or(0, |k| counts[k] as usize / lens[k]);
-    if (0..size).any(|k| counts[k] as usize != tiles * lens[k]) {
-        return Err(Error::invalid(
-            "ssum_parts",
-            format!("ranks ran different tile counts (partials per rank {counts:?})"),
-        ));
-    }
-    let mut ordered = Vec::with_capacity(total);
-    for t in 0..tiles {
-        for k in 0..size {
-            let at = displs[k] as usize + t * lens[k];
-            ordered.extend_from_slice(&all[at..at + lens[k]]);
-        }
-    }
-    let sum = ordered.iter().fold(0.0, |acc, p| acc + p);
-    Ok(Some((ordered, sum, tiles)))
-}
-
-/// This rank's share of a distributed match, on the host: its rotations' running maxima (indices
-/// into the whole rotation set) and Σ score² partials.
-pub struct Part<B: Backend> {
-    /// The rotations this rank searched ([`rotation_range`]).
-    pub range: Range<usize>,
-    /// Best score per voxel over `range` (−∞ where empty).
-    pub scores: ArrayD<FloatOf<B>>,
-    /// Index into the whole rotation set of the best rotation per voxel (−1 where none).
-    pub rotation_index: ArrayD<IntOf<B>>,
-    /// Σ score² of each (tile, rotation) call, tile by tile ([`MatchResult::ssum_parts`]).
-    pub ssum_parts: Vec<f64>,
-    /// With [`MatchParams::score_stats`]: the score moments over `range` (target shape +
-    /// `[4]`; zeros for an empty range) and their scales (`[0, 0]` for an empty range).
-    pub moments: Option<(ArrayD<i64>, [f64; 2])>,
-    /// With [`MatchParams::background`]: the background scores over `range`, not yet
-    /// subtracted (zeros for an empty range; see [`BackgroundScores`]).
-    pub background: Option<(ArrayD<FloatOf<B>>, f64)>,
+    crate::split::order_ssum(&parts, nrot)
+        .map(Some)
+        .map_err(|m| Error::invalid("ssum_parts", m))
 }
 
 /// Local (no communication): runs this rank's rotations of `params.rotations` and downloads the
@@ -429,100 +388,6 @@ pub fn match_part<B: Backend, C: Communicator>(
     let nrot = params.rotations.len();
     let range = rotation_range(nrot, comm.size() as usize, comm.rank() as usize);
     match_range(b, target, template, params, range)
-}
-
-/// Local (no communication): runs rotations `range` of `params.rotations` (any contiguous
-/// range, e.g. a work item handed out by a scheduler) and downloads the result, with rotation
-/// indices into the whole set. An empty range returns empty maps without touching the backend.
-pub fn match_range<B: Backend>(
-    b: &B,
-    target: &Arr<B, FloatOf<B>>,
-    template: &Arr<B, FloatOf<B>>,
-    params: &MatchParams<'_, B>,
-    range: Range<usize>,
-) -> Result<Part<B>> {
-    let nrot = params.rotations.len();
-    if range.end > nrot || range.start > range.end {
-        return Err(Error::invalid(
-            "range",
-            format!("rotations {range:?} of a set of {nrot}"),
-        ));
-    }
-    let shape = IxDyn(target.shape());
-    if range.is_empty() {
-        let mut m = target.shape().to_vec();
-        m.push(4);
-        return Ok(Part {
-            range,
-            scores: ArrayD::from_elem(shape.clone(), <FloatOf<B> as Real>::lowest()),
-            rotation_index: ArrayD::from_elem(shape, IntOf::<B>::from_i64(-1)),
-            ssum_parts: Vec::new(),
-            moments: params
-                .score_stats
-                .then(|| (ArrayD::zeros(IxDyn(&m)), [0.0; 2])),
-            background: params.background.map(|_| {
-                let (g, count) =
-                    background_grid(target.shape(), template.shape(), params.pad_edges);
-                (
-                    ArrayD::from_elem(IxDyn(&g), FloatOf::<B>::from_f64(0.0)),
-                    count,
-                )
-            }),
-        });
-    }
-    let d = params.rotations.dim();
-    let flat = &params.rotations.as_flat()[range.start * d * d..range.end * d * d];
-    let prerotated =
-        match &params.prerotated {
-            Some(p) => Some(Prerotated {
-                templates: p.templates.get(range.clone()).ok_or_else(|| {
-                    Error::invalid("prerotated", "fewer templates than rotations")
-                })?,
-                masks: match p.masks {
-                    Some(m) => Some(m.get(range.clone()).ok_or_else(|| {
-                        Error::invalid("prerotated", "fewer masks than rotations")
-                    })?),
-                    None => None,
-                },
-            }),
-            None => None,
-        };
-    // Every other parameter (masks, filters, limits, the callback) is the caller's: the struct
-    // update copies them all, so a field added to MatchParams is carried here without an edit
-    // (or, if it is not Copy, fails to compile until it is handled).
-    let sub = MatchParams {
-        rotations: RotationSet::from_matrices(d, flat)?,
-        prerotated,
-        tile_shape: params.tile_shape.clone(),
-        ..*params
-    };
-    // Uncorrected: the background is subtracted once, after the merge.
-    let r = match_template_raw(b, target, template, &sub)?;
-    let scores = b.download(&r.scores)?;
-    let mut rotation_index = b.download(&r.rotation_index)?;
-    for v in rotation_index.iter_mut() {
-        if let Some(i) = v.to_usize() {
-            *v = IntOf::<B>::from_usize(i + range.start).ok_or_else(|| {
-                Error::invalid("rotations", "a rotation index overflows the index type")
-            })?;
-        }
-    }
-    let moments = match &r.moments {
-        Some(m) => Some((b.download(&m.acc)?, m.scale)),
-        None => None,
-    };
-    let background = match &r.background {
-        Some(bg) => Some((b.download(&bg.map)?, bg.count)),
-        None => None,
-    };
-    Ok(Part {
-        range,
-        scores,
-        rotation_index,
-        ssum_parts: r.ssum_parts,
-        moments,
-        background,
-    })
 }
 
 /// Collective: merges every rank's [`Part`] on rank 0 (see the module docs) and uploads the

@@ -93,6 +93,7 @@ pub mod dispatch;
 pub mod dist;
 #[cfg(feature = "io")]
 pub mod io;
+pub mod split;
 
 pub use dispatch::{
     BackendChoice, BackendTask, DefaultBackend, DispatchOptions, PrecisionChoice, dispatch,

@@ -562,10 +562,14 @@ pub fn run_whole(
     let (mut p, job) = prepare(g, &ta).map_err(|err| in_list(err, list, e))?;
     let out = Outputs::in_dir("--out", &ta.out)?;
     let dispatch = p.g.dispatch(ta.memory_limit);
-    let m = p
-        .timings
-        .time("total", || monomorph::dispatch(dispatch, Whole { job, cb }));
-    let m = watch.outcome(m, ta.memory_limit)?;
+    let m = p.timings.time("total", || match &ta.devices {
+        // --devices: the target's rotations split over the devices' threads.
+        Some(d) => super::workers::run_split(dispatch, d, job, cb, watch),
+        None => watch.outcome(
+            monomorph::dispatch(dispatch, Whole { job, cb }),
+            ta.memory_limit,
+        ),
+    })?;
     write_target(g, &ta, p, out, m, q)
 }
 
@@ -593,10 +597,10 @@ pub struct HostPart {
 }
 
 /// Merges `part`'s maps into `acc`'s, parts of disjoint rotation ranges in any order, exactly
-/// as one loop over all rotations keeps its running maximum: the greater score wins, and equal
-/// scores (also −0 and +0) keep the lower rotation index; NaN is never stored by a loop.
+/// as one loop over all rotations keeps its running maximum ([`monomorph::split::merge_into`],
+/// the rule every split shares).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn merge_into(acc: &mut HostPart, part: HostPart) {
+pub fn merge_into(acc: &mut HostPart, part: HostPart) -> CliResult<()> {
     // The moments are integer sums: exact in any order.
     match (&mut acc.moments, part.moments) {
         (Some((a, _)), Some((p, _))) => monomorph::backend::host::moments_merge(a, &p),
@@ -615,53 +619,21 @@ pub fn merge_into(acc: &mut HostPart, part: HostPart) {
         (a @ None, p) => *a = p,
         (Some(_), None) => {}
     }
-    for ((s, i), (ps, pi)) in acc
-        .scores
-        .iter_mut()
-        .zip(acc.index.iter_mut())
-        .zip(part.scores.into_iter().zip(part.index))
-    {
-        let take = if pi < 0 {
-            false
-        } else if ps > *s {
-            true
-        } else if *s > ps {
-            false
-        } else {
-            *i < 0 || pi < *i
-        };
-        if take {
-            (*s, *i) = (ps, pi);
-        }
-    }
+    monomorph::split::merge_into(&mut acc.scores, &mut acc.index, &part.scores, &part.index)
+        .map_err(|e| CliError::failure(format!("merging the parts of a target: {e}")))
 }
 
 /// Σ score² partials of every range of a target, `(start, len, partials)` in any order, put in
-/// the single loop's order (tile by tile, rotations in order within a tile): the partials,
-/// their left fold from zero, and the tile count.
+/// the single loop's order ([`monomorph::split::order_ssum`]): the partials, their left fold
+/// from zero, and the tile count.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn order_ssum(
-    mut parts: Vec<(usize, usize, Vec<f64>)>,
+    parts: Vec<(usize, usize, Vec<f64>)>,
     nrot: usize,
 ) -> Result<(Vec<f64>, f64, usize), String> {
-    parts.sort_by_key(|p| p.0);
-    let covered: usize = parts.iter().map(|p| p.1).sum();
-    let contiguous = parts.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0);
-    if parts.is_empty() || covered != nrot || parts[0].0 != 0 || !contiguous {
-        return Err(format!("the parts do not cover the {nrot} rotations once"));
-    }
-    let tiles = parts[0].2.len() / parts[0].1.max(1);
-    if parts.iter().any(|p| p.2.len() != tiles * p.1) {
-        return Err("the parts ran different tile counts".into());
-    }
-    let mut ordered = Vec::with_capacity(tiles * nrot);
-    for t in 0..tiles {
-        for (_, len, p) in &parts {
-            ordered.extend_from_slice(&p[t * len..(t + 1) * len]);
-        }
-    }
-    let sum = ordered.iter().fold(0.0f64, |a, &p| a + p);
-    Ok((ordered, sum, tiles))
+    let parts: Vec<(usize, usize, &[f64])> =
+        parts.iter().map(|(s, l, p)| (*s, *l, &p[..])).collect();
+    monomorph::split::order_ssum(&parts, nrot)
 }
 
 /// The merged maps and Σ score² of `parts` (every range of a target, any order): what one
@@ -682,7 +654,7 @@ pub fn merge_parts(
     let mut it = parts.into_iter();
     let mut acc = it.next().ok_or("no parts")?;
     for p in it {
-        merge_into(&mut acc, p);
+        merge_into(&mut acc, p).map_err(|e| e.message)?;
     }
     Ok((acc, ssum))
 }

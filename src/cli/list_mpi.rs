@@ -17,7 +17,7 @@
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
-use std::ops::{ControlFlow, Range};
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -28,14 +28,14 @@ use monomorph::dist::mpi::collective::SystemOperation;
 use monomorph::dist::mpi::point_to_point::MatchedReceiveVec;
 use monomorph::dist::mpi::topology::SimpleCommunicator;
 use monomorph::dist::mpi::traits::*;
-use monomorph::{Backend, BackendTask};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::list::{
-    Callback, Entry, HostPart, Info, Ran, TargetDone, host_part, in_list, merge_into, order_ssum,
-    peak_query, precheck, read_list, run_whole, target_args, write_summary, write_target,
+    Callback, Entry, HostPart, Info, Ran, TargetDone, Whole, in_list, merge_into, order_ssum,
+    peak_query, precheck, read_list, target_args, write_summary, write_target,
 };
-use super::matching::{MatchArgs, MatchJob, match_error, prepare};
+use super::matching::{MatchArgs, match_error, prepare};
 use super::output::{Outputs, check_out_dir};
 use super::peaks::PeakQuery;
 use super::ranks::Watch;
@@ -50,6 +50,8 @@ const UP: i32 = 0x4c02;
 const DATA: i32 = 0x4c03;
 const NO_MORE: i64 = -1;
 const STOP: i64 = -2;
+/// Seconds between two progress reports of a worker.
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 /// Values per data message (MPI counts are `i32`).
 const CHUNK: usize = 1 << 26;
 
@@ -106,6 +108,12 @@ enum Up {
     Failed { code: u8, message: String },
     /// Stopped on rank 0's word.
     Stopped,
+    /// Steps of item `item` done so far (tiles × rotations, of `total`), now and then.
+    Progress {
+        item: usize,
+        done: usize,
+        total: usize,
+    },
 }
 
 /// What a finished item leaves.
@@ -136,6 +144,10 @@ struct Ctx<'a> {
     g: &'a Global,
     quiet: Global,
     a: &'a MatchArgs,
+    /// Ranks in the job.
+    size: usize,
+    /// Every rank's CUDA device (−1: the CPU).
+    devices: Vec<i64>,
     list: &'a Path,
     entries: Vec<Entry>,
     q: Option<PeakQuery>,
@@ -155,6 +167,14 @@ fn agree<T>(world: &SimpleCommunicator, local: CliResult<T>) -> CliResult<T> {
 pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<()> {
     let t0 = Instant::now();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
+    // Each rank on its node-local device; `--devices` chooses among devices here, it does not
+    // split a rank's work over threads.
+    let (g, devices) = super::ranks::rank_global(world, g, a.devices.as_ref());
+    let g = &g;
+    let a = &MatchArgs {
+        devices: None,
+        ..a.clone()
+    };
     // Before any rank can create it (none does before the agreements below).
     let existed = a.out.exists();
     let list = a.list.target_list.clone().unwrap_or_default();
@@ -189,6 +209,8 @@ pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<(
             ..g.clone()
         },
         a,
+        size,
+        devices,
         list: &list,
         entries,
         q,
@@ -251,13 +273,12 @@ fn run_item(ctx: &Ctx<'_>, k: usize, cb: Callback<'_>, watch: &Watch) -> CliResu
     let it = ctx.items[k];
     let e = &ctx.entries[it.target];
     if it.whole {
-        let done = run_whole(&ctx.quiet, ctx.a, ctx.list, e, ctx.q.as_ref(), cb, watch)?;
-        return Ok(Local::Whole(done));
+        return Ok(Local::Whole(run_whole(ctx, it, cb, watch)?));
     }
     let ta = target_args(ctx.a, e);
     let (p, job) = prepare(&ctx.quiet, &ta).map_err(|err| in_list(err, ctx.list, e))?;
-    let task = PartTask {
-        job,
+    let task = super::workers::RangeTask {
+        job: &job,
         cb,
         range: it.start..it.end,
     };
@@ -265,31 +286,44 @@ fn run_item(ctx: &Ctx<'_>, k: usize, cb: Callback<'_>, watch: &Watch) -> CliResu
     Ok(Local::Part(watch.outcome(r, ta.memory_limit)?))
 }
 
-/// A range of a target's rotations on a backend.
-struct PartTask<'a> {
-    job: MatchJob,
-    cb: Callback<'a>,
-    range: Range<usize>,
+/// Runs whole target `it` on this rank as its single run would (progress through `cb`), and
+/// writes its folder, with run.json's `mpi` saying which rank ran it.
+fn run_whole(ctx: &Ctx<'_>, it: Item, cb: Callback<'_>, watch: &Watch) -> CliResult<TargetDone> {
+    let e = &ctx.entries[it.target];
+    let ta = target_args(ctx.a, e);
+    let (mut p, job) = prepare(&ctx.quiet, &ta).map_err(|err| in_list(err, ctx.list, e))?;
+    let out = Outputs::in_dir("--out", &ta.out)?;
+    let dispatch = p.g.dispatch(ta.memory_limit);
+    let m = p
+        .timings
+        .time("total", || monomorph::dispatch(dispatch, Whole { job, cb }));
+    let mut m = watch.outcome(m, ta.memory_limit)?;
+    let rank = SimpleCommunicator::world().rank();
+    let ran = Ran {
+        rank,
+        rotations: [it.start, it.end],
+        seconds: m.match_s,
+    };
+    m.dist = Some(mpi_json(ctx, &[ran]));
+    write_target(&ctx.quiet, &ta, p, out, m, ctx.q.as_ref())
 }
 
-impl BackendTask for PartTask<'_> {
-    type Output = HostPart;
-    fn run<B: Backend>(self, b: &B) -> monomorph::Result<HostPart> {
-        let up = self.job.upload(b)?;
-        let mut params = self.job.params(&up);
-        params.progress = Some(self.cb);
-        let (start, len) = (self.range.start, self.range.len());
-        let p = dist::match_range(b, &up.target, &up.template, &params, self.range)?;
-        Ok(host_part::<B>(
-            start,
-            len,
-            &p.scores,
-            &p.rotation_index,
-            p.ssum_parts,
-            p.moments.as_ref().map(|(a, sc)| (a, *sc)),
-            p.background.as_ref().map(|(a, c)| (a, *c)),
-        ))
-    }
+/// run.json's `mpi` for a target of the list: the ranks, and which rank ran which rotations
+/// (on which device) for how long.
+fn mpi_json(ctx: &Ctx<'_>, ran: &[Ran]) -> serde_json::Value {
+    let mut ran = ran.to_vec();
+    ran.sort_by_key(|r| r.rotations[0]);
+    let ran: Vec<serde_json::Value> = ran
+        .iter()
+        .map(|r| {
+            let d = ctx.devices.get(r.rank as usize).copied().unwrap_or(-1);
+            json!({
+                "rank": r.rank, "rotations": r.rotations, "seconds": r.seconds,
+                "device": (d >= 0).then_some(d),
+            })
+        })
+        .collect();
+    json!({ "ranks": ctx.size, "ran": ran })
 }
 
 /// A worker rank: asks rank 0 for items until there are none or rank 0 says stop.
@@ -306,9 +340,22 @@ fn work(world: &SimpleCommunicator, ctx: &Ctx<'_>) {
         let Ok(k) = usize::try_from(k) else { return };
         let stopped = AtomicBool::new(false);
         let watch = Watch::default();
-        let cb = |d: usize, _: usize| {
+        let reported = Mutex::new(Instant::now());
+        let cb = |d: usize, total: usize| {
             // Called on this (the MPI) thread between rotations.
             let w = SimpleCommunicator::world();
+            let mut last = reported.lock().unwrap_or_else(|e| e.into_inner());
+            if last.elapsed() >= REPORT_EVERY {
+                // Rank 0's bar counts this item's rotations as they go.
+                *last = Instant::now();
+                let p = Up::Progress {
+                    item: k,
+                    done: d,
+                    total,
+                };
+                send_up(&w, &p, None);
+            }
+            drop(last);
             if let Some((m, _)) = w.process_at_rank(0).immediate_matched_probe_with_tag(CTRL) {
                 let _: (i64, _) = m.matched_receive();
                 stopped.store(true, Relaxed);
@@ -373,6 +420,8 @@ struct Coord {
     stopping: bool,
     error: Option<(i32, u8, String)>,
     done_rot: u64,
+    /// Rotations done of each rank's current item (from its progress reports).
+    inflight: Vec<u64>,
     merges: HashMap<usize, Merge>,
     ready: Vec<usize>,
     done: Vec<Option<TargetDone>>,
@@ -448,9 +497,16 @@ impl Coord {
                 });
                 m.ssum.push((p.start, p.len, p.ssum_parts.clone()));
                 m.seconds += seconds;
-                match m.maps.as_mut() {
+                let merged = match m.maps.as_mut() {
                     Some(acc) => merge_into(acc, p),
-                    None => m.maps = Some(p),
+                    None => {
+                        m.maps = Some(p);
+                        Ok(())
+                    }
+                };
+                if let Err(e) = merged {
+                    self.fail(0, e.code, e.message);
+                    return;
                 }
                 m.left -= 1;
                 if m.left == 0 {
@@ -471,7 +527,18 @@ impl Coord {
                 message: format!("unreadable message to rank 0: {e}"),
             },
         };
+        if !matches!(up, Up::Progress { .. })
+            && let Some(f) = self.inflight.get_mut(k)
+        {
+            *f = 0;
+        }
         match up {
+            Up::Progress { item, done, total } => {
+                if let (Some(it), Some(f)) = (ctx.items.get(item), self.inflight.get_mut(k)) {
+                    let len = (it.end - it.start) as u64;
+                    *f = (done as u64 * len).checked_div(total as u64).unwrap_or(0);
+                }
+            }
             Up::Ready => self.assign(ctx, k),
             Up::Done { item, seconds, res } => {
                 let out = match res {
@@ -554,13 +621,18 @@ impl Coord {
         self.handle(ctx, status.source_rank(), &bytes);
     }
 
+    /// Rotations done so far by every rank, rank 0's current item aside.
+    fn rotations_done(&self) -> u64 {
+        self.done_rot + self.inflight.iter().sum::<u64>()
+    }
+
     fn all_finished(&self) -> bool {
         self.workers.iter().skip(1).all(|w| w.finished)
     }
 }
 
 /// Writes split target `t` from its merged parts (rank 0).
-fn finish_split(ctx: &Ctx<'_>, t: usize, m: Merge) -> CliResult<TargetDone> {
+fn finish_split(ctx: &Ctx<'_>, t: usize, m: Merge, ran: &[Ran]) -> CliResult<TargetDone> {
     let e = &ctx.entries[t];
     let ta = target_args(ctx.a, e);
     let (p, job) = prepare(&ctx.quiet, &ta).map_err(|err| in_list(err, ctx.list, e))?;
@@ -577,8 +649,9 @@ fn finish_split(ctx: &Ctx<'_>, t: usize, m: Merge) -> CliResult<TargetDone> {
         shape: p.tshape.clone(),
         match_s: m.seconds,
     };
-    let matched = monomorph::dispatch(p.g.dispatch(ta.memory_limit), task)
+    let mut matched = monomorph::dispatch(p.g.dispatch(ta.memory_limit), task)
         .map_err(|e| match_error(e, ta.memory_limit))?;
+    matched.dist = Some(mpi_json(ctx, ran));
     write_target(&ctx.quiet, &ta, p, out, matched, ctx.q.as_ref())
 }
 
@@ -595,6 +668,7 @@ fn coordinate(world: &SimpleCommunicator, ctx: &Ctx<'_>, t0: Instant) -> Option<
         stopping: false,
         error: None,
         done_rot: 0,
+        inflight: vec![0; size],
         merges: HashMap::new(),
         ready: Vec::new(),
         done: vec![None; n],
@@ -610,7 +684,8 @@ fn coordinate(world: &SimpleCommunicator, ctx: &Ctx<'_>, t0: Instant) -> Option<
                 continue;
             }
             // Other ranks wait for rank 0 while it writes; the write is short next to matching.
-            match finish_split(ctx, t, m) {
+            let ran = c.ran[t].clone();
+            match finish_split(ctx, t, m, &ran) {
                 Ok(d) => c.done[t] = Some(d),
                 Err(e) => c.fail(0, e.code, e.message),
             }
@@ -623,7 +698,7 @@ fn coordinate(world: &SimpleCommunicator, ctx: &Ctx<'_>, t0: Instant) -> Option<
             let cb = |d: usize, t: usize| {
                 let mut c = lock();
                 c.serve(ctx);
-                pb.set_position(c.done_rot + d as u64 * len / t.max(1) as u64);
+                pb.set_position(c.rotations_done() + d as u64 * len / t.max(1) as u64);
                 if c.stopping {
                     return ControlFlow::Break(());
                 }
@@ -639,14 +714,14 @@ fn coordinate(world: &SimpleCommunicator, ctx: &Ctx<'_>, t0: Instant) -> Option<
                 Ok(out) => c.record(ctx, k, 0, seconds, out),
                 Err(e) => c.fail(0, e.code, e.message),
             }
-            pb.set_position(c.done_rot);
+            pb.set_position(c.rotations_done());
             continue;
         }
         if c.all_finished() && c.ready.is_empty() {
             break;
         }
         c.serve_one(ctx);
-        pb.set_position(c.done_rot);
+        pb.set_position(c.rotations_done());
     }
     pb.finish_and_clear();
     let mut c = lock();

@@ -136,6 +136,13 @@ pub struct MatchArgs {
     /// the time per rotation. Not with mcc.
     #[arg(long, value_name = "METHOD", value_parser = parse_background)]
     pub background_correction: Option<monomorph::algo::matching::Background>,
+    /// Devices to split the rotations over, e.g. `0,1,2,3` (each runs a contiguous range;
+    /// the results merge exactly, byte-identical to one device). With --backend cuda: CUDA
+    /// devices, one thread each; with the CPU backend: that many CPU workers sharing rayon's
+    /// threads, each with a pool of its own. Under mpirun: the devices the ranks of a node
+    /// take in turn (node-local rank i uses the i-th, modulo the list).
+    #[arg(long, value_name = "LIST", value_parser = super::workers::parse_devices)]
+    pub devices: Option<super::workers::Devices>,
     /// Fourier filters (pytme's flags).
     #[command(flatten)]
     pub filters: super::filters::FilterArgs,
@@ -247,6 +254,8 @@ pub struct Matched {
     pub dist: Option<serde_json::Value>,
     /// `--score-stats`: mean, standard deviation and z-score per voxel.
     pub stats: Option<[ArrayD<f32>; 3]>,
+    /// Over `--devices` threads: which device ran which rotations (run.json).
+    pub devices: Option<serde_json::Value>,
 }
 
 /// The job's arrays on the device, and the Fourier filters built from them (whitening reads
@@ -354,6 +363,7 @@ impl MatchJob {
             false_alarm,
             dist: None,
             stats,
+            devices: None,
         })
     }
 }
@@ -436,6 +446,9 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
     if let Some(world) = super::ranks::world() {
         return super::ranks::run_match(&world, g, &a);
     }
+    if let Some(d) = &a.devices {
+        return super::workers::run_match(g, &a, d);
+    }
     let (mut p, job) = prepare(g, &a)?;
     let out = Outputs::in_dir("--out", &a.out)?;
     let m = p
@@ -499,6 +512,8 @@ pub fn match_error(e: monomorph::Error, memory_limit: Option<u64>) -> CliError {
 /// Reads and checks the inputs of `monomorph match` (creates nothing).
 pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     check_out_dir("--out", &a.out)?;
+    let threads_split = !super::ranks::under_mpi();
+    super::workers::check_devices(g, a.devices.as_ref(), threads_split)?;
     let mut timings = Timings::default();
     let target_path = a.target_path();
     let target = timings.time("read", || read_input("--target", target_path, &[2, 3]))?;
@@ -761,6 +776,9 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         o.insert("peak_memory_bytes".into(), json!(peak_memory_bytes()));
         if let Some(d) = &m.dist {
             o.insert("mpi".into(), d.clone());
+        }
+        if let Some(d) = &m.devices {
+            o.insert("devices".into(), d.clone());
         }
     }
     // run.json last: it marks the run complete.

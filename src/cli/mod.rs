@@ -36,6 +36,7 @@ mod peaks;
 mod ranks;
 mod solve;
 mod trace;
+mod workers;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -93,6 +94,10 @@ pub struct Global {
     /// More log output on stderr (-v info, -vv debug, -vvv trace).
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true, help_heading = "Global options")]
     pub verbose: u8,
+    /// The CUDA device this process uses (not a flag: set from `match --devices` and the
+    /// node-local rank under MPI); `None`: device 0.
+    #[arg(skip)]
+    pub device: Option<usize>,
 }
 
 /// `--backend`.
@@ -100,7 +105,7 @@ pub struct Global {
 pub enum BackendArg {
     /// The CPU (rayon threads).
     Cpu,
-    /// CUDA device 0.
+    /// CUDA (device 0; `match --devices` and MPI ranks choose others).
     Cuda,
     /// CUDA when available, else the CPU.
     Auto,
@@ -149,6 +154,8 @@ impl Global {
                 PrecisionArg::Double => PrecisionChoice::Double,
             },
             memory_limit,
+            device: self.device.unwrap_or(0),
+            threads: None,
         }
     }
 

@@ -77,7 +77,9 @@ impl Watch {
     /// Called with the steps done so far: `Break` to stop the loop.
     pub fn poll(&self, done: usize) -> std::ops::ControlFlow<()> {
         use std::sync::atomic::Ordering::Relaxed;
-        if fail_after().is_some_and(|n| done >= n) {
+        // With MONOMORPH_TEST_FAIL_DEVICE the hook is one device thread's (`--devices`).
+        let device_hook = std::env::var_os("MONOMORPH_TEST_FAIL_DEVICE").is_some();
+        if !device_hook && fail_after().is_some_and(|n| done >= n) {
             self.injected.store(true, Relaxed);
             return std::ops::ControlFlow::Break(());
         }
@@ -114,6 +116,46 @@ impl Watch {
 /// ranks exit: a launcher may kill rank 0 as soon as another rank exits non-zero).
 pub static PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether this process runs as one of several MPI ranks.
+pub fn under_mpi() -> bool {
+    #[cfg(feature = "mpi")]
+    {
+        world().is_some()
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        false
+    }
+}
+
+/// This process's rank on its node, from the launcher's environment (Open MPI, Slurm, MPICH,
+/// PMIx), or `None` when the launcher does not say.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub fn local_rank() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+        "PMIX_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// The CUDA device of node-local rank `local`: the `local`-th of `--devices` (modulo its
+/// length) when given, else `local` modulo the `visible` devices.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub fn rank_device(
+    local: usize,
+    devices: Option<&super::workers::Devices>,
+    visible: usize,
+) -> usize {
+    match devices {
+        Some(d) if !d.0.is_empty() => d.0[local % d.0.len()],
+        _ => local % visible.max(1),
+    }
+}
+
 /// Without MPI there is nothing to agree with: `local` itself.
 #[cfg(not(feature = "mpi"))]
 pub fn agree_all<T>(local: super::CliResult<T>) -> super::CliResult<T> {
@@ -126,6 +168,7 @@ pub use with_mpi::*;
 #[cfg(feature = "mpi")]
 mod with_mpi {
     use monomorph::algo::matching::MatchResult;
+    use monomorph::dist::mpi::point_to_point::MatchedReceiveVec;
     use monomorph::dist::mpi::topology::SimpleCommunicator;
     use monomorph::dist::mpi::traits::*;
     use monomorph::dist::{self, RankError};
@@ -133,9 +176,13 @@ mod with_mpi {
     use serde_json::json;
     use tracing::info_span;
 
+    use monomorph::dispatch::BackendChoice;
+
+    use super::super::BackendArg;
     use super::super::matching::{MatchArgs, MatchJob, Matched, match_error, prepare, write};
     use super::super::output::Outputs;
     use super::super::trace::progress;
+    use super::super::workers::Devices;
     use super::super::{CliError, CliResult, Global};
 
     /// MPI, initialised by [`init`] when the process was started by a launcher; finalised on drop.
@@ -208,10 +255,50 @@ mod with_mpi {
         dist::agree_ranked(world, local, |e: &CliError| e.code as i32, super::is_echo).map_err(cli)
     }
 
+    /// This rank's device under `--backend cuda` (or `auto` finding CUDA): the node-local
+    /// rank's ([`super::rank_device`]), `None` for the CPU. Collective (the node-local rank
+    /// comes from the launcher's environment, else from a shared-memory split of `world`).
+    pub fn rank_device(
+        world: &SimpleCommunicator,
+        g: &Global,
+        devices: Option<&Devices>,
+    ) -> Option<usize> {
+        let shared = world.split_shared(world.rank()).rank() as usize;
+        let local = super::local_rank().unwrap_or(shared);
+        let opts = g.dispatch(None);
+        let cuda = match opts.backend {
+            BackendChoice::Cuda => true,
+            BackendChoice::Auto => monomorph::dispatch::cuda_device_count() > 0,
+            BackendChoice::Cpu => false,
+        };
+        cuda.then(|| super::rank_device(local, devices, monomorph::dispatch::cuda_device_count()))
+    }
+
+    /// `g` for this rank: its CUDA device chosen ([`rank_device`]; the backend then `cuda`,
+    /// so `auto` does not open device 0 on every rank), and the device table of all ranks
+    /// (−1: the CPU). Collective.
+    pub fn rank_global(
+        world: &SimpleCommunicator,
+        g: &Global,
+        devices: Option<&Devices>,
+    ) -> (Global, Vec<i64>) {
+        let dev = rank_device(world, g, devices);
+        let mut g = g.clone();
+        if let Some(d) = dev {
+            g.device = Some(d);
+            g.backend = BackendArg::Cuda;
+        }
+        let mine = dev.map_or(-1, |d| d as i64);
+        let mut all = vec![0i64; world.size() as usize];
+        world.all_gather_into(&mine, &mut all[..]);
+        (g, all)
+    }
+
     /// `monomorph match` over the ranks of `world`: rank 0 writes the outputs.
     pub fn run_match(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<()> {
         let root = world.rank() == 0;
-        let (mut p, job) = agree(world, prepare(g, a))?;
+        let (g, devices) = rank_global(world, g, a.devices.as_ref());
+        let (mut p, job) = agree(world, prepare(&g, a))?;
         let out = agree(
             world,
             if root {
@@ -220,7 +307,11 @@ mod with_mpi {
                 Ok(None)
             },
         )?;
-        let task = RankTask { job, world };
+        let task = RankTask {
+            job,
+            world,
+            devices,
+        };
         let mut entered = false;
         let done = p.timings.time("total", || {
             monomorph::dispatch(
@@ -262,6 +353,8 @@ mod with_mpi {
     struct RankTask<'w> {
         job: MatchJob,
         world: &'w SimpleCommunicator,
+        /// Every rank's CUDA device (−1: the CPU), for run.json.
+        devices: Vec<i64>,
     }
 
     impl RankTask<'_> {
@@ -273,14 +366,19 @@ mod with_mpi {
             let mem = job.memory_limit;
             agree(world, Ok(()))?; // every rank's backend started
             let nrot = job.rotations.len();
-            let mine = dist::rotation_range(nrot, size, rank as usize).len().max(1);
-            // One bar, on rank 0 (the others are quiet): its own steps scaled to all ranks'.
+            let ranges: Vec<std::ops::Range<usize>> = (0..size)
+                .map(|k| dist::rotation_range(nrot, size, k))
+                .collect();
+            // One bar, on rank 0 (the others are quiet), counting every rank's rotations: the
+            // others report theirs to rank 0 as they go ([`Reports`]).
             let pb = progress(nrot as u64, "rotations", job.quiet);
+            let reports = Reports::new(world, &ranges);
             // After every rotation: stop early when another rank failed (it sent a stop).
             let watch = super::Watch::default();
             let cb = |done: usize, total: usize| {
-                pb.set_length((total * nrot / mine) as u64);
-                pb.set_position((done * nrot / mine) as u64);
+                if let Some(all) = reports.step(done, total) {
+                    pb.set_position(all);
+                }
                 watch.poll(done)
             };
             let t0 = std::time::Instant::now();
@@ -293,8 +391,15 @@ mod with_mpi {
             let match_s = t0.elapsed().as_secs_f64();
             let local = watch.outcome(local, mem);
             if matches!(&local, Err(e) if !super::is_echo(e)) {
-                // This rank failed: the others stop within a rotation, not at their loops' end.
+                // This rank failed: the others stop within a rotation, not at their loops' end
+                // (before rank 0 waits for their ends below).
                 dist::send_stop(world);
+            }
+            // Every rank reports its end (whatever the outcome) and rank 0 waits for all of
+            // them, so no report is left unreceived and the bar reaches every rank's count.
+            let counted = reports.finish();
+            if let Some(all) = counted {
+                pb.set_position(all);
             }
             let part = agree_echo(world, local)?;
             pb.finish_and_clear();
@@ -317,16 +422,177 @@ mod with_mpi {
             });
             let mut m = agree(world, finished.map_err(|e| match_error(e, mem)))?;
             if let Some(m) = m.as_mut() {
+                let ran: Vec<serde_json::Value> = (0..size)
+                    .map(|k| {
+                        json!({
+                            "rank": k,
+                            "rotations": [ranges[k].start, ranges[k].end],
+                            "seconds": times[k],
+                            "device": (self.devices[k] >= 0).then_some(self.devices[k]),
+                        })
+                    })
+                    .collect();
                 m.dist = Some(json!({
                     "ranks": size,
                     "rank_match_s": times,
                     "merge_s": merge_s,
-                    "rotations_per_rank": (0..size)
-                        .map(|k| dist::rotation_range(nrot, size, k).len())
-                        .collect::<Vec<_>>(),
+                    "rotations_per_rank": ranges.iter().map(|r| r.len()).collect::<Vec<_>>(),
+                    "ran": ran,
+                    // What rank 0's bar counted: every rank's rotations at the end, and the
+                    // reports that moved it while the ranks ran.
+                    "progress": { "counted": counted, "reports": reports.received() },
                 }));
             }
             Ok(m)
         }
+    }
+
+    /// The tag of [`Reports`]' messages.
+    const PROGRESS_TAG: dist::mpi::Tag = 0x570a;
+    /// Seconds between two reports of a rank.
+    const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+    /// Progress of a split match, counted on rank 0 as the ranks go: each other rank sends
+    /// `[done, total, final]` (its steps: tiles × rotations) to rank 0, point to point, at most
+    /// every [`REPORT_EVERY`] from its progress callback and once at its end; rank 0 reads them
+    /// between its own rotations (no collective in the loop), and after its own loop waits
+    /// for every rank's end.
+    struct Reports {
+        /// This rank.
+        rank: i32,
+        /// Each rank's rotations.
+        lens: Vec<usize>,
+        /// Rank 0: each rank's last (done, total, finished).
+        seen: std::sync::Mutex<Vec<(u64, u64, bool)>>,
+        /// Rank 0: reports received from each rank before its end (run.json).
+        reports: std::sync::Mutex<Vec<u64>>,
+        /// Other ranks: when this rank last reported (`None`: not yet; the first step is
+        /// reported at once), and its last step.
+        last: std::sync::Mutex<(Option<std::time::Instant>, [i64; 2])>,
+    }
+
+    impl Reports {
+        fn new(world: &SimpleCommunicator, ranges: &[std::ops::Range<usize>]) -> Self {
+            let lens: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+            let seen = lens.iter().map(|_| (0, 0, false)).collect();
+            Reports {
+                rank: world.rank(),
+                lens,
+                seen: std::sync::Mutex::new(seen),
+                reports: std::sync::Mutex::new(vec![0; ranges.len()]),
+                last: std::sync::Mutex::new((None, [0, 0])),
+            }
+        }
+
+        /// Rotations of every rank done so far, in rotation units.
+        fn count(&self, seen: &[(u64, u64, bool)]) -> u64 {
+            seen.iter()
+                .zip(&self.lens)
+                .map(|(&(d, t, fin), &n)| {
+                    if fin {
+                        n as u64
+                    } else {
+                        (d * n as u64).checked_div(t).unwrap_or(0)
+                    }
+                })
+                .sum()
+        }
+
+        /// Reads every report already here (rank 0).
+        fn drain(&self, seen: &mut [(u64, u64, bool)], wait_for_all: bool) {
+            // On the thread that called MPI (funneled), like every progress callback.
+            let world = SimpleCommunicator::world();
+            let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let pending = seen.iter().skip(1).any(|s| !s.2);
+                if wait_for_all && pending {
+                    let (v, st) = world
+                        .any_process()
+                        .receive_vec_with_tag::<i64>(PROGRESS_TAG);
+                    Self::note(seen, &mut reports, st.source_rank(), &v);
+                    continue;
+                }
+                let Some(m) = world
+                    .any_process()
+                    .immediate_matched_probe_with_tag(PROGRESS_TAG)
+                else {
+                    return;
+                };
+                let (v, st) = m.matched_receive_vec::<i64>();
+                Self::note(seen, &mut reports, st.source_rank(), &v);
+            }
+        }
+
+        fn note(seen: &mut [(u64, u64, bool)], reports: &mut [u64], from: i32, v: &[i64]) {
+            if let (Some(s), [d, t, f]) = (seen.get_mut(from as usize), v) {
+                *s = (*d as u64, *t as u64, *f != 0);
+                if *f == 0 {
+                    reports[from as usize] += 1;
+                }
+            }
+        }
+
+        /// Rank 0, after [`Reports::finish`]: the reports each rank sent before its end.
+        fn received(&self) -> Vec<u64> {
+            self.reports
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        }
+
+        /// After a step of this rank: rank 0 counts (`Some`: every rank's rotations so far);
+        /// another rank reports now and then (`None`).
+        fn step(&self, done: usize, total: usize) -> Option<u64> {
+            if self.rank == 0 {
+                let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen[0] = (done as u64, total as u64, false);
+                self.drain(&mut seen, false);
+                return Some(self.count(&seen));
+            }
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            last.1 = [done as i64, total as i64];
+            if last.0.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+                last.0 = Some(std::time::Instant::now());
+                let msg = [done as i64, total as i64, 0];
+                SimpleCommunicator::world()
+                    .process_at_rank(0)
+                    .send_with_tag(&msg[..], PROGRESS_TAG);
+            }
+            None
+        }
+
+        /// This rank's loop ended: another rank says so; rank 0 waits for every rank's end.
+        fn finish(&self) -> Option<u64> {
+            if self.rank == 0 {
+                let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen[0].2 = true;
+                self.drain(&mut seen, true);
+                return Some(self.count(&seen));
+            }
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            let msg = [last.1[0], last.1[1], 1];
+            SimpleCommunicator::world()
+                .process_at_rank(0)
+                .send_with_tag(&msg[..], PROGRESS_TAG);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_take_devices_by_node_local_rank() {
+        use super::super::workers::Devices;
+        // Without --devices: the local rank modulo the visible devices.
+        let got: Vec<usize> = (0..6).map(|l| rank_device(l, None, 4)).collect();
+        assert_eq!(got, [0, 1, 2, 3, 0, 1]);
+        // With --devices 2,3: local rank i takes the i-th, in turn.
+        let d = Devices(vec![2, 3]);
+        let got: Vec<usize> = (0..5).map(|l| rank_device(l, Some(&d), 4)).collect();
+        assert_eq!(got, [2, 3, 2, 3, 2]);
+        assert_eq!(rank_device(3, None, 0), 0);
     }
 }

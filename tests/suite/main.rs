@@ -19,6 +19,8 @@ mod cli_robust;
 mod cli_solve;
 mod common;
 mod conformance;
+#[cfg(feature = "cli")]
+mod devices;
 mod filter_fixtures;
 mod filters;
 #[cfg(feature = "io")]

@@ -72,7 +72,7 @@ fn run(bin: &Path, ranks: u32, args: &[&str]) -> Output {
     c.args(args).arg("-q").output().expect("spawn")
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("monomorph-mpi-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("scratch dir");
@@ -92,14 +92,14 @@ pub(crate) fn noise(shape: &[usize], seed: u64) -> ArrayD<f32> {
     })
 }
 
-fn save(dir: &Path, name: &str, a: &ArrayD<f32>) -> String {
+pub(crate) fn save(dir: &Path, name: &str, a: &ArrayD<f32>) -> String {
     let p = dir.join(name);
     ndarray_npy::write_npy(&p, a).expect("write npy");
     p.to_str().expect("utf-8").to_string()
 }
 
 /// The inputs of each case: (name, args without --out).
-fn cases(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
+pub(crate) fn cases(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
     let t3 = save(dir, "t3.npy", &noise(&[24, 22, 20], 1));
     let p3 = save(dir, "p3.npy", &noise(&[7, 7, 7], 2));
     let m3 = save(
@@ -178,17 +178,17 @@ fn cases(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
     ]
 }
 
-fn args_out<'a>(args: &'a [String], out: &'a str) -> Vec<&'a str> {
+pub(crate) fn args_out<'a>(args: &'a [String], out: &'a str) -> Vec<&'a str> {
     let mut v: Vec<&str> = args.iter().map(String::as_str).collect();
     v.extend(["--out", out]);
     v
 }
 
-fn read(p: &Path) -> Vec<u8> {
+pub(crate) fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-fn run_json(dir: &Path) -> serde_json::Value {
+pub(crate) fn run_json(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&read(&dir.join("run.json"))).expect("run.json")
 }
 
@@ -240,6 +240,10 @@ fn mpi_ranks_match_one_process_byte_for_byte() {
             }
             if n > 1 {
                 assert_eq!(got["mpi"]["ranks"], n, "{name}: {got}");
+                check_ran(&got, n as usize, name);
+                // Rank 0's bar counted every rank's rotations.
+                let nrot = got["score_statistics"]["n_rotations"].as_u64();
+                assert_eq!(got["mpi"]["progress"]["counted"].as_u64(), nrot, "{got}");
             }
         }
     }
@@ -249,6 +253,97 @@ fn mpi_ranks_match_one_process_byte_for_byte() {
     assert!(
         ri.iter().any(|&v| v == 0) && ri.iter().any(|&v| v == 2),
         "{ri}"
+    );
+}
+
+/// run.json's `mpi.ran`: one entry per rank (at most `ranks`), contiguous rotation ranges in
+/// rank order covering every rotation, a device field (null on the CPU).
+fn check_ran(info: &serde_json::Value, ranks: usize, what: &str) {
+    let ran = info["mpi"]["ran"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: no mpi.ran: {info}"));
+    assert!(!ran.is_empty() && ran.len() <= ranks, "{what}: {info}");
+    let mut at = 0;
+    for r in ran {
+        assert!(r["rank"].as_u64() < Some(ranks as u64), "{what}: {info}");
+        assert_eq!(r["rotations"][0].as_u64(), Some(at), "{what}: {info}");
+        at = r["rotations"][1].as_u64().unwrap();
+        assert!(r.get("device").is_some(), "{what}: {info}");
+    }
+    let nrot = info["score_statistics"]["n_rotations"].as_u64();
+    assert_eq!(Some(at), nrot, "{what}: {info}");
+}
+
+#[test]
+fn mpi_list_targets_say_which_ranks_ran_them() {
+    // Two targets on 3 ranks: each split into 2 ranges merged on rank 0; on 2 ranks: whole.
+    let Some(bin) = mpi_or_skip() else { return };
+    let dir = scratch("listmpi");
+    let (a, b) = (
+        save(&dir, "a.npy", &noise(&[16, 14, 12], 31)),
+        save(&dir, "b.npy", &noise(&[12, 14, 16], 32)),
+    );
+    let p = save(&dir, "p.npy", &noise(&[5, 5, 5], 33));
+    let list = dir.join("list.txt");
+    std::fs::write(&list, format!("{a}\n{b}\n")).unwrap();
+    for n in [2, 3] {
+        let out = dir.join(format!("out{n}"));
+        let args = [
+            "match",
+            "--target-list",
+            list.to_str().unwrap(),
+            "-i",
+            &p,
+            "-a",
+            "60",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let o = run(&bin, n, &args);
+        assert!(
+            o.status.success(),
+            "{n} ranks: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for t in ["a", "b"] {
+            let info = run_json(&out.join(t));
+            assert_eq!(info["mpi"]["ranks"], n, "{t}: {info}");
+            check_ran(&info, n as usize, t);
+            let parts = info["mpi"]["ran"].as_array().map(Vec::len);
+            assert_eq!(parts, Some(if n == 3 { 2 } else { 1 }), "{t}: {info}");
+        }
+    }
+}
+
+#[test]
+fn mpi_progress_counts_other_ranks_as_they_go() {
+    // The other ranks report to rank 0 while they run.
+    let Some(bin) = mpi_or_skip() else { return };
+    let dir = scratch("progress");
+    let t = save(&dir, "t.npy", &noise(&[32, 32, 32], 7));
+    let p = save(&dir, "p.npy", &noise(&[7, 7, 7], 8));
+    let out = dir.join("out");
+    let args = [
+        "match",
+        "-m",
+        &t,
+        "-i",
+        &p,
+        "-a",
+        "20",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = run(&bin, 2, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let info = run_json(&out);
+    // Rank 1 reports its first rotation at once (then at most every 0.2 s), before its end.
+    let reports = info["mpi"]["progress"]["reports"][1].as_u64().unwrap();
+    assert!(reports >= 1, "rank 1 reported nothing while it ran: {info}");
+    assert_eq!(
+        info["mpi"]["progress"]["counted"].as_u64(),
+        info["score_statistics"]["n_rotations"].as_u64(),
+        "{info}"
     );
 }
 
@@ -313,27 +408,32 @@ fn mpi_a_rank_failing_mid_loop_stops_every_rank_fast() {
         out.to_str().unwrap(),
         "-q",
     ];
-    let started = Instant::now();
-    let mut c = mpirun();
-    c.args(["-q", "--timeout", "100", "-n", "1"])
-        .arg(&bin)
-        .args(args);
-    c.args([":", "-n", "1", "env", "MONOMORPH_TEST_FAIL_AFTER=2"])
-        .arg(&bin)
-        .args(args);
-    c.args([":", "-n", "1"]).arg(&bin).args(args);
-    let o = c.output().expect("spawn mpirun");
-    let took = started.elapsed();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(took < Duration::from_secs(15), "took {took:?}: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("error: rank 1: injected failure"),
-        "{err}"
-    );
-    assert!(!out.exists(), "an output folder was left: {err}");
+    // Rank 1 fails, then rank 0 (which must stop the others before it waits for their ends).
+    for failing in [1, 0] {
+        let started = Instant::now();
+        let mut c = mpirun();
+        c.args(["-q", "--timeout", "100"]);
+        for k in 0..3 {
+            if k > 0 {
+                c.arg(":");
+            }
+            c.args(["-n", "1"]);
+            if k == failing {
+                c.args(["env", "MONOMORPH_TEST_FAIL_AFTER=2"]);
+            }
+            c.arg(&bin).args(args);
+        }
+        let o = c.output().expect("spawn mpirun");
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "rank {failing}: {err}");
+        assert!(took < Duration::from_secs(15), "took {took:?}: {err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        let want = format!("error: rank {failing}: injected failure");
+        assert!(lines[0].starts_with(&want), "{err}");
+        assert!(!out.exists(), "an output folder was left: {err}");
+    }
 }
 
 #[test]
