@@ -85,6 +85,9 @@ pub struct MatchArgs {
     /// Fourier filters (pytme's flags).
     #[command(flatten)]
     pub filters: super::filters::FilterArgs,
+    /// Restricting the search (--scheduling-mask, --search-z/-y/-x).
+    #[command(flatten)]
+    pub search: super::search::SearchArgs,
     /// Many targets in one job (`--target-list`, `--peaks`).
     #[command(flatten)]
     pub list: super::list::ListArgs,
@@ -155,6 +158,8 @@ pub struct MatchJob {
     pub peaks: Option<PeakQuery>,
     /// The Fourier filters, built on the backend before matching.
     pub filters: Option<monomorph::algo::filters::FilterSpec>,
+    /// The search restriction (scheduling mask, search box).
+    pub search: super::search::Search,
 }
 
 /// Host copy of a matching result.
@@ -186,6 +191,8 @@ pub struct Uploaded<B: Backend> {
     tmask: Option<monomorph::Arr<B, FloatOf<B>>>,
     gmask: Option<monomorph::Arr<B, FloatOf<B>>>,
     filters: Option<monomorph::algo::filters::Filters>,
+    smask: Option<monomorph::Arr<B, FloatOf<B>>>,
+    search_box: Option<Vec<(usize, usize)>>,
 }
 
 impl MatchJob {
@@ -198,6 +205,7 @@ impl MatchJob {
         };
         let tmask = self.template_mask.as_ref().map(up).transpose()?;
         let gmask = self.target_mask.as_ref().map(up).transpose()?;
+        let smask = self.search.mask.as_ref().map(up).transpose()?;
         let filters =
             super::filters::build(self.filters.as_ref(), b, &target, self.template.shape())?;
         Ok(Uploaded {
@@ -206,6 +214,8 @@ impl MatchJob {
             tmask,
             gmask,
             filters,
+            smask,
+            search_box: self.search.ranges.clone(),
         })
     }
 
@@ -221,6 +231,8 @@ impl MatchJob {
         params.pad_edges = self.pad_edges;
         params.interpolation = self.interpolation;
         params.memory_limit = self.memory_limit;
+        params.scheduling_mask = up.smask.as_ref();
+        params.search_box = up.search_box.as_deref();
         params
     }
 
@@ -339,6 +351,8 @@ pub struct Prepared {
     pub timings: Timings,
     /// The Fourier filters, for run.json.
     pub filters_json: serde_json::Value,
+    /// The search restriction, for run.json.
+    pub search_json: serde_json::Value,
 }
 
 /// Runs `monomorph match`.
@@ -462,6 +476,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         false_positives: Some(1.0),
         caller: Caller::Skimage,
         run_stats: None,
+        max_score: None,
+        oversampling: None,
     });
     let fvoxel = super::filters::voxel_size(
         &a.filters,
@@ -473,6 +489,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     )?;
     let filters = super::filters::spec(&a.filters, d, fvoxel)?;
     let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
+    let search = a.search.check(&tshape)?;
+    let search_json = a.search.to_json(&search);
     let job = MatchJob {
         target: if a.filters.invert_target_contrast {
             super::filters::negate(target.data)
@@ -493,6 +511,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         quiet: g.quiet,
         peaks: png_query,
         filters,
+        search,
     };
     let n_rot = job.rotations.len();
     let names = [
@@ -510,6 +529,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         ("--target-mask", a.target_mask.as_ref()),
         ("--rotations", a.rotations.as_ref()),
         ("--euler", a.euler.as_ref()),
+        ("--scheduling-mask", a.search.scheduling_mask.as_ref()),
     ];
     let inputs: Vec<(&str, &std::path::Path)> = inputs
         .iter()
@@ -527,6 +547,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
             score,
             timings,
             filters_json,
+            search_json,
         },
         job,
     ))
@@ -542,6 +563,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         score,
         mut timings,
         filters_json,
+        search_json,
     } = p;
     let g = &g;
     timings.time("write", || -> CliResult<()> {
@@ -576,6 +598,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
             }),
         );
         o.insert("filters".into(), filters_json);
+        o.insert("search".into(), search_json);
         o.insert("ssum".into(), json!(m.ssum));
         // What `peaks --false-positives` needs for pytme's rule (read back by `peaks`).
         o.insert(

@@ -33,6 +33,7 @@ mod matching;
 mod output;
 mod peaks;
 mod ranks;
+mod search;
 mod solve;
 mod trace;
 
