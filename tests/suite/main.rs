@@ -15,6 +15,8 @@ mod cli_peaks;
 #[cfg(feature = "cli")]
 mod cli_robust;
 #[cfg(feature = "cli")]
+mod cli_search;
+#[cfg(feature = "cli")]
 mod cli_solve;
 mod common;
 mod conformance;
@@ -34,4 +36,5 @@ mod mpi;
 mod orientation;
 mod peaks;
 mod resample_fixtures;
+mod search;
 mod symmetry;
