@@ -54,8 +54,8 @@ pub struct PeaksArgs {
     /// Sub-voxel peak positions as pytme's postprocess --peak-oversampling F: the score map's
     /// DFT interpolant sampled F times finer around each peak (upsampled DFT,
     /// Guizar-Sicairos 2008; a region of ceil(1.5 F) samples per axis), precision 1/F voxel.
-    /// Written as fractional coordinates in the CSV and STAR (_rlnCoordinateX/Y/Z). Needs a
-    /// finite map (no NaN, no -inf).
+    /// Written as fractional coordinates in the CSV and STAR (_rlnCoordinateX/Y/Z). Positions
+    /// not searched (-inf, a restricted match) count as 0 in the interpolant.
     #[arg(long, value_name = "F")]
     pub peak_oversampling: Option<f64>,
     /// Only peaks scoring above Y × the map maximum.

@@ -370,9 +370,17 @@ fn oversampled_peaks_are_pytmes() {
         ..p[0].clone()
     }];
     assert!(oversample_peaks(&b, &s, &outside, 2.0).is_err());
-    let mut inf = map.clone();
-    inf[[0, 0]] = f32::NEG_INFINITY;
-    assert!(oversample_peaks(&b, &up(&b, &inf), &p, 2.0).is_err());
+    let mut nan = map.clone();
+    nan[[0, 0]] = f32::NAN;
+    assert!(oversample_peaks(&b, &up(&b, &nan), &p, 2.0).is_err());
+    // −∞ (not searched) is 0 in the interpolant.
+    let (mut ninf, mut zero) = (map.clone(), map.clone());
+    ninf[[0, 0]] = f32::NEG_INFINITY;
+    zero[[0, 0]] = 0.0;
+    assert_eq!(
+        oversample_peaks(&b, &up(&b, &ninf), &p, 3.0).unwrap(),
+        oversample_peaks(&b, &up(&b, &zero), &p, 3.0).unwrap()
+    );
 }
 
 #[test]

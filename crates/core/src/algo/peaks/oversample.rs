@@ -76,9 +76,10 @@ fn region(factor: f64) -> (usize, f64) {
 /// sub-voxel position of every peak, in the map's index order. A factor of 1 or less samples
 /// only whole voxels around the peak (pytme accepts any factor `> 0`).
 ///
-/// Reads the whole map once to the host. Errors: a factor that is not finite and `> 0` (or
-/// asks for more than 1024 samples per axis), a map with NaN or infinite values, a peak
-/// outside the map or with the wrong number of axes.
+/// Reads the whole map once to the host. Positions not searched (−∞, a restricted match) are
+/// taken as 0 (pytme's interpolant would be NaN everywhere). Errors: a factor that is not
+/// finite and `> 0` (or asks for more than 1024 samples per axis), a map with NaN or +∞, a
+/// peak outside the map or with the wrong number of axes.
 pub fn oversample_peaks<B: Memory, T: Float>(
     b: &B,
     scores: &Arr<B, T>,
@@ -110,19 +111,24 @@ pub fn oversample_peaks<B: Memory, T: Float>(
     }
     let host = b.download(scores)?;
     let mut bad = 0usize;
+    // −∞ marks a position not searched (a restricted match): 0 in the interpolant.
     let data: Vec<f64> = host
         .iter()
         .map(|&v| {
             let v = v.as_f64();
-            if !v.is_finite() {
-                bad += 1;
+            if v == f64::NEG_INFINITY {
+                0.0
+            } else {
+                if !v.is_finite() {
+                    bad += 1;
+                }
+                v
             }
-            v
         })
         .collect();
     if bad > 0 {
         return Err(Error::NonFinite {
-            what: "scores (sub-voxel positions need a finite map)".into(),
+            what: "scores (sub-voxel positions need a map without NaN or +inf)".into(),
             count: bad,
         });
     }
