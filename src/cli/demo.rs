@@ -245,6 +245,8 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         false_positives: Some(1.0),
         caller: Caller::Skimage,
         run_stats: None,
+        max_score: None,
+        oversampling: None,
     };
     let job = MatchJob {
         target: HostArray::F64(tomo.clone()),
@@ -261,6 +263,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         filters: None,
         score_stats: false,
         background: None,
+        search: Default::default(),
     };
     if !g.quiet {
         note!(
@@ -390,6 +393,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
                 score: p.score,
                 rotation: p.rotation.as_ref().map(|r| r.0),
                 euler: p.rotation.as_ref().map(|r| euler_of(&r.1)),
+                subvoxel: None,
             })
             .collect();
         out.stage("peaks.csv", |p| write_peaks(p, &peak_rows, 3))?;
@@ -401,6 +405,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
                 score: f64::NAN,
                 rotation: Some(p.rot),
                 euler: Some(euler_of(rotations.matrix(p.rot))),
+                subvoxel: None,
             })
             .collect();
         out.stage("planted.csv", |p| write_peaks(p, &truth, 3))?;

@@ -25,7 +25,7 @@ use tracing::info_span;
 
 use super::matching::{MatchArgs, MatchJob, Matched, Prepared, prepare, write};
 use super::output::{Outputs, check_out_dir, path_json};
-use super::peaks::{Caller, PeakQuery, RunStats, rows_of};
+use super::peaks::{Caller, PeakQuery, RunStats};
 use super::ranks::Watch;
 use super::trace::progress;
 use super::{CliError, CliResult, Global};
@@ -61,9 +61,10 @@ pub struct ListArgs {
         help_heading = "Many targets"
     )]
     pub min_distance: Option<usize>,
-    /// With --peaks: `peaks --threshold-abs`.
+    /// With --peaks: `peaks --threshold-abs` (alias --min-score, pytme's name).
     #[arg(
         long,
+        visible_alias = "min-score",
         value_name = "X",
         allow_negative_numbers = true,
         requires = "peaks",
@@ -102,6 +103,23 @@ pub struct ListArgs {
         help_heading = "Many targets"
     )]
     pub false_positives: Option<f64>,
+    /// With --peaks: `peaks --max-score`.
+    #[arg(
+        long,
+        value_name = "X",
+        allow_negative_numbers = true,
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub max_score: Option<f64>,
+    /// With --peaks: `peaks --peak-oversampling`.
+    #[arg(
+        long,
+        value_name = "F",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub peak_oversampling: Option<f64>,
     /// With --peaks: `peaks --caller` (default skimage).
     #[arg(
         long,
@@ -367,6 +385,8 @@ pub fn peak_query(a: &ListArgs) -> CliResult<Option<PeakQuery>> {
         false_positives: a.false_positives,
         caller: a.caller.unwrap_or(Caller::Skimage),
         run_stats: None,
+        max_score: a.max_score,
+        oversampling: a.peak_oversampling,
     }
     .checked()
     .map(Some)
@@ -449,6 +469,8 @@ pub struct Row {
     score: u64,
     rotation: Option<usize>,
     euler: Option<[u64; 3]>,
+    #[serde(default)]
+    subvoxel: Option<Vec<u64>>,
 }
 
 impl From<&PeakRow> for Row {
@@ -458,6 +480,10 @@ impl From<&PeakRow> for Row {
             score: r.score.to_bits(),
             rotation: r.rotation,
             euler: r.euler.map(|e| e.map(f64::to_bits)),
+            subvoxel: r
+                .subvoxel
+                .as_ref()
+                .map(|v| v.iter().map(|x| x.to_bits()).collect()),
         }
     }
 }
@@ -469,6 +495,10 @@ impl From<&Row> for PeakRow {
             score: f64::from_bits(r.score),
             rotation: r.rotation,
             euler: r.euler.map(|e| e.map(f64::from_bits)),
+            subvoxel: r
+                .subvoxel
+                .as_ref()
+                .map(|v| v.iter().map(|&x| f64::from_bits(x)).collect()),
         }
     }
 }
@@ -499,7 +529,7 @@ impl BackendTask for PeaksOnResult {
         let s = b.upload_owned(self.scores.mapv(|v| FloatOf::<B>::from_f64(v as f64)))?;
         let ri = b.upload_owned(self.rotation_index)?;
         let called = super::peaks::call(b, &s, &self.query, Some((&ri, &self.rotations)))?;
-        Ok(rows_of(&called.peaks))
+        Ok(called.rows())
     }
 }
 

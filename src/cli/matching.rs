@@ -146,6 +146,9 @@ pub struct MatchArgs {
     /// Fourier filters (pytme's flags).
     #[command(flatten)]
     pub filters: super::filters::FilterArgs,
+    /// Restricting the search (--scheduling-mask, --search-z/-y/-x).
+    #[command(flatten)]
+    pub search: super::search::SearchArgs,
     /// Many targets in one job (`--target-list`, `--peaks`).
     #[command(flatten)]
     pub list: super::list::ListArgs,
@@ -234,6 +237,8 @@ pub struct MatchJob {
     pub score_stats: bool,
     /// `--background-correction`.
     pub background: Option<monomorph::algo::matching::Background>,
+    /// The search restriction (scheduling mask, search box).
+    pub search: super::search::Search,
 }
 
 /// Host copy of a matching result.
@@ -269,6 +274,8 @@ pub struct Uploaded<B: Backend> {
     tmask: Option<monomorph::Arr<B, FloatOf<B>>>,
     gmask: Option<monomorph::Arr<B, FloatOf<B>>>,
     filters: Option<monomorph::algo::filters::Filters>,
+    smask: Option<monomorph::Arr<B, FloatOf<B>>>,
+    search_box: Option<Vec<(usize, usize)>>,
 }
 
 impl MatchJob {
@@ -281,6 +288,7 @@ impl MatchJob {
         };
         let tmask = self.template_mask.as_ref().map(up).transpose()?;
         let gmask = self.target_mask.as_ref().map(up).transpose()?;
+        let smask = self.search.mask.as_ref().map(up).transpose()?;
         let filters =
             super::filters::build(self.filters.as_ref(), b, &target, self.template.shape())?;
         Ok(Uploaded {
@@ -289,6 +297,8 @@ impl MatchJob {
             tmask,
             gmask,
             filters,
+            smask,
+            search_box: self.search.ranges.clone(),
         })
     }
 
@@ -306,6 +316,8 @@ impl MatchJob {
         params.memory_limit = self.memory_limit;
         params.score_stats = self.score_stats;
         params.background = self.background;
+        params.scheduling_mask = up.smask.as_ref();
+        params.search_box = up.search_box.as_deref();
         params
     }
 
@@ -435,6 +447,8 @@ pub struct Prepared {
     pub timings: Timings,
     /// The Fourier filters, for run.json.
     pub filters_json: serde_json::Value,
+    /// The search restriction, for run.json.
+    pub search_json: serde_json::Value,
 }
 
 /// Runs `monomorph match`.
@@ -599,6 +613,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         false_positives: Some(1.0),
         caller: Caller::Skimage,
         run_stats: None,
+        max_score: None,
+        oversampling: None,
     });
     let fvoxel = super::filters::voxel_size(
         &a.filters,
@@ -610,6 +626,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     )?;
     let filters = super::filters::spec(&a.filters, d, fvoxel)?;
     let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
+    let search = a.search.check(&tshape)?;
+    let search_json = a.search.to_json(&search);
     let job = MatchJob {
         target: if a.filters.invert_target_contrast {
             super::filters::negate(target.data)
@@ -632,6 +650,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         filters,
         score_stats: a.score_stats,
         background: a.background_correction,
+        search,
     };
     let n_rot = job.rotations.len();
     let names = [
@@ -656,6 +675,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         ("--rotations", a.rotations.as_ref()),
         ("--euler", a.euler.as_ref()),
         ("--orientations", a.orientations.as_ref()),
+        ("--scheduling-mask", a.search.scheduling_mask.as_ref()),
     ];
     let inputs: Vec<(&str, &std::path::Path)> = inputs
         .iter()
@@ -673,6 +693,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
             score,
             timings,
             filters_json,
+            search_json,
         },
         job,
     ))
@@ -692,6 +713,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         score,
         mut timings,
         filters_json,
+        search_json,
     } = p;
     let g = &g;
     timings.time("write", || -> CliResult<()> {
@@ -740,6 +762,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
             }),
         );
         o.insert("filters".into(), filters_json);
+        o.insert("search".into(), search_json);
         o.insert("ssum".into(), json!(m.ssum));
         // What `peaks --false-positives` needs for pytme's rule (read back by `peaks`).
         o.insert(

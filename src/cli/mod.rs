@@ -34,6 +34,7 @@ mod orientations;
 mod output;
 mod peaks;
 mod ranks;
+mod search;
 mod solve;
 mod trace;
 mod workers;

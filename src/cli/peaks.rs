@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use monomorph::algo::peaks::{
     ExcludeBorder, Peak, PeakParams, PytmeParams, attach_rotations, call_peaks_maximum_filter,
-    call_peaks_recursive, false_alarm_threshold, find_peaks, pytme_false_alarm_threshold,
-    voxels_inside_border,
+    call_peaks_recursive, false_alarm_threshold, find_peaks, oversample_peaks,
+    pytme_false_alarm_threshold, voxels_inside_border,
 };
 use monomorph::algo::rotations::{RotationSet, relion_euler_of};
 use monomorph::io::{HostArray, PeakRow, TableMeta, write_peaks_with, write_png};
@@ -34,9 +34,30 @@ pub struct PeaksArgs {
     /// Minimum distance between peaks in voxels (Chebyshev, strict) and max-filter radius.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub min_distance: usize,
-    /// Only peaks scoring above X.
-    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    /// Only peaks scoring above X (skimage: strictly above). With --caller maxfilter or
+    /// recursive this is pytme's --min-score (peaks scoring at least X, with pytme's
+    /// maximum-filter quirk), hence its alias; pytme's postprocess defaults to 0, monomorph to
+    /// no limit.
+    #[arg(
+        long,
+        visible_alias = "min-score",
+        value_name = "X",
+        allow_negative_numbers = true
+    )]
     pub threshold_abs: Option<f64>,
+    /// Only peaks scoring at most X, as pytme's --max-score: with --caller maxfilter or
+    /// recursive, candidates above X are dropped before the distance filter (so they suppress
+    /// no neighbour), as pytme's callers do; with skimage (peak_local_max has no maximum),
+    /// peaks above X are removed from the called list before --num-peaks applies.
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub max_score: Option<f64>,
+    /// Sub-voxel peak positions as pytme's postprocess --peak-oversampling F: the score map's
+    /// DFT interpolant sampled F times finer around each peak (upsampled DFT,
+    /// Guizar-Sicairos 2008; a region of ceil(1.5 F) samples per axis), precision 1/F voxel.
+    /// Written as fractional coordinates in the CSV and STAR (_rlnCoordinateX/Y/Z). Positions
+    /// not searched (-inf, a restricted match) count as 0 in the interpolant.
+    #[arg(long, value_name = "F")]
+    pub peak_oversampling: Option<f64>,
     /// Only peaks scoring above Y × the map maximum.
     #[arg(long, value_name = "Y")]
     pub threshold_rel: Option<f64>,
@@ -102,6 +123,10 @@ pub struct PeakQuery {
     /// The matching run's statistics for `false_positives` (pytme's rule); `None`: the map-σ
     /// fallback.
     pub run_stats: Option<RunStats>,
+    /// Only peaks scoring at most this (pytme's max_score).
+    pub max_score: Option<f64>,
+    /// Sub-voxel positions by pytme's upsampled DFT with this factor.
+    pub oversampling: Option<f64>,
 }
 
 /// What pytme's false-alarm rule needs from a matching run.
@@ -164,6 +189,8 @@ impl PeakQuery {
             false_positives: a.false_positives,
             caller: a.caller,
             run_stats: None,
+            max_score: a.max_score,
+            oversampling: a.peak_oversampling,
         }
         .checked()
     }
@@ -175,6 +202,8 @@ impl PeakQuery {
             ("--threshold-abs", self.threshold_abs),
             ("--threshold-rel", self.threshold_rel),
             ("--false-positives", self.false_positives),
+            ("--max-score", self.max_score),
+            ("--peak-oversampling", self.oversampling),
         ] {
             if let Some(x) = v
                 && !x.is_finite()
@@ -189,6 +218,21 @@ impl PeakQuery {
         {
             return Err(CliError::input(format!(
                 "--false-positives {k}: expected a number > 0"
+            )));
+        }
+        if let Some(f) = self.oversampling
+            && !(f > 0.0 && f <= 682.0)
+        {
+            return Err(CliError::input(format!(
+                "--peak-oversampling {f}: expected a factor > 0 and at most 682"
+            )));
+        }
+        if let (Some(lo), Some(hi)) = (self.threshold_abs, self.max_score)
+            && lo > hi
+        {
+            return Err(CliError::input(format!(
+                "--max-score {hi}: below --threshold-abs/--min-score {lo}, expected a maximum \
+                 at least the minimum"
             )));
         }
         Ok(self)
@@ -210,15 +254,17 @@ pub fn euler_of(m: &[f64]) -> [f64; 3] {
     relion_euler_of(m).unwrap_or([f64::NAN; 3])
 }
 
-/// Table rows of called peaks.
-pub fn rows_of(peaks: &[Peak]) -> Vec<PeakRow> {
+/// Table rows of called peaks, with their sub-voxel positions when given (one per peak).
+pub fn rows_of(peaks: &[Peak], subvoxel: Option<&[Vec<f64>]>) -> Vec<PeakRow> {
     peaks
         .iter()
-        .map(|p| PeakRow {
+        .enumerate()
+        .map(|(i, p)| PeakRow {
             position: p.coord.clone(),
             score: p.score,
             rotation: p.rotation.as_ref().map(|(k, _)| *k),
             euler: p.rotation.as_ref().map(|(_, m)| euler_of(m)),
+            subvoxel: subvoxel.and_then(|s| s.get(i).cloned()),
         })
         .collect()
 }
@@ -230,6 +276,15 @@ pub struct Called {
     pub peaks: Vec<Peak>,
     /// The `--false-positives` threshold, when asked for.
     pub false_alarm: Option<FalseAlarm>,
+    /// Sub-voxel positions (`--peak-oversampling`), one per peak.
+    pub subvoxel: Option<Vec<Vec<f64>>>,
+}
+
+impl Called {
+    /// The table rows of the peaks.
+    pub fn rows(&self) -> Vec<PeakRow> {
+        rows_of(&self.peaks, self.subvoxel.as_deref())
+    }
 }
 
 /// The false-alarm threshold of `q` on `scores` (see [`PeaksArgs::false_positives`]).
@@ -242,9 +297,26 @@ fn false_alarm<B: Backend>(
 ) -> monomorph::Result<FalseAlarm> {
     let shape = scores.shape();
     let border = q.border(shape.len());
-    let n_voxels = voxels_inside_border(shape, &border);
+    let all_voxels = voxels_inside_border(shape, &border);
+    // Positions not searched (score −∞, a restricted match) are no trials.
+    let not_searched = if all_voxels == 0 {
+        0
+    } else {
+        let inner: Vec<usize> = shape.iter().zip(&border).map(|(s, w)| s - 2 * w).collect();
+        let mut crop = b.zeros::<FloatOf<B>>(&inner)?;
+        b.crop(scores, &border, &mut crop)?;
+        b.count_nonfinite(&crop)?
+    };
+    let n_voxels = all_voxels - not_searched;
     let (from_run, n_rotations, sigma) = match q.run_stats {
         Some(rs) => (true, rs.n_rotations, (rs.ssum as f32).sqrt() as f64),
+        None if not_searched > 0 => {
+            return Err(monomorph::Error::invalid(
+                "--false-positives",
+                "the map has positions not searched (-inf) and no matching run statistics: \
+                 pass --match-run DIR",
+            ));
+        }
         None => {
             let sigma = if n_voxels == 0 {
                 0.0
@@ -258,6 +330,14 @@ fn false_alarm<B: Backend>(
             };
             (false, fallback_rotations, sigma)
         }
+    };
+    // A restricted run's ssum sums the searched positions only, over the target's voxels:
+    // over the searched ones it is the mean square pytme's rule wants.
+    let ssum_of =
+        |rs: RunStats| rs.ssum * shape.iter().product::<usize>() as f64 / n_voxels.max(1) as f64;
+    let sigma = match q.run_stats {
+        Some(rs) if not_searched > 0 => (ssum_of(rs) as f32).sqrt() as f64,
+        _ => sigma,
     };
     let threshold = if n_voxels == 0 {
         None
@@ -273,6 +353,9 @@ fn false_alarm<B: Backend>(
             ));
         }
         Some(match q.run_stats {
+            Some(rs) if not_searched > 0 => {
+                pytme_false_alarm_threshold(k, ssum_of(rs), n_voxels, n_rotations)?
+            }
             Some(rs) => pytme_false_alarm_threshold(k, rs.ssum, n_voxels, n_rotations)?,
             None => false_alarm_threshold(k, n_voxels, n_rotations, sigma)?,
         })
@@ -316,10 +399,19 @@ pub fn call<B: Backend>(
                 exclude_border: q
                     .exclude_border
                     .map_or(ExcludeBorder::Bool(true), ExcludeBorder::Width),
-                num_peaks: q.num_peaks,
+                num_peaks: if q.max_score.is_some() {
+                    None
+                } else {
+                    q.num_peaks
+                },
                 ..PeakParams::default()
             };
-            find_peaks(b, scores, &params)?
+            let mut p = find_peaks(b, scores, &params)?;
+            if let Some(hi) = q.max_score {
+                p.retain(|p| p.score <= hi);
+                p.truncate(q.num_peaks.unwrap_or(usize::MAX));
+            }
+            p
         }
         Caller::Maxfilter | Caller::Recursive => {
             let mut min_score = threshold;
@@ -332,7 +424,7 @@ pub fn call<B: Backend>(
                 min_distance: q.min_distance,
                 min_boundary_distance: q.exclude_border.unwrap_or(0),
                 min_score,
-                max_score: None,
+                max_score: q.max_score,
             };
             if q.caller == Caller::Maxfilter {
                 call_peaks_maximum_filter(b, scores, &params)?
@@ -344,9 +436,14 @@ pub fn call<B: Backend>(
     if let Some((ri, rots)) = rotations {
         attach_rotations(b, &mut peaks, &shape, ri, rots.view())?;
     }
+    let subvoxel = match q.oversampling {
+        Some(f) => Some(oversample_peaks(b, scores, &peaks, f)?),
+        None => None,
+    };
     Ok(Called {
         peaks,
         false_alarm: fa,
+        subvoxel,
     })
 }
 
@@ -567,10 +664,11 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     query.run_stats = run.as_ref().map(|r| r.stats);
     if let Some(k) = a.false_positives {
         // Checked here so that the message names the flags, not the library's `k` and `sigma`.
-        let bad = vol.data.count_nonfinite();
+        // −∞ marks a position a restricted match did not search: not a trial, allowed.
+        let bad = vol.data.count_nonfinite() - vol.data.count_neg_inf();
         if bad > 0 {
             return Err(CliError::input(format!(
-                "--scores {}: {bad} NaN or infinite value(s), expected finite scores for --false-positives",
+                "--scores {}: {bad} NaN or +infinite value(s), expected finite scores (or -inf, not searched) for --false-positives",
                 a.scores.display()
             )));
         }
@@ -639,10 +737,11 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
             note!("{}", fa.describe());
         }
     }
+    let rows = called.rows();
     let peaks = called.peaks;
     let mut out = Outputs::files();
     out.stage_file("--out", &a.out, |p| {
-        write_peaks_with(p, &rows_of(&peaks), shape.len(), &meta)
+        write_peaks_with(p, &rows, shape.len(), &meta)
     })?;
     if let Some(png) = &a.png {
         let coords: Vec<Vec<usize>> = peaks.iter().map(|p| p.coord.clone()).collect();

@@ -145,6 +145,15 @@ impl HostArray {
         }
     }
 
+    /// Number of −∞ values (positions a restricted match did not search).
+    pub fn count_neg_inf(&self) -> usize {
+        match self {
+            HostArray::F32(a) => a.iter().filter(|&&v| v == f32::NEG_INFINITY).count(),
+            HostArray::F64(a) => a.iter().filter(|&&v| v == f64::NEG_INFINITY).count(),
+            _ => 0,
+        }
+    }
+
     /// Number of NaN or infinite values.
     pub fn count_nonfinite(&self) -> usize {
         match self {

@@ -24,6 +24,19 @@ pub struct PeakRow {
     /// RELION's Euler angles in degrees (`rot, tilt, psi`) of that rotation (module docs); in
     /// 2-D only `psi` is meaningful and written (`rot = tilt = 0`).
     pub euler: Option<[f64; 3]>,
+    /// The sub-voxel position (array order), when refined: written instead of `position`
+    /// (fractional coordinates, as pytme's postprocess --peak-oversampling writes them).
+    pub subvoxel: Option<Vec<f64>>,
+}
+
+impl PeakRow {
+    /// The coordinates written, in array order: the sub-voxel position when there is one.
+    fn coords(&self) -> Vec<String> {
+        match &self.subvoxel {
+            Some(v) => v.iter().map(|x| format!("{x}")).collect(),
+            None => self.position.iter().map(|x| x.to_string()).collect(),
+        }
+    }
 }
 
 /// What a peak table says about how it was made, beyond its rows.
@@ -61,7 +74,7 @@ pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
     }
     s.push('\n');
     for r in rows {
-        for p in &r.position {
+        for p in r.coords() {
             let _ = write!(s, "{p},");
         }
         let _ = write!(s, "{}", r.score);
@@ -193,7 +206,7 @@ fn star_text(groups: &[MicrographPeaks<'_>], ndim: usize, comments: &[String]) -
         let name = star_value(g.name.unwrap_or(""));
         let group = px.and_then(|p| optics.iter().position(|q| q.to_bits() == p.to_bits()));
         for r in g.rows {
-            for v in r.position.iter().rev() {
+            for v in r.coords().iter().rev() {
                 let _ = write!(s, "{v}\t");
             }
             let e = r.euler.unwrap_or([0.0; 3]);
@@ -317,12 +330,28 @@ mod tests {
     }
 
     #[test]
+    fn subvoxel_positions_replace_the_voxel() {
+        let row = PeakRow {
+            position: vec![1, 2, 3],
+            score: 0.5,
+            rotation: None,
+            euler: None,
+            subvoxel: Some(vec![1.125, 2.0, 2.75]),
+        };
+        let s = peaks_star(std::slice::from_ref(&row), 3);
+        assert!(s.contains("2.75\t2\t1.125\t"), "{s}");
+        let c = peaks_csv(&[row], 3);
+        assert!(c.contains("\n1.125,2,2.75,0.5\n"), "{c}");
+    }
+
+    #[test]
     fn star_2d_has_psi_only_and_3d_reverses_axes() {
         let row = PeakRow {
             position: vec![3, 4],
             score: 0.5,
             rotation: Some(1),
             euler: Some([0.0, 0.0, 30.0]),
+            subvoxel: None,
         };
         let s = peaks_star(std::slice::from_ref(&row), 2);
         assert!(
@@ -337,6 +366,7 @@ mod tests {
             score: 0.25,
             rotation: Some(0),
             euler: Some([10.0, 20.0, 30.0]),
+            subvoxel: None,
         };
         let meta = TableMeta {
             comments: vec!["hello".into()],

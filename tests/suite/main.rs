@@ -16,6 +16,8 @@ mod cli_peaks;
 #[cfg(feature = "cli")]
 mod cli_robust;
 #[cfg(feature = "cli")]
+mod cli_search;
+#[cfg(feature = "cli")]
 mod cli_solve;
 mod common;
 mod conformance;
@@ -42,6 +44,7 @@ mod resample_fixtures;
 mod rotation_edges;
 mod rotation_sets;
 mod score_stats;
+mod search;
 mod symmetry;
 #[cfg(feature = "cli")]
 mod tilt_files;

@@ -9,7 +9,14 @@
 //! * [`max_filter_coordinates`], [`call_peaks_maximum_filter`], [`call_peaks_fast`] and
 //!   [`call_peaks_recursive`] are pytme's peak callers on the same primitives.
 //! * [`false_alarm_threshold`] turns "at most k false positives" into a score threshold.
-//! * [`refine_parabolic`] adds a sub-voxel offset to each peak.
+//! * [`refine_parabolic`] adds a sub-voxel offset to each peak (a parabola through the peak
+//!   and its neighbours, per axis); [`oversample_peaks`] finds sub-voxel positions as pytme's
+//!   `PeakCaller.oversample_peaks` does (upsampled DFT).
+//!
+//! # −∞
+//! A score of −∞ marks a position that was not searched (a restricted template matching run,
+//! pytme's fill value): it is never a peak, for every caller (scikit-image's never reports the
+//! map minimum; pytme's callers would, and here do not).
 //!
 //! # NaN
 //! NaN is never a peak and does not poison the others: before filtering, NaN voxels are
@@ -17,6 +24,7 @@
 //! are taken over the non-NaN values. A map whose non-NaN values are all equal (or that is all
 //! NaN) has no peaks, like scikit-image's constant ("trivial") image.
 
+mod oversample;
 mod pytme;
 mod refine;
 mod spacing;
@@ -32,6 +40,7 @@ use crate::dtype::{Float, Index};
 use crate::error::{Error, Result, fmt_shape};
 use crate::shape::{expect_nonempty, expect_shape};
 
+pub use oversample::oversample_peaks;
 pub use pytme::{
     PytmeParams, RecursiveMask, call_peaks_fast, call_peaks_maximum_filter, call_peaks_recursive,
     max_filter_coordinates,

@@ -47,8 +47,19 @@
 //! circular run scores every position of its FFT grid (tiles of the padding included), so that
 //! [`MatchResult::ssum`] sums over pytme's positions; only the target's voxels reach the maps.
 //!
+//! # Restricting the search
+//! [`MatchParams::search_box`] and [`MatchParams::scheduling_mask`] restrict the positions
+//! searched: only the box (shrunk to the mask's bounding box) is tiled, tiles holding no mask
+//! voxel are skipped, and each tile reads its window plus the template's reach from the
+//! extension a whole run reads, so the searched scores are the whole run's (to round-off) and
+//! the work is proportional to the box. The maps keep the target's shape; positions not
+//! searched hold score −∞ and rotation index −1 (pytme's fill for positions no box covered),
+//! which no peak caller reports. `ssum` sums the scored positions (the box's, no padding) over
+//! the target's voxels as usual. MCC (never tiled) scores the whole target, then marks the
+//! outside.
+//!
 //! # Files
-//! `plan.rs`: jobs (tiles) and the memory estimate; `prepare.rs`: validation and the scores'
+//! `plan.rs`: jobs (tiles) and the memory estimate; `search.rs`: the restricted search; `prepare.rs`: validation and the scores'
 //! preprocessing, once per run; `filter.rs`: the Fourier filters applied to the target (once)
 //! and to each rotated template; `state.rs`: [`Score`]'s per-job state (one variant per
 //! normalisation, owning its buffers) and its per-rotation steps; `run.rs`: the rotation loop.
@@ -87,6 +98,7 @@ mod filter;
 mod plan;
 mod prepare;
 mod run;
+mod search;
 mod state;
 mod stats;
 
@@ -225,6 +237,14 @@ pub struct MatchParams<'a, B: Backend> {
     /// Background correction of the scores (pytme's `--background-correction`; see
     /// [`Background`]); none if `None`. Not with MCC or pre-rotated templates.
     pub background: Option<Background>,
+    /// Search only the positions `start..stop` on every axis (pytom-match-pick's
+    /// `--search-z/y/x`); `None` = the whole target. Positions outside are not searched: score
+    /// −∞, rotation index −1 (see [Restricting the search](#restricting-the-search)).
+    pub search_box: Option<&'a [(usize, usize)]>,
+    /// Target-shaped binary mask (0 or 1) of the positions where a match may occur (pytme's
+    /// `--scheduling-mask`): tiles with no 1 are skipped, positions at 0 are not searched
+    /// (score −∞, rotation index −1).
+    pub scheduling_mask: Option<&'a Arr<B, FloatOf<B>>>,
 }
 
 impl<'a, B: Backend> MatchParams<'a, B> {
@@ -245,6 +265,8 @@ impl<'a, B: Backend> MatchParams<'a, B> {
             filters: None,
             score_stats: false,
             background: None,
+            search_box: None,
+            scheduling_mask: None,
         }
     }
 }
@@ -456,16 +478,28 @@ pub fn match_template_raw<B: Backend>(
         + params
             .background
             .map_or(0, |_| fsize + std::mem::size_of::<IntOf<B>>());
-    let (mut jobs, tiled) = plan_jobs(
-        params.score,
-        &ts,
-        &tshape,
-        params.pad_edges,
-        limit,
-        params.tile_shape.as_deref(),
-        (fsize, per_voxel),
-        job_fixed_bytes(&prep, &tshape, fsize),
-    )?;
+    let sizes = (fsize, per_voxel);
+    let fixed = job_fixed_bytes(&prep, &tshape, fsize);
+    let region = search::Region::new(b, params, &ts)?;
+    let (mut jobs, tiled) = match &region {
+        // MCC is never tiled: the whole target, then the outside is marked.
+        Some(r) if params.score != Score::MCC && r.restricts(&ts) => {
+            let forced = params.tile_shape.as_deref();
+            let (jobs, _skipped) =
+                r.jobs(params.score, &ts, &tshape, limit, forced, sizes, fixed)?;
+            (jobs, true)
+        }
+        _ => plan_jobs(
+            params.score,
+            &ts,
+            &tshape,
+            params.pad_edges,
+            limit,
+            params.tile_shape.as_deref(),
+            sizes,
+            fixed,
+        )?,
+    };
     shift_windows(&mut jobs, &prep.origin);
     let fast_full = fast_shape(&ts);
     let ext = if params.pad_edges {
@@ -563,6 +597,9 @@ pub fn match_template_raw<B: Backend>(
                 }
             }
         }
+    }
+    if let Some(r) = &region {
+        r.mark_outside(b, &mut scores, &mut index)?;
     }
     // The left fold of the per-call sums, in the loop's order.
     let ssum_total = ssum_parts.iter().fold(0.0f64, |a, &p| a + p);

@@ -157,31 +157,7 @@ pub(super) fn plan_jobs(
         }
     };
     if forced.is_none() {
-        loop {
-            let len: Vec<usize> = tile.iter().zip(tshape).map(|(o, n)| o + n - 1).collect();
-            if est(&tile, &fast_shape(&len))? <= limit {
-                break;
-            }
-            // Halve the largest tile axis; give up when tiles would be smaller than the template.
-            let (k, &big) = tile
-                .iter()
-                .enumerate()
-                .max_by_key(|(_, v)| **v)
-                .unwrap_or((0, &0));
-            if big <= tshape[k].max(8) {
-                let (nr, nc) = buffer_counts(score);
-                return Err(Error::OutOfMemory {
-                    what: format!(
-                        "template matching ({score}, target {}, template {}, {nr} real + {nc} complex FFT buffers per tile)",
-                        fmt_shape(target),
-                        fmt_shape(tshape)
-                    ),
-                    requested: est(&tile, &fast_shape(&len))?,
-                    available: limit,
-                });
-            }
-            tile[k] = big.div_ceil(2);
-        }
+        tile = fit_tile(score, target, tshape, tile, limit, &est)?;
     }
     if tile == target && forced.is_none() {
         return Ok((vec![whole], false));
@@ -221,6 +197,106 @@ pub(super) fn plan_jobs(
         loop {
             if k == 0 {
                 return Ok((jobs, true));
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < segments[k].len() {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+}
+
+/// Halves the largest axis of `tile` until a tile's estimate (`est(out, fast)`) fits `limit`;
+/// refuses when tiles would become smaller than the template.
+fn fit_tile(
+    score: Score,
+    target: &[usize],
+    tshape: &[usize],
+    mut tile: Vec<usize>,
+    limit: u64,
+    est: &dyn Fn(&[usize], &[usize]) -> Result<u64>,
+) -> Result<Vec<usize>> {
+    loop {
+        let len: Vec<usize> = tile.iter().zip(tshape).map(|(o, n)| o + n - 1).collect();
+        if est(&tile, &fast_shape(&len))? <= limit {
+            return Ok(tile);
+        }
+        // Halve the largest tile axis; give up when tiles would be smaller than the template.
+        let (k, &big) = tile
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, v)| **v)
+            .unwrap_or((0, &0));
+        if big <= tshape[k].max(8) {
+            let (nr, nc) = buffer_counts(score);
+            return Err(Error::OutOfMemory {
+                what: format!(
+                    "template matching ({score}, target {}, template {}, {nr} real + {nc} complex FFT buffers per tile)",
+                    fmt_shape(target),
+                    fmt_shape(tshape)
+                ),
+                requested: est(&tile, &fast_shape(&len))?,
+                available: limit,
+            });
+        }
+        tile[k] = big.div_ceil(2);
+    }
+}
+
+/// The jobs that score exactly the box `lo..hi` of the target (a restricted search, see
+/// `search.rs`): one window job when it fits `limit` bytes (and no `forced` tile shape), else
+/// tiles of the box. Each reads its window and the template's margin from the extension the
+/// whole run reads, so its scores are the whole run's.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn plan_box(
+    score: Score,
+    target: &[usize],
+    tshape: &[usize],
+    lo: &[usize],
+    hi: &[usize],
+    limit: u64,
+    forced: Option<&[usize]>,
+    sizes: (usize, usize),
+    fixed: u64,
+) -> Result<Vec<Job>> {
+    let est = |out: &[usize], fast: &[usize]| {
+        estimate_sized(score, target, out, fast, sizes.0, sizes.1, fixed)
+    };
+    let d = target.len();
+    let shape: Vec<usize> = lo.iter().zip(hi).map(|(a, z)| z - a).collect();
+    let tile: Vec<usize> = match forced {
+        Some(t) => {
+            if t.len() != d || t.contains(&0) {
+                return Err(Error::shape(
+                    "tile_shape",
+                    format!("{d} positive sizes"),
+                    format!("{t:?}"),
+                ));
+            }
+            t.iter().zip(&shape).map(|(&a, &b)| a.min(b)).collect()
+        }
+        None => fit_tile(score, target, tshape, shape.clone(), limit, &est)?,
+    };
+    let segments: Vec<Vec<(usize, usize)>> = (0..d)
+        .map(|k| {
+            (lo[k]..hi[k])
+                .step_by(tile[k])
+                .map(|a| (a, tile[k].min(hi[k] - a)))
+                .collect()
+        })
+        .collect();
+    let mut jobs = Vec::new();
+    let mut idx = vec![0usize; d];
+    loop {
+        let off: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].0).collect();
+        let out: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].1).collect();
+        jobs.push(window_job(&off, &out, tshape, true));
+        let mut k = d;
+        loop {
+            if k == 0 {
+                return Ok(jobs);
             }
             k -= 1;
             idx[k] += 1;

@@ -2,11 +2,13 @@
 //!
 //! Every caller ends with pytme's driver (`PeakCaller._get_peak_mask` + `_update`): drop
 //! candidates closer than `min_boundary_distance` to an edge, below `min_score` or above
-//! `max_score`, rank by descending score (ties in raster order), then a greedy distance filter
+//! `max_score`, rank by descending score (ties in raster order), keep the `2·num_peaks` best
+//! when there were more than `num_peaks` candidates, then a greedy distance filter
 //! with pytme's integer rule (a pair is too close when the Euclidean distance, truncated to an
 //! integer, is `<= min_distance`, i.e. `d < min_distance + 1`), and keep the `num_peaks` best.
 //!
-//! Differences from pytme, on purpose: the boundary is always applied (pytme loses it when the
+//! Differences from pytme, on purpose: a score of −∞ (a position not searched) is never a
+//! peak; the boundary is always applied (pytme loses it when the
 //! candidates outnumber `num_peaks`); ties are broken in raster order (pytme's sorts are
 //! unstable); pytme's `num_peaks` placeholder rows (position −1, score −1) do not exist, so
 //! they neither take a slot nor suppress candidates near the origin.
@@ -131,9 +133,10 @@ fn drive<T: Float>(cands: Vec<(usize, T)>, shape: &[usize], p: &PytmeParams) -> 
     let lo = p.min_score.map(T::from_f64);
     let hi = p.max_score.map(T::from_f64);
     let mbd = p.min_boundary_distance;
+    let total = cands.len();
     let mut c: Vec<(usize, T)> = cands
         .into_iter()
-        .filter(|&(_, v)| !v.is_nan())
+        .filter(|&(_, v)| !v.is_nan() && v != T::neg_infinity())
         .filter(|&(_, v)| lo.is_none_or(|l| v >= l) && hi.is_none_or(|h| v <= h))
         .filter(|&(i, _)| {
             unravel(i, shape)
@@ -144,6 +147,12 @@ fn drive<T: Float>(cands: Vec<(usize, T)>, shape: &[usize], p: &PytmeParams) -> 
         .collect();
     sort_desc(&mut c);
     c.dedup_by_key(|e| e.0);
+    // pytme's `_get_peak_mask`: with more than `num_peaks` candidates (valid or not), only the
+    // `2·num_peaks` best valid ones go on to the distance filter (so a cluster of candidates
+    // around a strong peak can crowd out weaker peaks, as in pytme).
+    if total > p.num_peaks {
+        c.truncate(p.num_peaks.saturating_mul(2));
+    }
     let coords: Vec<Vec<usize>> = c.iter().map(|&(i, _)| unravel(i, shape)).collect();
     let order: Vec<usize> = (0..c.len()).collect();
     let kept = greedy_spacing(
@@ -321,8 +330,9 @@ pub struct RecursiveMask<'a, B: BackendTypes, T: Float, I: Index> {
 /// The score map is never modified or copied to the host: voxels are visited in descending
 /// order through [`Reduce::top_k`](crate::backend::Reduce::top_k) in doubling batches, and the masked set is a host bitmap.
 /// Unlike pytme, masked voxels are excluded rather than set to 0 (pytme's zeros can outrank
-/// negative scores and stop the search early). Errors: `min_distance` 0 without a mask, a mask
-/// with the wrong number of axes, a rotation map of another shape, rotations not d×d.
+/// negative scores and stop the search early), and the search stops at the first −∞ (a
+/// position not searched). Errors: `min_distance` 0 without a mask, a mask with the wrong
+/// number of axes, a rotation map of another shape, rotations not d×d.
 pub fn call_peaks_recursive<
     B: Memory + Elementwise + Reduce + Filter + Resample,
     T: Float,
@@ -335,166 +345,38 @@ pub fn call_peaks_recursive<
 ) -> Result<Vec<Peak>> {
     validate(scores.shape(), params)?;
     let shape = scores.shape().to_vec();
-    let ndim = shape.len();
-    let n = scores.len();
-    let extent: Vec<usize> = match &mask {
-        Some(m) => {
-            if m.mask.ndim() != ndim {
-                return Err(Error::shape(
-                    "mask of call_peaks_recursive",
-                    format!("{ndim} axes (like scores {})", fmt_shape(&shape)),
-                    fmt_shape(m.mask.shape()),
-                ));
-            }
-            expect_nonempty("mask", m.mask.shape())?;
-            if let Some((ri, rots)) = &m.rotations {
-                expect_shape(
-                    "rotation_index (must match the score map)",
-                    &shape,
-                    ri.shape(),
-                )?;
-                let (nr, r1, r2) = rots.dim();
-                if r1 != ndim || r2 != ndim {
-                    return Err(Error::shape(
-                        "rotations",
-                        format!("(n, {ndim}, {ndim})"),
-                        fmt_shape(&[nr, r1, r2]),
-                    ));
-                }
-            }
-            m.mask.shape().to_vec()
-        }
-        None => {
-            if params.min_distance == 0 {
-                return Err(Error::invalid(
-                    "min_distance",
-                    "the masked box must be at least 1 wide, got 0",
-                ));
-            }
-            vec![params.min_distance; ndim]
-        }
-    };
+    let extent = masked_extent(&shape, params, mask.as_ref())?;
     if min_max(b, scores)?.is_none() || params.num_peaks == 0 {
         return Ok(Vec::new());
     }
     let min_score = params.min_score.map(T::from_f64);
-    let mut masked = vec![0u64; n.div_ceil(64)];
-    let is_masked = |m: &[u64], i: usize| (m[i / 64] >> (i % 64)) & 1 == 1;
-    let mut found: Vec<(usize, T, Option<usize>)> = Vec::new();
+    let mut masked = Bitmap::new(scores.len());
+    let mut found: Vec<(usize, T)> = Vec::new();
     let mut rotated = match &mask {
         Some(m) => Some(b.zeros::<T>(m.mask.shape())?),
         None => None,
     };
-    let mut k = 256usize.min(n);
-    let mut list: Vec<(usize, T)> = Vec::new();
-    let mut pos = 0usize;
-    'search: while found.len() < params.num_peaks {
-        if pos >= list.len() {
-            if list.len() == n || (!list.is_empty() && list.len() < k) {
-                break; // every (non-NaN) voxel visited
-            }
-            if !list.is_empty() {
-                k = k.saturating_mul(2).min(n);
-            }
-            list = b.top_k(scores, k)?;
-            if pos >= list.len() {
-                break;
-            }
+    let mut order = Descending::new(scores.len());
+    while found.len() < params.num_peaks {
+        let Some((i, v)) = order.next(b, scores)? else {
+            break; // every (non-NaN) voxel visited
+        };
+        if min_score.is_some_and(|m| v < m) || v == T::neg_infinity() {
+            break;
         }
-        let (i, v) = list[pos];
-        pos += 1;
-        if min_score.is_some_and(|m| v < m) {
-            break 'search;
-        }
-        if is_masked(&masked, i) {
+        if masked.get(i) {
             continue;
         }
         let c = unravel(i, &shape);
-        let mut rot = None;
         // The region to mask, relative to the box origin c − extent/2.
-        let keep: Option<Vec<T>> = match (&mask, rotated.as_mut()) {
-            (Some(m), Some(buf)) => {
-                let r = match &m.rotations {
-                    Some((ri, rots)) => {
-                        let idx = b.gather(*ri, &[i])?[0];
-                        let r = idx
-                            .to_usize()
-                            .filter(|&r| r < rots.dim().0)
-                            .ok_or_else(|| {
-                                Error::invalid(
-                                    "rotation_index",
-                                    format!(
-                                        "value {idx} at {c:?} is not an index into {} rotations",
-                                        rots.dim().0
-                                    ),
-                                )
-                            })?;
-                        rot = Some(r);
-                        rots.index_axis(ndarray::Axis(0), r)
-                            .iter()
-                            .copied()
-                            .collect::<Vec<f64>>()
-                    }
-                    None => {
-                        let mut id = vec![0.0; ndim * ndim];
-                        for a in 0..ndim {
-                            id[a * ndim + a] = 1.0;
-                        }
-                        id
-                    }
-                };
-                let ctr: Vec<f64> = extent.iter().map(|&e| (e as f64 - 1.0) / 2.0).collect();
-                let offset: Vec<f64> = (0..ndim)
-                    .map(|a| ctr[a] - (0..ndim).map(|j| r[a * ndim + j] * ctr[j]).sum::<f64>())
-                    .collect();
-                b.affine_transform(m.mask, &r, &offset, Interpolation::Linear, buf)?;
-                let host = b.download(buf)?;
-                Some(host.iter().copied().collect())
-            }
+        let keep = match (&mask, rotated.as_mut()) {
+            (Some(m), Some(buf)) => Some(rotated_mask(b, m, i, &c, buf)?),
             _ => None,
         };
-        let cut = T::from_f64(0.1);
-        // Only the part of the box inside the map is visited (the box may be far larger than
-        // the map): offset o is inside when 0 <= c + o − extent/2 < shape.
-        let ranges: Vec<(usize, usize)> = (0..ndim)
-            .map(|a| {
-                let h = extent[a] / 2;
-                let lo = h.saturating_sub(c[a]);
-                let hi = extent[a].min(shape[a].saturating_add(h).saturating_sub(c[a]));
-                (lo, hi)
-            })
-            .collect();
-        if ranges.iter().all(|&(lo, hi)| lo < hi) {
-            let mut o: Vec<usize> = ranges.iter().map(|r| r.0).collect();
-            'odometer: loop {
-                let take = match &keep {
-                    Some(kv) => kv[ravel(&o, &extent)] > cut,
-                    None => true,
-                };
-                if take {
-                    let flat = (0..ndim).fold(0usize, |acc, a| {
-                        acc * shape[a] + (c[a] + o[a] - extent[a] / 2)
-                    });
-                    masked[flat / 64] |= 1 << (flat % 64);
-                }
-                let mut a = ndim;
-                loop {
-                    if a == 0 {
-                        break 'odometer;
-                    }
-                    a -= 1;
-                    o[a] += 1;
-                    if o[a] < ranges[a].1 {
-                        break;
-                    }
-                    o[a] = ranges[a].0;
-                }
-            }
-        }
-        found.push((i, v, rot));
+        mask_region(&mut masked, &c, &extent, &shape, keep.as_deref());
+        found.push((i, v));
     }
-    let cands: Vec<(usize, T)> = found.iter().map(|&(i, v, _)| (i, v)).collect();
-    let mut peaks = drive(cands, &shape, params);
+    let mut peaks = drive(found, &shape, params);
     if let Some(RecursiveMask {
         rotations: Some((ri, rots)),
         ..
@@ -503,4 +385,198 @@ pub fn call_peaks_recursive<
         attach_rotations(b, &mut peaks, &shape, ri, rots)?;
     }
     Ok(peaks)
+}
+
+/// The box masked around each peak of [`call_peaks_recursive`]: the template mask's shape, or a
+/// `min_distance` box; checks the mask and rotations against the map.
+fn masked_extent<B: BackendTypes, T: Float, I: Index>(
+    shape: &[usize],
+    params: &PytmeParams,
+    mask: Option<&RecursiveMask<'_, B, T, I>>,
+) -> Result<Vec<usize>> {
+    let ndim = shape.len();
+    let Some(m) = mask else {
+        if params.min_distance == 0 {
+            return Err(Error::invalid(
+                "min_distance",
+                "the masked box must be at least 1 wide, got 0",
+            ));
+        }
+        return Ok(vec![params.min_distance; ndim]);
+    };
+    if m.mask.ndim() != ndim {
+        return Err(Error::shape(
+            "mask of call_peaks_recursive",
+            format!("{ndim} axes (like scores {})", fmt_shape(shape)),
+            fmt_shape(m.mask.shape()),
+        ));
+    }
+    expect_nonempty("mask", m.mask.shape())?;
+    if let Some((ri, rots)) = &m.rotations {
+        expect_shape(
+            "rotation_index (must match the score map)",
+            shape,
+            ri.shape(),
+        )?;
+        let (nr, r1, r2) = rots.dim();
+        if r1 != ndim || r2 != ndim {
+            return Err(Error::shape(
+                "rotations",
+                format!("(n, {ndim}, {ndim})"),
+                fmt_shape(&[nr, r1, r2]),
+            ));
+        }
+    }
+    Ok(m.mask.shape().to_vec())
+}
+
+/// A set of flat indices.
+struct Bitmap(Vec<u64>);
+
+impl Bitmap {
+    fn new(n: usize) -> Self {
+        Bitmap(vec![0u64; n.div_ceil(64)])
+    }
+    fn get(&self, i: usize) -> bool {
+        (self.0[i / 64] >> (i % 64)) & 1 == 1
+    }
+    fn set(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+}
+
+/// The voxels of a map in descending order (ties in raster order, NaN never), read from the
+/// device in doubling batches of [`Reduce::top_k`](crate::backend::Reduce::top_k).
+struct Descending<T> {
+    n: usize,
+    k: usize,
+    list: Vec<(usize, T)>,
+    pos: usize,
+}
+
+impl<T: Float> Descending<T> {
+    fn new(n: usize) -> Self {
+        Descending {
+            n,
+            k: 256usize.min(n),
+            list: Vec::new(),
+            pos: 0,
+        }
+    }
+
+    /// The next voxel, `None` when every voxel was visited.
+    fn next<B: Reduce + Memory>(
+        &mut self,
+        b: &B,
+        scores: &Arr<B, T>,
+    ) -> Result<Option<(usize, T)>> {
+        if self.pos >= self.list.len() {
+            if self.list.len() == self.n || (!self.list.is_empty() && self.list.len() < self.k) {
+                return Ok(None);
+            }
+            if !self.list.is_empty() {
+                self.k = self.k.saturating_mul(2).min(self.n);
+            }
+            self.list = b.top_k(scores, self.k)?;
+            if self.pos >= self.list.len() {
+                return Ok(None);
+            }
+        }
+        self.pos += 1;
+        Ok(Some(self.list[self.pos - 1]))
+    }
+}
+
+/// The template mask of [`call_peaks_recursive`] rotated by the rotation of voxel `i` (at `c`)
+/// into `buf`, on the host.
+fn rotated_mask<B: Memory + Filter + Resample, T: Float, I: Index>(
+    b: &B,
+    m: &RecursiveMask<'_, B, T, I>,
+    i: usize,
+    c: &[usize],
+    buf: &mut Arr<B, T>,
+) -> Result<Vec<T>> {
+    let ndim = c.len();
+    let extent = m.mask.shape().to_vec();
+    let r = match &m.rotations {
+        Some((ri, rots)) => {
+            let idx = b.gather(*ri, &[i])?[0];
+            let r = idx
+                .to_usize()
+                .filter(|&r| r < rots.dim().0)
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "rotation_index",
+                        format!(
+                            "value {idx} at {c:?} is not an index into {} rotations",
+                            rots.dim().0
+                        ),
+                    )
+                })?;
+            rots.index_axis(ndarray::Axis(0), r)
+                .iter()
+                .copied()
+                .collect::<Vec<f64>>()
+        }
+        None => {
+            let mut id = vec![0.0; ndim * ndim];
+            for a in 0..ndim {
+                id[a * ndim + a] = 1.0;
+            }
+            id
+        }
+    };
+    let ctr: Vec<f64> = extent.iter().map(|&e| (e as f64 - 1.0) / 2.0).collect();
+    let offset: Vec<f64> = (0..ndim)
+        .map(|a| ctr[a] - (0..ndim).map(|j| r[a * ndim + j] * ctr[j]).sum::<f64>())
+        .collect();
+    b.affine_transform(m.mask, &r, &offset, Interpolation::Linear, buf)?;
+    Ok(b.download(buf)?.iter().copied().collect())
+}
+
+/// Marks the box `c − extent/2 + [0, extent)` (the part inside the map) in `masked`; with
+/// `keep` (the rotated mask over the box), only where it exceeds 0.1.
+fn mask_region<T: Float>(
+    masked: &mut Bitmap,
+    c: &[usize],
+    extent: &[usize],
+    shape: &[usize],
+    keep: Option<&[T]>,
+) {
+    let ndim = shape.len();
+    let cut = T::from_f64(0.1);
+    // Only the part of the box inside the map is visited (the box may be far larger than the
+    // map): offset o is inside when 0 <= c + o − extent/2 < shape.
+    let ranges: Vec<(usize, usize)> = (0..ndim)
+        .map(|a| {
+            let h = extent[a] / 2;
+            let lo = h.saturating_sub(c[a]);
+            let hi = extent[a].min(shape[a].saturating_add(h).saturating_sub(c[a]));
+            (lo, hi)
+        })
+        .collect();
+    if ranges.iter().any(|&(lo, hi)| lo >= hi) {
+        return;
+    }
+    let mut o: Vec<usize> = ranges.iter().map(|r| r.0).collect();
+    loop {
+        if keep.is_none_or(|kv| kv[ravel(&o, extent)] > cut) {
+            let flat = (0..ndim).fold(0usize, |acc, a| {
+                acc * shape[a] + (c[a] + o[a] - extent[a] / 2)
+            });
+            masked.set(flat);
+        }
+        let mut a = ndim;
+        loop {
+            if a == 0 {
+                return;
+            }
+            a -= 1;
+            o[a] += 1;
+            if o[a] < ranges[a].1 {
+                break;
+            }
+            o[a] = ranges[a].0;
+        }
+    }
 }
