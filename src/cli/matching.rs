@@ -125,8 +125,10 @@ pub struct MatchArgs {
     /// Also write per-voxel statistics of the score over all rotations searched, beside the
     /// scores and in the same formats: score_mean, score_std (population standard deviation
     /// over the rotations) and score_z = (best − mean) / std, 0 where std = 0 (a voxel whose
-    /// score does not change with the rotation, or a single rotation). Summed exactly (integer
-    /// fixed point; the same bits for any number of MPI ranks), 32 bytes per target voxel.
+    /// score does not change with the rotation, or a single rotation); where no position was
+    /// searched (outside --search-*/--scheduling-mask, score −∞) mean and std are NaN and
+    /// z is −∞. Summed exactly (integer fixed point; the same bits for any number of MPI
+    /// ranks), 32 bytes per target voxel.
     #[arg(long)]
     pub score_stats: bool,
     /// Background correction, as pytme's: `phase-scrambling` subtracts from the best score of
@@ -781,7 +783,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "score_stats".into(),
                 json!({
                     "files": STATS_NAMES,
-                    "definition": "over the rotations searched, per voxel: mean score, population standard deviation, and z = (best score - mean) / std, 0 where std = 0; sums in exact integer fixed point",
+                    "definition": "over the rotations searched, per voxel: mean score, population standard deviation, and z = (best score - mean) / std, 0 where std = 0; NaN, NaN and -inf at positions not searched (score -inf); sums in exact integer fixed point",
                 }),
             );
         }

@@ -213,6 +213,57 @@ fn a_constant_score_has_zero_std_and_zero_z() {
     assert!(z.iter().all(|&v| v == 0.0), "{z}");
 }
 
+#[test]
+fn positions_not_searched_have_no_statistics() {
+    // A search box: outside it the score is −∞ (not searched); its statistics are NaN (mean,
+    // std) and −∞ (z), not numbers that look measured; inside they are the full run's.
+    let b = Cpu::<Single>::new();
+    let (target, template, mask) = inputs(3);
+    let (t, p, m) = (up(&b, &target), up(&b, &template), up(&b, &mask));
+    let mut params = MatchParams::new(Score::FLC, rotations(3));
+    params.template_mask = Some(&m);
+    params.score_stats = true;
+    let full = match_template(&b, &t, &p, &params).unwrap();
+    let full = full.statistics(&b).unwrap().unwrap();
+    let boxed: Vec<(usize, usize)> = target.shape().iter().map(|&n| (2, n - 2)).collect();
+    params.search_box = Some(&boxed);
+    let r = match_template(&b, &t, &p, &params).unwrap();
+    let st = r.statistics(&b).unwrap().unwrap();
+    let (scores, mean, std, z) = (
+        down(&b, &r.scores),
+        down(&b, &st.mean),
+        down(&b, &st.std),
+        down(&b, &st.z),
+    );
+    let full_mean = down(&b, &full.mean);
+    let mut outside = 0;
+    for (i, &s) in scores.iter().enumerate() {
+        let (mu, sd, zz) = (
+            mean.as_slice().unwrap()[i],
+            std.as_slice().unwrap()[i],
+            z.as_slice().unwrap()[i],
+        );
+        if s == f64::NEG_INFINITY {
+            outside += 1;
+            assert!(
+                mu.is_nan() && sd.is_nan() && zz == f64::NEG_INFINITY,
+                "{i}: {mu} {sd} {zz}"
+            );
+        } else {
+            assert!(
+                mu.is_finite() && sd.is_finite() && zz.is_finite(),
+                "{i}: {mu} {sd} {zz}"
+            );
+            let fm = full_mean.as_slice().unwrap()[i];
+            assert!(
+                (mu - fm).abs() <= 1e-5,
+                "{i}: mean {mu} vs the full run's {fm}"
+            );
+        }
+    }
+    assert!(outside > 0 && outside < scores.len(), "{outside}");
+}
+
 /// Exactness of the sums: the moments of rotation ranges, added as the MPI merge adds them,
 /// are the moments of the whole set, bit for bit (3 parts of the 2-D set, and of the 3-D one).
 #[test]

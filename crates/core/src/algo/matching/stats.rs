@@ -214,6 +214,14 @@ pub fn statistics<B: Backend>(
         ));
     }
     for (i, (w, &bst)) in words.chunks_exact(4).zip(bests).enumerate() {
+        // A position no rotation scored (outside a search restriction: score −∞) has no
+        // statistics: mean and std NaN, z −∞ (never a peak, as its score).
+        if bst.as_f64() == f64::NEG_INFINITY {
+            mean[i] = F::<B>::from_f64(f64::NAN);
+            std[i] = F::<B>::from_f64(f64::NAN);
+            z[i] = F::<B>::from_f64(f64::NEG_INFINITY);
+            continue;
+        }
         // A background correction shifted every rotation's score of this voxel by `sh`
         // (the best is already corrected): the mean moves with it, std and z do not.
         let sh = shifts.map_or(0.0, |s| s[i].as_f64());
