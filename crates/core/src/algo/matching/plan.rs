@@ -186,17 +186,34 @@ pub(super) fn plan_jobs(
                 .collect()
         })
         .collect();
-    let mut jobs = Vec::new();
+    let jobs = grid_cells(&segments)
+        .into_iter()
+        .map(|(off, out)| {
+            let inside = (0..d).all(|k| off[k] < target[k]);
+            window_job(&off, &out, tshape, inside)
+        })
+        .collect();
+    Ok((jobs, true))
+}
+
+/// Every cell of the grid whose axis `k` is cut into `segments[k]` (`(start, length)` pairs),
+/// as `(offsets, lengths)`, the last axis fastest; none when an axis has no segment.
+fn grid_cells(segments: &[Vec<(usize, usize)>]) -> Vec<(Vec<usize>, Vec<usize>)> {
+    let d = segments.len();
+    let mut cells = Vec::new();
+    if segments.iter().any(|s| s.is_empty()) {
+        return cells;
+    }
     let mut idx = vec![0usize; d];
     loop {
-        let off: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].0).collect();
-        let out: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].1).collect();
-        let inside = (0..d).all(|k| off[k] < target[k]);
-        jobs.push(window_job(&off, &out, tshape, inside));
+        cells.push((
+            (0..d).map(|k| segments[k][idx[k]].0).collect(),
+            (0..d).map(|k| segments[k][idx[k]].1).collect(),
+        ));
         let mut k = d;
         loop {
             if k == 0 {
-                return Ok((jobs, true));
+                return cells;
             }
             k -= 1;
             idx[k] += 1;
@@ -287,25 +304,10 @@ pub(super) fn plan_box(
                 .collect()
         })
         .collect();
-    let mut jobs = Vec::new();
-    let mut idx = vec![0usize; d];
-    loop {
-        let off: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].0).collect();
-        let out: Vec<usize> = (0..d).map(|k| segments[k][idx[k]].1).collect();
-        jobs.push(window_job(&off, &out, tshape, true));
-        let mut k = d;
-        loop {
-            if k == 0 {
-                return Ok(jobs);
-            }
-            k -= 1;
-            idx[k] += 1;
-            if idx[k] < segments[k].len() {
-                break;
-            }
-            idx[k] = 0;
-        }
-    }
+    Ok(grid_cells(&segments)
+        .into_iter()
+        .map(|(off, out)| window_job(&off, &out, tshape, true))
+        .collect())
 }
 
 #[cfg(test)]
