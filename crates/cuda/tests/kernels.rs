@@ -216,3 +216,26 @@ fn a_broken_kernel_is_rejected_with_the_nvrtc_log() {
     let msg = err.to_string();
     assert!(msg.contains("undefined_name"), "log missing from: {msg}");
 }
+
+/// The module is compiled without multiply-add contraction, so a kernel that computes in the
+/// CPU's order rounds as the CPU does (`a·b + c` is two roundings there): the PTX of a plain
+/// `a * b + c` must hold a separate multiply and add, no `fma`.
+#[test]
+fn no_multiply_add_contraction() {
+    if !nvrtc_available() {
+        return;
+    }
+    let src = "extern \"C\" __global__ void k(float *f, double *d) {\n\
+               f[0] = f[1] * f[2] + f[3];\n\
+               d[0] = d[1] * d[2] + d[3];\n}\n";
+    for arch in ARCHS {
+        let ptx = kernels::compile(src, arch)
+            .expect("tiny kernel compiles")
+            .to_src();
+        assert!(!ptx.contains("fma."), "{arch}: contracted to fma:\n{ptx}");
+        assert!(
+            ptx.contains("mul.") && ptx.contains("add."),
+            "{arch}: {ptx}"
+        );
+    }
+}
