@@ -1,32 +1,19 @@
 // Neighbourhood filters with scipy.ndimage semantics, and peak-candidate compaction.
 // Border modes: 0 nearest, 1 reflect, 2 mirror, 3 wrap, 4 constant (cval).
 
-// One separable pass of maximum_filter1d along an axis (window [c - size/2, c + size - size/2 - 1]).
-template <typename T>
-__device__ void mm_maxf1d(const T *s, T *d, i64 total, i64 len, i64 stride, i64 size, int mode,
-                          T cval) {
-    GRID_LOOP(i, total) {
-        const i64 c = (i / stride) % len;
-        const i64 base = i - c * stride;
-        const i64 lo = c - size / 2;
-        T m = cval;
-        bool have = false;
-        for (i64 j = lo; j < lo + size; ++j) {
-            const i64 jj = mm_border(j, len, mode);
-            const T v = jj < 0 ? cval : s[base + jj * stride];
-            if (!have || v > m) { m = v; have = true; }
-        }
-        d[i] = m;
-    }
-}
+// The separable max filter reproduces the CPU backend's van Herk / Gil-Werman passes
+// (crates/cpu/src/ops/filter.rs) exactly, NaN and -0 included. In extended coordinates
+// e in [0, len + size - 1) (e reads source position e - size/2 through the border rule), the
+// line is cut into segments of `size` samples starting at e = 0; output c covers
+// [c, c + size - 1] and is vmax(h(c), g(c + size - 1)), where g(e) folds forward from e's
+// segment start (g = vmax(g, x)) and h(e) folds backward from e's segment end (h = vmax(x, h)).
+// vmax(a, b) = b > a ? b : a is the CPU's, operands in the CPU's order: with `>` alone a NaN
+// survives or is dropped depending on where it sits, as on the CPU. Three kernels compute this
+// same value: `maxf1d` per output (small windows), `maxf1d_tile` per shared-memory tile (van
+// Herk, O(1) per element), `maxf1d_vh` per line (van Herk for windows too large for a tile).
+template <typename T> __device__ __forceinline__ T mm_vmax(T a, T b) { return b > a ? b : a; }
 
-// maximum_filter1d in O(1) per element whatever the size (van Herk / Gil-Werman), one thread
-// per line: adjacent threads take adjacent lines, so reads along a strided axis coalesce.
-// Extended coordinate e in [0, E), E = len + size - 1, reads x(e) = s[border(e - size/2)];
-// blocks of `size` samples start at e = 0. Output c covers e in [c, c + size - 1]:
-// out(c) = max(h(c), g(c + size - 1)), g the running max from its block's start, h the
-// running max to its block's end. Pass 1 stores g(c + size - 1) in d[c]; pass 2 walks back,
-// folding h in. Reads src twice and dst twice: the same traffic at size 3 and at size 21.
+// Extended sample at source position j of the line starting at `base`, by the border rule.
 template <typename T>
 __device__ __forceinline__ T mm_maxf_read(const T *s, i64 base, i64 stride, i64 len, i64 j,
                                           int mode, T cval) {
@@ -34,6 +21,115 @@ __device__ __forceinline__ T mm_maxf_read(const T *s, i64 base, i64 stride, i64 
     return jj < 0 ? cval : s[base + jj * stride];
 }
 
+// One output per thread: h(c) from its segment's end down to c, g(c + size - 1) from its
+// segment's start; at most 2 * size reads (through the cache), for small windows.
+template <typename T>
+__device__ void mm_maxf1d(const T *s, T *d, i64 total, i64 len, i64 stride, i64 size, int mode,
+                          T cval) {
+    const i64 lo = size / 2;
+    GRID_LOOP(i, total) {
+        const i64 c = (i / stride) % len;
+        const i64 base = i - c * stride;
+        const i64 hend = (c / size + 1) * size - 1;
+        T h = mm_maxf_read(s, base, stride, len, hend - lo, mode, cval);
+        for (i64 e = hend - 1; e >= c; --e)
+            h = mm_vmax(mm_maxf_read(s, base, stride, len, e - lo, mode, cval), h);
+        const i64 p = c + size - 1;
+        const i64 gs = (p / size) * size;
+        T g = mm_maxf_read(s, base, stride, len, gs - lo, mode, cval);
+        for (i64 e = gs + 1; e <= p; ++e)
+            g = mm_vmax(g, mm_maxf_read(s, base, stride, len, e - lo, mode, cval));
+        d[i] = mm_vmax(h, g);
+    }
+}
+
+// Van Herk in shared-memory tiles. A tile is MM_VH_W lines (line l starts at
+// (l / stride) * len * stride + l % stride) by `chunk` outputs c0 .. c0 + nc - 1, which need
+// the extended rows c0 .. c0 + nc + size - 2 (the halo is size - 1 rows). Rows are loaded so
+// that reads coalesce: along the line when it is contiguous (stride 1), across the lines
+// otherwise. Each (line, segment) pair is scanned by one thread: g forward into `sg`, h
+// backward in place over `sx`. A segment cut by the tile's first row has wrong g there, one
+// cut by its last row wrong h, but no output reads those: h(c) needs c's segment end
+// <= c + size - 1 and g(c + size - 1) its segment start >= c, both inside the tile.
+// Shared memory: 2 * (chunk + size - 1) * (MM_VH_W + 1) elements (padded rows: no bank
+// conflicts). The same map is modelled in Rust (ops/filter.rs, `tile_model`).
+#define MM_VH_W 16
+extern __shared__ __align__(16) unsigned char mm_dyn_smem[];
+
+// Row and lane of item t of a tile with `rows` rows: row fastest on a contiguous axis.
+__device__ __forceinline__ void mm_tile_rw(i64 t, i64 rows, i64 stride, i64 &r, i64 &w) {
+    if (stride == 1) {
+        r = t % rows;
+        w = t / rows;
+    } else {
+        w = t % MM_VH_W;
+        r = t / MM_VH_W;
+    }
+}
+
+template <typename T>
+__device__ void mm_maxf1d_tile(const T *s, T *d, i64 lines, i64 len, i64 stride, i64 size,
+                               int mode, T cval, i64 chunk) {
+    const i64 pitch = MM_VH_W + 1;
+    T *sx = (T *)mm_dyn_smem;
+    T *sg = sx + (chunk + size - 1) * pitch;
+    const i64 lo = size / 2;
+    const i64 groups = (lines + MM_VH_W - 1) / MM_VH_W;
+    const i64 chunks = (len + chunk - 1) / chunk;
+    for (i64 tile = blockIdx.x; tile < groups * chunks; tile += gridDim.x) {
+        const i64 l0 = (tile / chunks) * MM_VH_W;
+        const i64 c0 = (tile % chunks) * chunk;
+        const i64 nl = lines - l0 < MM_VH_W ? lines - l0 : MM_VH_W;
+        const i64 nc = len - c0 < chunk ? len - c0 : chunk;
+        const i64 rows = nc + size - 1;
+        for (i64 t = threadIdx.x; t < rows * MM_VH_W; t += blockDim.x) {
+            i64 r, w;
+            mm_tile_rw(t, rows, stride, r, w);
+            T v = cval;
+            if (w < nl) {
+                const i64 l = l0 + w;
+                const i64 base = (l / stride) * len * stride + l % stride;
+                v = mm_maxf_read(s, base, stride, len, c0 + r - lo, mode, cval);
+            }
+            sx[r * pitch + w] = v;
+        }
+        __syncthreads();
+        const i64 s0 = c0 / size;
+        const i64 nseg = (c0 + rows - 1) / size - s0 + 1;
+        for (i64 t = threadIdx.x; t < nseg * MM_VH_W; t += blockDim.x) {
+            const i64 w = t % MM_VH_W;
+            const i64 seg = s0 + t / MM_VH_W;
+            const i64 a = (seg * size > c0 ? seg * size : c0) - c0;
+            const i64 b = ((seg + 1) * size < c0 + rows ? (seg + 1) * size : c0 + rows) - c0;
+            T g = sx[a * pitch + w];
+            sg[a * pitch + w] = g;
+            for (i64 r = a + 1; r < b; ++r) {
+                g = mm_vmax(g, sx[r * pitch + w]);
+                sg[r * pitch + w] = g;
+            }
+            T h = sx[(b - 1) * pitch + w];
+            for (i64 r = b - 2; r >= a; --r) {
+                h = mm_vmax(sx[r * pitch + w], h);
+                sx[r * pitch + w] = h;
+            }
+        }
+        __syncthreads();
+        for (i64 t = threadIdx.x; t < nc * MM_VH_W; t += blockDim.x) {
+            i64 r, w;
+            mm_tile_rw(t, nc, stride, r, w);
+            if (w < nl) {
+                const i64 l = l0 + w;
+                const i64 base = (l / stride) * len * stride + l % stride;
+                d[base + (c0 + r) * stride] = mm_vmax(sx[r * pitch + w], sg[(r + size - 1) * pitch + w]);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// Van Herk with one thread per line, in global memory, for windows too large for a tile:
+// adjacent threads take adjacent lines, so reads along a strided axis coalesce. Pass 1
+// stores g(c + size - 1) in d[c]; pass 2 walks back folding h in.
 template <typename T>
 __device__ void mm_maxf1d_vh(const T *s, T *d, i64 lines, i64 len, i64 stride, i64 size,
                              int mode, T cval) {
@@ -44,16 +140,16 @@ __device__ void mm_maxf1d_vh(const T *s, T *d, i64 lines, i64 len, i64 stride, i
         T g = cval;
         for (i64 e = 0; e < ext; ++e) {
             const T v = mm_maxf_read(s, base, stride, len, e - lo, mode, cval);
-            g = (e % size == 0 || v > g) ? v : g;
+            g = (e % size == 0) ? v : mm_vmax(g, v);
             if (e >= size - 1) d[base + (e - size + 1) * stride] = g;
         }
         T h = cval;
         for (i64 e = ext - 1; e >= 0; --e) {
             const T v = mm_maxf_read(s, base, stride, len, e - lo, mode, cval);
-            h = ((e + 1) % size == 0 || e == ext - 1 || v > h) ? v : h;
+            h = ((e + 1) % size == 0 || e == ext - 1) ? v : mm_vmax(v, h);
             if (e < len) {
                 const T gv = d[base + e * stride];
-                d[base + e * stride] = h > gv ? h : gv;
+                d[base + e * stride] = mm_vmax(h, gv);
             }
         }
     }
@@ -144,6 +240,11 @@ __device__ void mm_peaks(const T *s, const T *f, T thr, Geom g, i64 total,
     extern "C" __global__ void maxf1d_##n(const T *s, T *d, i64 total, i64 len, i64 stride,  \
                                           i64 size, int mode, T cval) {                     \
         mm_maxf1d<T>(s, d, total, len, stride, size, mode, cval);                            \
+    }                                                                                       \
+    extern "C" __global__ void maxf1d_tile_##n(const T *s, T *d, i64 lines, i64 len,         \
+                                               i64 stride, i64 size, int mode, T cval,      \
+                                               i64 chunk) {                                 \
+        mm_maxf1d_tile<T>(s, d, lines, len, stride, size, mode, cval, chunk);                \
     }                                                                                       \
     extern "C" __global__ void maxf1d_vh_##n(const T *s, T *d, i64 lines, i64 len,           \
                                              i64 stride, i64 size, int mode, T cval) {      \
