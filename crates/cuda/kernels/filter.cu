@@ -27,17 +27,25 @@ template <typename T>
 __device__ void mm_maxf1d(const T *s, T *d, i64 total, i64 len, i64 stride, i64 size, int mode,
                           T cval) {
     const i64 lo = size / 2;
+    // 32-bit division where every operand fits (512^3 does): 64-bit division is emulated.
+    const bool narrow = total <= 0x7fffffffLL && size <= 0x7fffffffLL;
     GRID_LOOP(i, total) {
-        const i64 c = (i / stride) % len;
+        i64 c, hend, gs;
+        if (narrow) {
+            c = ((u32)i / (u32)stride) % (u32)len;
+            hend = (i64)((u32)c / (u32)size + 1) * size - 1;
+            gs = (i64)((u32)(c + size - 1) / (u32)size) * size;
+        } else {
+            c = (i / stride) % len;
+            hend = (c / size + 1) * size - 1;
+            gs = ((c + size - 1) / size) * size;
+        }
         const i64 base = i - c * stride;
-        const i64 hend = (c / size + 1) * size - 1;
         T h = mm_maxf_read(s, base, stride, len, hend - lo, mode, cval);
         for (i64 e = hend - 1; e >= c; --e)
             h = mm_vmax(mm_maxf_read(s, base, stride, len, e - lo, mode, cval), h);
-        const i64 p = c + size - 1;
-        const i64 gs = (p / size) * size;
         T g = mm_maxf_read(s, base, stride, len, gs - lo, mode, cval);
-        for (i64 e = gs + 1; e <= p; ++e)
+        for (i64 e = gs + 1; e <= c + size - 1; ++e)
             g = mm_vmax(g, mm_maxf_read(s, base, stride, len, e - lo, mode, cval));
         d[i] = mm_vmax(h, g);
     }
@@ -56,9 +64,10 @@ __device__ void mm_maxf1d(const T *s, T *d, i64 total, i64 len, i64 stride, i64 
 #define MM_VH_W 16
 extern __shared__ __align__(16) unsigned char mm_dyn_smem[];
 
-// Row and lane of item t of a tile with `rows` rows: row fastest on a contiguous axis.
-__device__ __forceinline__ void mm_tile_rw(i64 t, i64 rows, i64 stride, i64 &r, i64 &w) {
-    if (stride == 1) {
+// Row and lane of item t of a tile with `rows` rows: row fastest on a contiguous axis. Tile
+// coordinates are small (rows <= chunk + size - 1, bounded by the shared memory), so 32-bit.
+__device__ __forceinline__ void mm_tile_rw(int t, int rows, bool contiguous, int &r, int &w) {
+    if (contiguous) {
         r = t % rows;
         w = t / rows;
     } else {
@@ -70,58 +79,61 @@ __device__ __forceinline__ void mm_tile_rw(i64 t, i64 rows, i64 stride, i64 &r, 
 template <typename T>
 __device__ void mm_maxf1d_tile(const T *s, T *d, i64 lines, i64 len, i64 stride, i64 size,
                                int mode, T cval, i64 chunk) {
-    const i64 pitch = MM_VH_W + 1;
+    const int pitch = MM_VH_W + 1;
+    __shared__ i64 sbase[MM_VH_W];
     T *sx = (T *)mm_dyn_smem;
     T *sg = sx + (chunk + size - 1) * pitch;
     const i64 lo = size / 2;
+    const bool contiguous = stride == 1;
     const i64 groups = (lines + MM_VH_W - 1) / MM_VH_W;
     const i64 chunks = (len + chunk - 1) / chunk;
     for (i64 tile = blockIdx.x; tile < groups * chunks; tile += gridDim.x) {
         const i64 l0 = (tile / chunks) * MM_VH_W;
         const i64 c0 = (tile % chunks) * chunk;
-        const i64 nl = lines - l0 < MM_VH_W ? lines - l0 : MM_VH_W;
-        const i64 nc = len - c0 < chunk ? len - c0 : chunk;
-        const i64 rows = nc + size - 1;
-        for (i64 t = threadIdx.x; t < rows * MM_VH_W; t += blockDim.x) {
-            i64 r, w;
-            mm_tile_rw(t, rows, stride, r, w);
+        const int nl = (int)(lines - l0 < MM_VH_W ? lines - l0 : MM_VH_W);
+        const int nc = (int)(len - c0 < chunk ? len - c0 : chunk);
+        const int rows = nc + (int)size - 1;
+        const int isize = (int)size;
+        if (threadIdx.x < MM_VH_W) {
+            const i64 l = l0 + threadIdx.x;
+            sbase[threadIdx.x] = (l / stride) * len * stride + l % stride;
+        }
+        __syncthreads();
+        for (int t = threadIdx.x; t < rows * MM_VH_W; t += blockDim.x) {
+            int r, w;
+            mm_tile_rw(t, rows, contiguous, r, w);
             T v = cval;
-            if (w < nl) {
-                const i64 l = l0 + w;
-                const i64 base = (l / stride) * len * stride + l % stride;
-                v = mm_maxf_read(s, base, stride, len, c0 + r - lo, mode, cval);
-            }
+            if (w < nl) v = mm_maxf_read(s, sbase[w], stride, len, c0 + r - lo, mode, cval);
             sx[r * pitch + w] = v;
         }
         __syncthreads();
         const i64 s0 = c0 / size;
-        const i64 nseg = (c0 + rows - 1) / size - s0 + 1;
-        for (i64 t = threadIdx.x; t < nseg * MM_VH_W; t += blockDim.x) {
-            const i64 w = t % MM_VH_W;
-            const i64 seg = s0 + t / MM_VH_W;
-            const i64 a = (seg * size > c0 ? seg * size : c0) - c0;
-            const i64 b = ((seg + 1) * size < c0 + rows ? (seg + 1) * size : c0 + rows) - c0;
+        const int nseg = (int)((c0 + rows - 1) / size - s0 + 1);
+        const int off = (int)(s0 * size - c0); // first segment's start, tile row (<= 0)
+        for (int t = threadIdx.x; t < nseg * MM_VH_W; t += blockDim.x) {
+            const int w = t % MM_VH_W;
+            const int start = off + (t / MM_VH_W) * isize;
+            const int a = start > 0 ? start : 0;
+            const int b = start + isize < rows ? start + isize : rows;
             T g = sx[a * pitch + w];
             sg[a * pitch + w] = g;
-            for (i64 r = a + 1; r < b; ++r) {
+            for (int r = a + 1; r < b; ++r) {
                 g = mm_vmax(g, sx[r * pitch + w]);
                 sg[r * pitch + w] = g;
             }
             T h = sx[(b - 1) * pitch + w];
-            for (i64 r = b - 2; r >= a; --r) {
+            for (int r = b - 2; r >= a; --r) {
                 h = mm_vmax(sx[r * pitch + w], h);
                 sx[r * pitch + w] = h;
             }
         }
         __syncthreads();
-        for (i64 t = threadIdx.x; t < nc * MM_VH_W; t += blockDim.x) {
-            i64 r, w;
-            mm_tile_rw(t, nc, stride, r, w);
-            if (w < nl) {
-                const i64 l = l0 + w;
-                const i64 base = (l / stride) * len * stride + l % stride;
-                d[base + (c0 + r) * stride] = mm_vmax(sx[r * pitch + w], sg[(r + size - 1) * pitch + w]);
-            }
+        for (int t = threadIdx.x; t < nc * MM_VH_W; t += blockDim.x) {
+            int r, w;
+            mm_tile_rw(t, nc, contiguous, r, w);
+            if (w < nl)
+                d[sbase[w] + (c0 + r) * stride] =
+                    mm_vmax(sx[r * pitch + w], sg[(r + isize - 1) * pitch + w]);
         }
         __syncthreads();
     }

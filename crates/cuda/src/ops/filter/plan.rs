@@ -228,11 +228,11 @@ mod tests {
             }
             let s0 = c0 / size;
             let nseg = (c0 + rows - 1) / size - s0 + 1;
+            let off = s0 * size - c0;
             for t in 0..nseg * w_all {
                 let w = t % w_all;
-                let seg = s0 + t / w_all;
-                let a = (seg * size).max(c0) - c0;
-                let b = ((seg + 1) * size).min(c0 + rows) - c0;
+                let start = off + (t / w_all) * size;
+                let (a, b) = (start.max(0), (start + size).min(rows));
                 let at = |r: i64| (r * pitch + w) as usize;
                 let mut g = sx[at(a)];
                 sg[at(a)] = g;

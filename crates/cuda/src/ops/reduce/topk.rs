@@ -325,7 +325,11 @@ mod tests {
             let distinct: Vec<f64> = (0..n).map(|_| (r() as f64) * 1e-3 - 1e6).collect();
             check(&format!("f64 distinct n {n}"), &distinct, f64_key, 64);
             let ints: Vec<i32> = (0..n)
-                .map(|_| (r() % 7) as i32 - 3 + if r() % 50 == 0 { i32::MIN } else { 0 })
+                .map(|_| match r() % 50 {
+                    0 => i32::MIN,
+                    1 => i32::MAX,
+                    x => (x % 7) as i32 - 3,
+                })
                 .collect();
             check(&format!("i32 n {n}"), &ints, |v| Some(key_i32(v)), 32);
             let longs: Vec<i64> = (0..n)
