@@ -240,7 +240,7 @@ __device__ void mm_peaks(const T *s, const T *f, T thr, Geom g, i64 total,
             if (c < g.p[k] || c >= g.src[k] - g.p[k]) inside = false;
         }
         if (!inside) continue;
-        const unsigned long long pos = atomicAdd(counter, 1ULL);
+        const unsigned long long pos = mm_warp_slot(counter);
         if ((i64)pos < cap) {
             oidx[pos] = i;
             oval[pos] = v;

@@ -125,7 +125,10 @@ __device__ void mm_topk_hist(const T *a, i64 n, int vbits, int ibits, int known,
         if (!mm_topk_match(vk, ik, vbits, ibits, known, vpre, ipre, 0)) continue;
         const u32 digit = known < vbits ? (u32)((vk >> (vbits - known - 8)) & 0xFF)
                                         : (u32)((ik >> (ibits - (known - vbits) - 8)) & 0xFF);
-        atomicAdd(&sh[digit], 1u);
+        // One shared atomic per distinct digit of the warp (most elements share the first
+        // digits: without this, a warp's 32 adds on one bin serialise).
+        const unsigned peers = __match_any_sync(__activemask(), digit);
+        if ((int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sh[digit], (u32)__popc(peers));
     }
     __syncthreads();
     for (int t = threadIdx.x; t < 256; t += blockDim.x)
@@ -142,7 +145,7 @@ __device__ void mm_topk_select(const T *a, i64 n, int vbits, int ibits, int know
         if (mm_isnan(v)) continue;
         if (!mm_topk_match(mm_key(v), (u64)(n - 1 - i), vbits, ibits, known, vpre, ipre, 1))
             continue;
-        const unsigned long long pos = atomicAdd(counter, 1ULL);
+        const unsigned long long pos = mm_warp_slot(counter);
         if ((i64)pos < cap) {
             oidx[pos] = i;
             oval[pos] = v;
