@@ -60,19 +60,24 @@ __device__ void mm_maxf1d(const T *s, T *d, i64 total, i64 len, i64 stride, i64 
 // cut by its last row wrong h, but no output reads those: h(c) needs c's segment end
 // <= c + size - 1 and g(c + size - 1) its segment start >= c, both inside the tile.
 // Shared memory: 2 * (chunk + size - 1) * (MM_VH_W + 1) elements (padded rows: no bank
-// conflicts). The same map is modelled in Rust (ops/filter.rs, `tile_model`).
+// conflicts). The same map is modelled in Rust (ops/filter/plan.rs, `tile_model`).
 #define MM_VH_W 16
 extern __shared__ __align__(16) unsigned char mm_dyn_smem[];
 
-// Row and lane of item t of a tile with `rows` rows: row fastest on a contiguous axis. Tile
-// coordinates are small (rows <= chunk + size - 1, bounded by the shared memory), so 32-bit.
-__device__ __forceinline__ void mm_tile_rw(int t, int rows, bool contiguous, int &r, int &w) {
+// Calls f(r, w) once for every row r < rows and lane w < MM_VH_W of a tile, spread over the
+// block so that global accesses coalesce: on a contiguous axis each warp walks a line (lanes
+// on consecutive rows), otherwise consecutive threads take consecutive lines. Tile
+// coordinates are small (rows <= chunk + size - 1, bounded by the shared memory): 32-bit,
+// and no division by a runtime value.
+template <typename F>
+__device__ __forceinline__ void mm_tile_each(int rows, bool contiguous, F f) {
     if (contiguous) {
-        r = t % rows;
-        w = t / rows;
+        const int lane = threadIdx.x & 31;
+        for (int w = threadIdx.x >> 5; w < MM_VH_W; w += blockDim.x >> 5)
+            for (int r = lane; r < rows; r += 32) f(r, w);
     } else {
-        w = t % MM_VH_W;
-        r = t / MM_VH_W;
+        for (int t = threadIdx.x; t < rows * MM_VH_W; t += blockDim.x)
+            f(t / MM_VH_W, t % MM_VH_W);
     }
 }
 
@@ -99,13 +104,11 @@ __device__ void mm_maxf1d_tile(const T *s, T *d, i64 lines, i64 len, i64 stride,
             sbase[threadIdx.x] = (l / stride) * len * stride + l % stride;
         }
         __syncthreads();
-        for (int t = threadIdx.x; t < rows * MM_VH_W; t += blockDim.x) {
-            int r, w;
-            mm_tile_rw(t, rows, contiguous, r, w);
+        mm_tile_each(rows, contiguous, [&](int r, int w) {
             T v = cval;
             if (w < nl) v = mm_maxf_read(s, sbase[w], stride, len, c0 + r - lo, mode, cval);
             sx[r * pitch + w] = v;
-        }
+        });
         __syncthreads();
         const i64 s0 = c0 / size;
         const int nseg = (int)((c0 + rows - 1) / size - s0 + 1);
@@ -128,13 +131,11 @@ __device__ void mm_maxf1d_tile(const T *s, T *d, i64 lines, i64 len, i64 stride,
             }
         }
         __syncthreads();
-        for (int t = threadIdx.x; t < nc * MM_VH_W; t += blockDim.x) {
-            int r, w;
-            mm_tile_rw(t, nc, contiguous, r, w);
+        mm_tile_each(nc, contiguous, [&](int r, int w) {
             if (w < nl)
                 d[sbase[w] + (c0 + r) * stride] =
                     mm_vmax(sx[r * pitch + w], sg[(r + isize - 1) * pitch + w]);
-        }
+        });
         __syncthreads();
     }
 }

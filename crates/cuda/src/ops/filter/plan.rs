@@ -182,14 +182,38 @@ mod tests {
         }
     }
 
-    /// `mm_tile_rw`.
-    fn tile_rw(t: i64, rows: i64, stride: i64) -> (i64, i64) {
-        let w = TILE_LINES as i64;
-        if stride == 1 {
-            (t % rows, t / rows)
-        } else {
-            (t / w, t % w)
+    /// The (row, lane) pairs of `mm_tile_each`, in its order for one thread after another
+    /// (which thread takes a pair does not matter: each pair is taken once and the pairs of a
+    /// phase touch disjoint cells).
+    fn tile_each(rows: i64, stride: i64, threads: i64) -> Vec<(i64, i64)> {
+        let w_all = TILE_LINES as i64;
+        let mut v = Vec::new();
+        for tid in 0..threads {
+            if stride == 1 {
+                let (lane, warp, warps) = (tid & 31, tid >> 5, threads >> 5);
+                let mut w = warp;
+                while w < w_all {
+                    let mut r = lane;
+                    while r < rows {
+                        v.push((r, w));
+                        r += 32;
+                    }
+                    w += warps;
+                }
+            } else {
+                let mut t = tid;
+                while t < rows * w_all {
+                    v.push((t / w_all, t % w_all));
+                    t += threads;
+                }
+            }
         }
+        let mut sorted = v.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), v.len(), "a pair taken twice");
+        assert_eq!(v.len() as i64, rows * w_all, "a pair missed");
+        v
     }
 
     /// `mm_maxf1d_tile`, tile by tile (the grid-stride order does not matter: tiles are
@@ -218,8 +242,7 @@ mod tests {
             // where the CPU has a number (the inputs of the NaN-free cases).
             sx.fill(f64::NAN);
             sg.fill(f64::NAN);
-            for t in 0..rows * w_all {
-                let (r, w) = tile_rw(t, rows, p.stride);
+            for (r, w) in tile_each(rows, p.stride, 256) {
                 let mut v = p.cval;
                 if w < nl {
                     v = p.read(p.base(l0 + w), c0 + r - lo);
@@ -246,8 +269,7 @@ mod tests {
                     sx[at(r)] = h;
                 }
             }
-            for t in 0..nc * w_all {
-                let (r, w) = tile_rw(t, nc, p.stride);
+            for (r, w) in tile_each(nc, p.stride, 256) {
                 if w < nl {
                     let o = p.base(l0 + w) + (c0 + r) * p.stride;
                     let h = sx[(r * pitch + w) as usize];
