@@ -1,8 +1,8 @@
 //! A short benchmark of the CUDA backend, printed as one table (run by the device bundle's
 //! `run.sh`): template matching (128³/32³ and 256³/48³, FLC and FLCSphericalMask) per
 //! rotation next to the cuFFT time of the transforms a rotation needs, batched CG on a 256³
-//! Laplacian per iteration with its effective bandwidth, and a 512³ max filter at sizes 3 and
-//! 21. A failing case is a row of the table and makes the exit code 1 (so `run.sh` fails);
+//! Laplacian per iteration with its effective bandwidth, a 512³ max filter at sizes 3 and
+//! 21, and `top_k` (k = 1000) of a 512³ map. A failing case is a row of the table and makes the exit code 1 (so `run.sh` fails);
 //! the targets the figures are compared with are in `monomorph_cuda::bench`.
 //!
 //! `cargo run -p monomorph-cuda --release --example device_bench [-- --quick]`
@@ -152,6 +152,27 @@ fn max_filter(b: &Cuda<Single>, n: usize, size: usize) -> Result<Row> {
     ))
 }
 
+fn top_k(b: &Cuda<Single>, n: usize, k: usize) -> Result<Row> {
+    use monomorph_core::Reduce;
+    let mut rng = Lcg::new(4);
+    let src = b.upload(rng.array::<f32>(&[n, n, n]).view())?;
+    let _ = b.top_k(&src, k)?;
+    let t = Instant::now();
+    let reps = 3;
+    for _ in 0..reps {
+        let _ = b.top_k(&src, k)?;
+    }
+    let ms = t.elapsed().as_secs_f64() * 1e3 / reps as f64;
+    Ok(Row::ok(
+        format!("top_k {n}³ k {k} (f32)"),
+        format!("{ms:.2} ms"),
+        format!(
+            "{:.0} GB/s per read of the map (radix passes + compaction read it 3–5 times)",
+            (n * n * n) as f64 * 4.0 / (ms * 1e-3) / 1e9
+        ),
+    ))
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let b = match Cuda::<Single>::new(0) {
@@ -193,6 +214,10 @@ fn main() {
         (
             "max filter 512³ size 21 (f32)".into(),
             Box::new(|| max_filter(&b, 512, 21)),
+        ),
+        (
+            "top_k 512³ k 1000 (f32)".into(),
+            Box::new(|| top_k(&b, 512, 1000)),
         ),
     ];
     let mut table = Table::default();

@@ -72,6 +72,20 @@ __device__ __forceinline__ i64 mm_border(i64 j, i64 n, int mode) {
     }
 }
 
+// A slot of an output list for the calling thread, one atomic per warp: the threads of a warp
+// that arrive together (the active mask) share one atomicAdd on `counter`, each taking the
+// slot of its rank among them. Compactions whose every element qualifies (a flat background)
+// would otherwise serialise one atomic per element on one address.
+__device__ __forceinline__ unsigned long long mm_warp_slot(unsigned long long *counter) {
+    const unsigned mask = __activemask();
+    const int lane = threadIdx.x & 31;
+    const int leader = __ffs(mask) - 1;
+    unsigned long long base = 0;
+    if (lane == leader) base = atomicAdd(counter, (unsigned long long)__popc(mask));
+    base = __shfl_sync(mask, base, leader);
+    return base + (unsigned long long)__popc(mask & ((1u << lane) - 1u));
+}
+
 // 16-byte element (complex<f64>) for dtype-agnostic kernels.
 struct B16 { u64 lo, hi; };
 

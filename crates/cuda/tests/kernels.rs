@@ -101,7 +101,9 @@ fn extra_kernels() -> Vec<String> {
         v.push(format!("gather_{b}"));
     }
     for t in ["f32", "f64", "i32", "i64"] {
-        v.push(format!("maxf1d_vh_{t}"));
+        for k in ["maxf1d_vh", "maxf1d_tile", "topk_hist", "topk_select"] {
+            v.push(format!("{k}_{t}"));
+        }
     }
     v
 }

@@ -1,11 +1,15 @@
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 use monomorph_core::{
     ArrayMeta, BorderMode, Element, Filter, Float, Memory, Precision, Real, Result,
 };
 
 use super::{Geom, border_code};
 use crate::error::Ck;
-use crate::{Cuda, CudaArray};
+use crate::{BLOCK, Cuda, CudaArray};
+
+mod plan;
+
+use plan::MaxPass;
 
 /// Pushes a scalar of T's width (f32/f64/i32/i64) converted from f64.
 macro_rules! push_t {
@@ -44,36 +48,43 @@ impl<P: Precision> Filter for Cuda<P> {
         if total == 0 {
             return Ok(());
         }
-        let axes: Vec<usize> = (0..src.ndim()).filter(|&k| size[k] > 1).collect();
+        let axes = plan::pass_order(src.shape(), size);
         if axes.is_empty() {
             return self.copy(src, dst);
         }
         let (code, cval) = border_code(mode);
-        let f = self.kernel::<T>("maxf1d")?;
-        let f_vh = self.kernel::<T>("maxf1d_vh")?;
         let mut tmp = if axes.len() > 1 {
             Some(self.zeros::<T>(src.shape())?)
         } else {
             None
         };
         let shape = src.shape().to_vec();
+        let elem = std::mem::size_of::<T>();
         // Ping-pong so that the last pass writes into dst.
         for (i, &k) in axes.iter().enumerate() {
             let remaining = axes.len() - i;
             let stride: i64 = shape[k + 1..].iter().product::<usize>() as i64;
             let (len, sz) = (shape[k] as i64, size[k] as i64);
-            // Large windows along strided axes: van Herk, one thread per line, O(1) per
-            // element; otherwise the direct window loop, one thread per element.
-            let vh = use_van_herk(size[k], stride as usize);
-            let (items, func) = if vh {
-                (total / shape[k], &f_vh)
-            } else {
-                (total, &f)
+            let lines = total / shape[k];
+            let kind = plan::max_pass_kind(shape[k], size[k], elem);
+            let (func, cfg, items) = match kind {
+                MaxPass::Direct => (self.kernel::<T>("maxf1d")?, self.grid(total), total),
+                MaxPass::Lines => (self.kernel::<T>("maxf1d_vh")?, self.grid(lines), lines),
+                MaxPass::Tiled { chunk } => {
+                    let tiles = plan::tile_count(lines, shape[k], chunk);
+                    let blocks = tiles.min(self.inner.sms.max(1) * 32).max(1);
+                    let cfg = LaunchConfig {
+                        grid_dim: (blocks as u32, 1, 1),
+                        block_dim: (BLOCK, 1, 1),
+                        shared_mem_bytes: plan::tile_shared_bytes(chunk, size[k], elem) as u32,
+                    };
+                    (self.kernel::<T>("maxf1d_tile")?, cfg, lines)
+                }
             };
             let t64 = items as i64;
             let (mut s32, mut s64, mut i32v, mut i64v) = (0f32, 0f64, 0i32, 0i64);
             let _ = (s32, s64, i32v, i64v);
-            let mut l = self.inner.stream.launch_builder(func);
+            let mut l = self.inner.stream.launch_builder(&func);
             match (i, tmp.as_mut()) {
                 (0, Some(t)) if remaining.is_multiple_of(2) => l.arg(&src.buf).arg(&mut t.buf),
                 (0, _) => l.arg(&src.buf).arg(&mut dst.buf),
@@ -83,8 +94,16 @@ impl<P: Precision> Filter for Cuda<P> {
             };
             l.arg(&t64).arg(&len).arg(&stride).arg(&sz).arg(&code);
             push_t!(l, T, cval, s32, s64, i32v, i64v);
-            // SAFETY: both buffers hold `total` elements of T; `items` lines or elements.
-            unsafe { l.launch(self.grid(items)) }.ck()?;
+            let chunk64 = match kind {
+                MaxPass::Tiled { chunk } => chunk as i64,
+                _ => 0,
+            };
+            if chunk64 > 0 {
+                l.arg(&chunk64);
+            }
+            // SAFETY: both buffers hold `total` elements of T, `items` elements or lines of
+            // `len`; a tiled launch has the dynamic shared memory its chunk needs (≤ 24 KiB).
+            unsafe { l.launch(cfg) }.ck()?;
         }
         Ok(())
     }
@@ -247,72 +266,5 @@ impl<P: Precision> Filter for Cuda<P> {
             out.sort_by_key(|p| p.0);
             return Ok(out);
         }
-    }
-}
-
-/// Smallest window for which the van Herk pass beats the direct loop (it reads the line twice
-/// and writes it twice whatever the size; the direct loop reads `size` values per output).
-const VAN_HERK_MIN: usize = 8;
-
-/// Whether a max-filter pass of `size` along an axis of element stride `stride` uses the
-/// van Herk kernel: large windows on strided axes, where one thread per line coalesces. The
-/// last axis (stride 1) keeps the direct loop, whose reads hit the cache.
-fn use_van_herk(size: usize, stride: usize) -> bool {
-    size >= VAN_HERK_MIN && stride > 1
-}
-
-#[cfg(test)]
-mod tests {
-    /// The kernel `mm_maxf1d_vh` transliterated: the same passes over the extended line.
-    fn vh_line(x: &[f64], len: usize, size: usize) -> Vec<f64> {
-        let ext = len + size - 1;
-        assert_eq!(x.len(), ext);
-        let mut d = vec![f64::NAN; len];
-        let mut g = 0.0;
-        for e in 0..ext {
-            g = if e % size == 0 || x[e] > g { x[e] } else { g };
-            if e + 1 >= size {
-                d[e + 1 - size] = g;
-            }
-        }
-        let mut h = 0.0;
-        for e in (0..ext).rev() {
-            h = if (e + 1) % size == 0 || e == ext - 1 || x[e] > h {
-                x[e]
-            } else {
-                h
-            };
-            if e < len {
-                d[e] = if h > d[e] { h } else { d[e] };
-            }
-        }
-        d
-    }
-
-    #[test]
-    fn van_herk_passes_equal_the_window_maximum() {
-        let mut state = 12345u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 33) % 1000) as f64
-        };
-        for len in [1usize, 2, 3, 7, 20, 33] {
-            for size in [1usize, 2, 3, 4, 8, 21, 40] {
-                let x: Vec<f64> = (0..len + size - 1).map(|_| next()).collect();
-                let want: Vec<f64> = (0..len)
-                    .map(|c| x[c..c + size].iter().copied().fold(f64::MIN, f64::max))
-                    .collect();
-                assert_eq!(vh_line(&x, len, size), want, "len {len} size {size}");
-            }
-        }
-    }
-
-    #[test]
-    fn van_herk_only_for_large_windows_on_strided_axes() {
-        assert!(super::use_van_herk(21, 512 * 512));
-        assert!(!super::use_van_herk(3, 512));
-        assert!(!super::use_van_herk(21, 1));
     }
 }

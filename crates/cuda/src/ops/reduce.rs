@@ -7,6 +7,10 @@ use monomorph_core::{
 use crate::error::Ck;
 use crate::{BLOCK, Cuda, CudaArray};
 
+mod topk;
+
+use topk::RadixSelect;
+
 /// Kernel modes of `reduce_rows` (see `reduce.cu`).
 const SUM: i32 = 0;
 const SUM_SQ: i32 = 1;
@@ -133,6 +137,99 @@ impl<P: Precision> Cuda<P> {
     }
 }
 
+/// The CPU's `top_k` order on (index, value) pairs: value descending (−0 equal to +0), then
+/// index ascending; keeps the first `k`. Values must not be NaN.
+pub(crate) fn sort_top<T: Real>(v: &mut Vec<(usize, T)>, k: usize) {
+    v.sort_unstable_by(|x, y| {
+        y.1.partial_cmp(&x.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(x.0.cmp(&y.0))
+    });
+    v.truncate(k);
+}
+
+impl<P: Precision> Cuda<P> {
+    /// `top_k` for `k > 1` on the device (see `reduce/topk.rs`): histogram passes of a radix
+    /// select, one compaction of at most `k + SLACK` candidates (or every non-NaN element when
+    /// there are no more than `k`), a host sort. Only the histograms and the candidates cross.
+    fn top_k_radix<T: Real>(&self, a: &CudaArray<T>, k: usize) -> Result<Vec<(usize, T)>> {
+        let n = a.len();
+        let vbits = 8 * std::mem::size_of::<T>() as u32;
+        let mut rs = RadixSelect::new(k, n, vbits);
+        let (vb, ib) = rs.widths();
+        let (vb, ib) = (vb as i32, ib as i32);
+        let n64 = n as i64;
+        let cfg = self.grid(n);
+        let fh = self.kernel::<T>("topk_hist")?;
+        let mut hist = self.inner.stream.alloc_zeros::<u8>(256 * 8).ck()?;
+        while !rs.done() {
+            let p = rs.prefix();
+            let known = p.known as i32;
+            self.inner.stream.memset_zeros(&mut hist).ck()?;
+            let mut l = self.inner.stream.launch_builder(&fh);
+            l.arg(&a.buf)
+                .arg(&n64)
+                .arg(&vb)
+                .arg(&ib)
+                .arg(&known)
+                .arg(&p.vpre)
+                .arg(&p.ipre)
+                .arg(&mut hist);
+            // SAFETY: `a` holds n elements of T; `hist` 256 u64.
+            unsafe { l.launch(cfg) }.ck()?;
+            let h: Vec<u64> = self.download_small(&hist, 256)?;
+            let mut bins = [0u64; 256];
+            bins.copy_from_slice(&h);
+            rs.feed(&bins);
+        }
+        let want = rs.candidates() as usize;
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+        let p = rs.prefix();
+        let known = p.known as i32;
+        let fs = self.kernel::<T>("topk_select")?;
+        let mut counter = self.inner.stream.alloc_zeros::<u8>(8).ck()?;
+        let mut oidx = self.inner.stream.alloc_zeros::<u8>(want * 8).ck()?;
+        let mut oval = self
+            .inner
+            .stream
+            .alloc_zeros::<u8>(want * std::mem::size_of::<T>())
+            .ck()?;
+        let cap = want as i64;
+        let mut l = self.inner.stream.launch_builder(&fs);
+        l.arg(&a.buf)
+            .arg(&n64)
+            .arg(&vb)
+            .arg(&ib)
+            .arg(&known)
+            .arg(&p.vpre)
+            .arg(&p.ipre)
+            .arg(&mut counter)
+            .arg(&mut oidx)
+            .arg(&mut oval)
+            .arg(&cap);
+        // SAFETY: writes go to slots below `cap`; the counter is one u64.
+        unsafe { l.launch(cfg) }.ck()?;
+        let count = self.download_small::<u64>(&counter, 1)?[0] as usize;
+        if count != want {
+            // The histograms counted `want` elements at or above the prefix: a different count
+            // is a device fault, not an answer.
+            return Err(monomorph_core::Error::Backend {
+                backend: "cuda",
+                message: format!(
+                    "top_k: the selection took {count} elements where the histograms counted {want}"
+                ),
+            });
+        }
+        let idx: Vec<i64> = self.download_small(&oidx, count)?;
+        let val: Vec<T> = self.download_small(&oval, count)?;
+        let mut out: Vec<(usize, T)> = idx.into_iter().map(|i| i as usize).zip(val).collect();
+        sort_top(&mut out, k);
+        Ok(out)
+    }
+}
+
 impl<P: Precision> Reduce for Cuda<P> {
     fn sum<T: Real>(&self, a: &CudaArray<T>) -> Result<f64> {
         self.whole(SUM, a, None, 0.0)
@@ -168,25 +265,7 @@ impl<P: Precision> Reduce for Cuda<P> {
         if k == 1 {
             return Ok(self.extreme(a, true)?.into_iter().collect());
         }
-        // Selection on the host: the array crosses once (top_k is called once per run).
-        let host: Vec<T> = self.download_small(&a.buf, a.len())?;
-        let cmp = |x: &(usize, T), y: &(usize, T)| {
-            y.1.partial_cmp(&x.1)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(x.0.cmp(&y.0))
-        };
-        #[allow(clippy::eq_op)]
-        let mut v: Vec<(usize, T)> = host
-            .into_iter()
-            .enumerate()
-            .filter(|(_, x)| *x == *x)
-            .collect();
-        if v.len() > k {
-            v.select_nth_unstable_by(k - 1, cmp);
-            v.truncate(k);
-        }
-        v.sort_by(cmp);
-        Ok(v)
+        self.top_k_radix(a, k)
     }
 
     fn count_nonfinite<T: Float>(&self, a: &CudaArray<T>) -> Result<usize> {
