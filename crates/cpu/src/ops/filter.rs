@@ -812,8 +812,10 @@ impl<P: Precision> Filter for Cpu<P> {
                 done[r - 1] = true;
                 done[r - 2] = true;
             }
-            for axis in 0..r {
-                if size[axis] <= 1 || done[axis] {
+            // The order every backend and thread count shares (NaN makes the passes
+            // non-commutative); the plane-by-plane route above is its first two passes.
+            for axis in monomorph_core::max_filter_pass_order(size) {
+                if done[axis] {
                     continue;
                 }
                 let src = first.then_some(s);

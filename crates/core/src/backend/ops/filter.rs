@@ -25,7 +25,9 @@ pub trait Filter: BackendTypes {
     /// Any rank; `size` has one entry per axis, each ≥ 1 (a window larger than the axis is
     /// fine: the border `mode` extends the line as scipy does, repeating reflections).
     /// NaN inputs never panic, but a window reaching a NaN may give NaN or its largest number
-    /// depending on position (scipy is order dependent there too). Errors: shape mismatch,
+    /// depending on position (scipy is order dependent there too). The passes run in
+    /// [`max_filter_pass_order`] on every backend and whatever the thread count, so that
+    /// outcome is the same everywhere. Errors: shape mismatch,
     /// wrong `size` length, a zero size, `BorderMode::Constant(NaN)`.
     fn max_filter<T: Real>(
         &self,
@@ -126,6 +128,29 @@ fn check_per_axis(what: &str, shape: &[usize], got: usize) -> Result<()> {
             format!("{got} entries"),
         ))
     }
+}
+
+/// The axes [`Filter::max_filter`] filters (those with a window > 1), in the order every
+/// backend runs its 1-D passes: for 3 or more axes the last, then the second last, then the
+/// leading axes in order (the last two axes are filtered plane by plane while a plane is in
+/// cache); for 1 or 2 axes in order. Where no NaN is within reach the order does not change
+/// the result; where one is, the passes do not commute, so a backend or a thread count that
+/// took another order would give another answer.
+///
+/// ```
+/// use monomorph_core::max_filter_pass_order;
+/// assert_eq!(max_filter_pass_order(&[5, 5, 5]), vec![2, 1, 0]);
+/// assert_eq!(max_filter_pass_order(&[3, 1, 4, 1]), vec![2, 0]);
+/// assert_eq!(max_filter_pass_order(&[3, 4]), vec![0, 1]);
+/// ```
+pub fn max_filter_pass_order(size: &[usize]) -> Vec<usize> {
+    let r = size.len();
+    let axes: Vec<usize> = if r >= 3 {
+        [r - 1, r - 2].into_iter().chain(0..r - 2).collect()
+    } else {
+        (0..r).collect()
+    };
+    axes.into_iter().filter(|&k| size[k] > 1).collect()
 }
 
 /// The argument checks of [`Filter::max_filter`], shared by the backends so that they fail

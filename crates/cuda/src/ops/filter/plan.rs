@@ -69,23 +69,11 @@ pub(crate) fn tile_count(lines: usize, len: usize, chunk: usize) -> usize {
     lines.div_ceil(TILE_LINES) * len.div_ceil(chunk)
 }
 
-/// The axes with a window > 1, in the order the CPU backend filters them: for 3 or more axes
-/// with at least two planes (the last two axes) and a window on one of those two, the last
-/// axis, then the second last, then the leading axes in order; otherwise in order. The order
-/// matters only where a NaN is within reach (the passes do not commute there), and matches the
-/// CPU's whenever it has at least two planes per thread (the CPU takes its plane-by-plane
-/// route only then; with one thread, always).
-pub(crate) fn pass_order(shape: &[usize], size: &[usize]) -> Vec<usize> {
-    let r = shape.len();
-    let planes: usize = shape[..r.saturating_sub(2)].iter().product();
-    let mut order = Vec::new();
-    if r >= 3 && planes >= 2 && (size[r - 1] > 1 || size[r - 2] > 1) {
-        order.extend([r - 1, r - 2].into_iter().filter(|&k| size[k] > 1));
-        order.extend((0..r - 2).filter(|&k| size[k] > 1));
-    } else {
-        order.extend((0..r).filter(|&k| size[k] > 1));
-    }
-    order
+/// The axes with a window > 1, in the order every backend filters them
+/// ([`monomorph_core::max_filter_pass_order`]). The order matters only where a NaN is within
+/// reach (the passes do not commute there).
+pub(crate) fn pass_order(size: &[usize]) -> Vec<usize> {
+    monomorph_core::max_filter_pass_order(size)
 }
 
 #[cfg(test)]
@@ -329,7 +317,7 @@ mod tests {
     ) -> Vec<f64> {
         let (code, cval) = crate::ops::border_code(mode);
         let mut cur = x.to_vec();
-        for k in pass_order(shape, size) {
+        for k in pass_order(size) {
             let stride: usize = shape[k + 1..].iter().product();
             let p = Pass {
                 s: &cur,
@@ -467,11 +455,10 @@ mod tests {
 
     #[test]
     fn passes_follow_the_cpu_order() {
-        assert_eq!(pass_order(&[4, 5, 6], &[3, 3, 3]), vec![2, 1, 0]);
-        assert_eq!(pass_order(&[4, 5, 6, 7], &[3, 1, 3, 3]), vec![3, 2, 0]);
-        assert_eq!(pass_order(&[4, 5, 6], &[3, 1, 1]), vec![0]);
-        assert_eq!(pass_order(&[1, 5, 6], &[3, 3, 3]), vec![0, 1, 2]);
-        assert_eq!(pass_order(&[5, 6], &[3, 3]), vec![0, 1]);
-        assert_eq!(pass_order(&[5, 6, 2], &[1, 2, 1]), vec![1]);
+        assert_eq!(pass_order(&[3, 3, 3]), vec![2, 1, 0]);
+        assert_eq!(pass_order(&[3, 1, 3, 3]), vec![3, 2, 0]);
+        assert_eq!(pass_order(&[3, 1, 1]), vec![0]);
+        assert_eq!(pass_order(&[3, 3]), vec![0, 1]);
+        assert_eq!(pass_order(&[1, 2, 1]), vec![1]);
     }
 }
