@@ -56,7 +56,7 @@ __device__ void mm_score_max(const T *corr, const T *c1, const T *c2, const T *i
         if (norm == 0) s = corr[q] * scale;
         else if (norm == 1) s = corr[q] * scale * inv_den[i];
         else s = (T)((double)corr[q] * sc * mm_inv_den((double)c1[q] * sc, (double)c2[q] * sc, n, eps));
-        acc += (double)(s * s);
+        acc += (double)mm_mul(s, s);
         if (has_mom) {
             const double v = (double)s;
             mm_moment_add(mom + 4 * i, v * m1);
@@ -234,3 +234,24 @@ __device__ __forceinline__ void mm_block_max2(double a, double b, double *out_a,
         }                                                                                   \
     }
 MM_FLOATS(MM_MCC)
+
+// The matching loop's spectrum products after the pruned forward transform, in one pass that
+// reads the spectrum once: o_q = f_q * conj(x) for q < nf (1 or 2; the unused pointers of
+// nf = 1 are not touched). Rounded as c_mul_conj (mm_mul, no FMA), i.e. as the CPU backend.
+template <typename T>
+__device__ __forceinline__ void mm_mul_conj_at(const T *f, T *o, i64 i, T xr, T xi) {
+    const T fr = f[2 * i], fi = f[2 * i + 1];
+    o[2 * i] = mm_mul(fr, xr) + mm_mul(fi, xi);
+    o[2 * i + 1] = mm_mul(fi, xr) - mm_mul(fr, xi);
+}
+
+#define MM_SPECMUL(n, T)                                                                    \
+    extern "C" __global__ void spectrum_mul_conj_##n(const T *x, const T *f0, T *o0,         \
+                                                     const T *f1, T *o1, int nf, i64 len) { \
+        GRID_LOOP(i, len) {                                                                 \
+            const T xr = x[2 * i], xi = x[2 * i + 1];                                       \
+            mm_mul_conj_at<T>(f0, o0, i, xr, xi);                                           \
+            if (nf > 1) mm_mul_conj_at<T>(f1, o1, i, xr, xi);                               \
+        }                                                                                   \
+    }
+MM_FLOATS(MM_SPECMUL)

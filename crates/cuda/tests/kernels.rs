@@ -75,6 +75,7 @@ fn expected_kernels() -> Vec<String> {
         for i in ["i32", "i64"] {
             expected.push(format!("score_max_{t}_{i}"));
         }
+        expected.push(format!("spectrum_mul_conj_{t}"));
     }
     for t in ["f32", "f64", "i32", "i64"] {
         for k in ["reduce_rows", "extreme", "maxf1d", "maxfp", "peaks"] {
@@ -215,4 +216,34 @@ fn a_broken_kernel_is_rejected_with_the_nvrtc_log() {
     let err = kernels::compile(&src, "compute_90").expect_err("must not compile");
     let msg = err.to_string();
     assert!(msg.contains("undefined_name"), "log missing from: {msg}");
+}
+
+/// The PTX body of kernel `name` (from its `.entry` to the next one).
+fn entry_body<'a>(ptx: &'a str, name: &str) -> &'a str {
+    let start = ptx
+        .find(&format!(".entry {name}("))
+        .unwrap_or_else(|| panic!("kernel {name} missing from the PTX"));
+    let rest = &ptx[start + 1..];
+    let end = rest.find(".entry ").map_or(rest.len(), |e| e);
+    &rest[..end]
+}
+
+#[test]
+fn spectrum_products_are_not_contracted_to_fma() {
+    // The CPU backend rounds each real product of a complex product on its own; an FMA would
+    // change the last bit of every matching score's spectrum. (NVRTC contracts by default.)
+    if !nvrtc_available() {
+        return;
+    }
+    let ptx = kernels::compile(&kernels::source(), "compute_90")
+        .expect("compiles")
+        .to_src();
+    for t in ["f32", "f64"] {
+        for k in ["spectrum_mul_conj", "c_mul_conj", "c_mul", "c_norm_sq"] {
+            let name = format!("{k}_{t}");
+            let body = entry_body(&ptx, &name);
+            assert!(body.contains("mul.rn."), "{name}: no rounded multiply in\n{body}");
+            assert!(!body.contains("fma."), "{name} contracts a product into an FMA");
+        }
+    }
 }

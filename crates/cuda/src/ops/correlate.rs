@@ -1,14 +1,16 @@
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    ArrayMeta, CorrWindow, Correlate, Element, Error, Float, Index, Normalization, Precision, Real,
-    Result, RunningMax, ScoreNorm, WindowExtension, check_combine_masked_correlations,
-    check_gather_window, check_insert_block, check_inverse_denominator, check_score_max_update,
-    check_write_corner,
+    ArrayMeta, ComplexOf, CorrSpectrum, CorrWindow, Correlate, Element, Error, Float, FloatOf,
+    Index, Normalization, Precision, Real, Result, RunningMax, ScoreNorm, Spectral, SpectralNorm,
+    WindowExtension, check_combine_masked_correlations, check_gather_window, check_insert_block,
+    check_inverse_denominator, check_irfft_score_max_update, check_rfft_pruned_mul_conj,
+    check_score_max_update, check_write_corner,
 };
 
 use super::{Geom, MAXD};
 use crate::error::Ck;
+use crate::fft::CudaFftPlan;
 use crate::{Cuda, CudaArray};
 
 /// `struct Win` of `correlate.cu`.
@@ -359,5 +361,79 @@ impl<P: Precision> Correlate for Cuda<P> {
         // SAFETY: as above; pass 2 reads the maxima pass 1 wrote (same stream).
         unsafe { l.launch(cfg) }.ck()?;
         Ok(())
+    }
+
+    /// The pruned forward ([`Spectral::rfft_pruned`]: two cuFFT launches and a memset for a
+    /// template box in a large grid), then one `spectrum_mul_conj` launch per two factors
+    /// that reads the spectrum once and writes `outs[q] = factors[q] · conj(spec)`, rounded as
+    /// the CPU backend (no FMA). The correlation layout is the plain half spectrum.
+    fn rfft_pruned_mul_conj(
+        &self,
+        plan: &CudaFftPlan,
+        input: &CudaArray<FloatOf<Self>>,
+        nonzero: &[usize],
+        spec: &mut CudaArray<ComplexOf<Self>>,
+        factors: &[&CudaArray<ComplexOf<Self>>],
+        outs: &mut [&mut CorrSpectrum<Self>],
+    ) -> Result<()> {
+        check_rfft_pruned_mul_conj::<Self>(
+            plan,
+            input.shape(),
+            nonzero,
+            spec.shape(),
+            factors,
+            outs,
+        )?;
+        self.rfft_pruned(plan, input, nonzero, spec)?;
+        let len = spec.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let f = self.kernel::<FloatOf<Self>>("spectrum_mul_conj")?;
+        let (len64, cfg) = (len as i64, self.grid(len));
+        for (fs, os) in factors.chunks(2).zip(outs.chunks_mut(2)) {
+            let nf = fs.len() as i32;
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&spec.buf).arg(&fs[0].buf);
+            match os {
+                [o0, o1] => {
+                    l.arg(&mut o0.layout_mut().buf)
+                        .arg(&fs[1].buf)
+                        .arg(&mut o1.layout_mut().buf);
+                }
+                [o0] => {
+                    // The kernel does not touch the second pair when nf = 1: any device
+                    // pointers will do.
+                    l.arg(&mut o0.layout_mut().buf)
+                        .arg(&fs[0].buf)
+                        .arg(&spec.buf);
+                }
+                _ => unreachable!("chunks of 1 or 2"),
+            }
+            l.arg(&nf).arg(&len64);
+            // SAFETY: spec, factors and outs all hold `len` complex values of the plan's
+            // complex shape (checked); outs are distinct from spec and the factors (borrows).
+            unsafe { l.launch(cfg) }.ck()?;
+        }
+        Ok(())
+    }
+
+    /// The C2R of each product (cuFFT, stream-ordered), then the `score_max` kernel that
+    /// scores, normalises (all three normalisations), updates the running max/argmax and
+    /// accumulates Σ score² and the moments in one pass: no host synchronisation, no transfer
+    /// and no allocation per call. For [`Normalization::Local`] the three inverse transforms
+    /// stay three cuFFT launches: the products live in three separate buffers, and batching
+    /// them would cost a copy of each.
+    fn irfft_score_max_update<I: Index>(
+        &self,
+        plan: &CudaFftPlan,
+        spec: &mut CorrSpectrum<Self>,
+        norm: SpectralNorm<'_, Self>,
+        work: &mut [CudaArray<FloatOf<Self>>],
+        window: CorrWindow<'_>,
+        rm: RunningMax<'_, Self, FloatOf<Self>, I>,
+    ) -> Result<()> {
+        check_irfft_score_max_update(plan, spec, &norm, work, window, &rm)?;
+        monomorph_core::irfft_then_score(self, plan, spec, norm, work, window, rm)
     }
 }
