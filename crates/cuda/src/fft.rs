@@ -306,8 +306,10 @@ pub(crate) fn layouts(
     Ok((forward, inverse))
 }
 
-/// The schedule of a pruned forward transform ([`pruned_layout`]).
+/// The schedule of a pruned forward transform ([`pruned_layout`]). Made once per plan and
+/// box extent, so its size does not matter.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Pruned {
     /// The box is empty: the spectrum is zero (one memset of the whole output).
     Zero,
@@ -645,8 +647,7 @@ mod tests {
                 for (lin, v) in c.iter_mut().enumerate() {
                     let x = idx(lin, &n);
                     let at = ib
-                        + iw * (b * l.idist as usize
-                            + l.istride as usize * flat(&x, &l.in_embed));
+                        + iw * (b * l.idist as usize + l.istride as usize * flat(&x, &l.in_embed));
                     *v = if iw == 1 {
                         Complex64::new(src[at], 0.0)
                     } else {
@@ -659,8 +660,7 @@ mod tests {
                 for lin in 0..half.iter().product() {
                     let x = idx(lin, &half);
                     let at = ob
-                        + ow * (b * l.odist as usize
-                            + l.ostride as usize * flat(&x, &l.out_embed));
+                        + ow * (b * l.odist as usize + l.ostride as usize * flat(&x, &l.out_embed));
                     let v = c[flat(&x, &l.n)];
                     dst[at] = v.re;
                     dst[at + 1] = v.im;
@@ -739,7 +739,10 @@ mod tests {
             .iter()
             .zip(b)
             .map(|(p, q)| (p - q).norm())
-            .fold(0.0, |m: f64, e| if e.is_nan() { f64::INFINITY } else { m.max(e) });
+            .fold(
+                0.0,
+                |m: f64, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
+            );
         (err, scale)
     }
 
@@ -818,7 +821,10 @@ mod tests {
             panic!("{p:?}")
         };
         assert_eq!((planes.n.as_slice(), planes.batch), (&[128, 128][..], 32));
-        assert_eq!((planes.idist, planes.odist, planes.repeats), (128 * 128, 128 * 65, 1));
+        assert_eq!(
+            (planes.idist, planes.odist, planes.repeats),
+            (128 * 128, 128 * 65, 1)
+        );
         assert_eq!((cols.n.as_slice(), cols.batch), (&[128][..], 128 * 65));
         assert_eq!((cols.istride, cols.idist, cols.repeats), (128 * 65, 1, 1));
         assert_eq!((zero_from, zero_len), (32 * 128 * 65, 96 * 128 * 65));
