@@ -255,3 +255,72 @@ __device__ __forceinline__ void mm_mul_conj_at(const T *f, T *o, i64 i, T xr, T 
         }                                                                                   \
     }
 MM_FLOATS(MM_SPECMUL)
+
+// pytme's standardisation of a rotated template on the device (core's
+// Correlate::standardize_masked), in two launches with no host round trip. Pass 1: per-block
+// f64 partials of s1 = sum p and s2 = sum t*p, p = t*m rounded to T (p = t without a mask).
+// Pass 2: every block adds the partials in the same order (deterministic), derives mean and
+// 1/sigma as the host does, and writes t = (t - mean) * (1/sigma) * m, or zeros when the
+// template is constant inside the mask.
+__device__ __forceinline__ void mm_block_sum2(double a, double b, double *out_a, double *out_b) {
+    __shared__ double sa[MM_BLOCK];
+    __shared__ double sb[MM_BLOCK];
+    sa[threadIdx.x] = a;
+    sb[threadIdx.x] = b;
+    __syncthreads();
+    for (int s = MM_BLOCK / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            sa[threadIdx.x] += sa[threadIdx.x + s];
+            sb[threadIdx.x] += sb[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    *out_a = sa[0];
+    *out_b = sb[0];
+    __syncthreads();
+}
+
+#define MM_STD(n, T)                                                                        \
+    extern "C" __global__ void std_sums_##n(const T *t, const T *m, int has_mask, i64 len,   \
+                                            double *partial) {                              \
+        double s1 = 0.0, s2 = 0.0;                                                          \
+        GRID_LOOP(i, len) {                                                                 \
+            const T p = has_mask ? mm_mul(t[i], m[i]) : t[i];                               \
+            s1 += (double)p;                                                                \
+            s2 += mm_mul((double)t[i], (double)p);                                          \
+        }                                                                                   \
+        double a, b;                                                                        \
+        mm_block_sum2(s1, s2, &a, &b);                                                      \
+        if (threadIdx.x == 0) {                                                             \
+            partial[blockIdx.x] = a;                                                        \
+            partial[gridDim.x + blockIdx.x] = b;                                            \
+        }                                                                                   \
+    }                                                                                       \
+    extern "C" __global__ void std_apply_##n(T *t, const T *m, int has_mask, i64 len,        \
+                                             double nn, const double *partial,              \
+                                             i64 nblocks) {                                 \
+        double a = 0.0, b = 0.0;                                                            \
+        for (i64 k = threadIdx.x; k < nblocks; k += blockDim.x) {                           \
+            a += partial[k];                                                                \
+            b += partial[nblocks + k];                                                      \
+        }                                                                                   \
+        double s1, s2;                                                                      \
+        mm_block_sum2(a, b, &s1, &s2);                                                      \
+        const double mean = s1 / nn;                                                        \
+        const double e2 = s2 / nn;                                                          \
+        /* Rust's f64::max: NaN gives 0 (fmax returns the non-NaN operand). */              \
+        const double var = fmax(e2 - mm_mul(mean, mean), 0.0);                              \
+        const bool flat = var != var || var <= mm_mul(1e-12, fabs(e2)) || isinf(var);       \
+        const T mt = (T)mean;                                                               \
+        const T inv = (T)(1.0 / sqrt(var));                                                 \
+        GRID_LOOP(i, len) {                                                                 \
+            if (flat) {                                                                     \
+                t[i] = (T)0;                                                                \
+                continue;                                                                   \
+            }                                                                               \
+            T v = mm_mul(t[i] - mt, inv);                                                   \
+            if (has_mask) v = mm_mul(v, m[i]);                                              \
+            t[i] = v;                                                                       \
+        }                                                                                   \
+    }
+MM_FLOATS(MM_STD)

@@ -1105,4 +1105,77 @@ fn pruned_and_fused_tests_pass_on_the_cpu() {
     pruned_rfft_on::<Single, _>(&Cpu::<Single>::new());
     fused_step_on::<Single, _>(&Cpu::<Single>::new(), 1e-4);
     fused_step_on::<Double, _>(&Cpu::<Double>::new(), 1e-10);
+    standardize_on::<Single, _>(&Cpu::<Single>::new(), 1e-5);
+}
+
+/// `standardize_masked` on the device (two launches, no host round trip) equals the CPU's
+/// (host scalars): with a mask and mask sum, over the whole box, and zeros for a template
+/// constant inside its mask.
+fn standardize_agrees<P: Precision>(tol: f64) {
+    if let Some(gpu) = make::<P>() {
+        standardize_on::<P, _>(&gpu, tol);
+    }
+}
+
+/// The body of [`standardize_agrees`] for any backend `gpu`.
+fn standardize_on<P: Precision, B: Backend<Precision = P>>(gpu: &B, tol: f64) {
+    use monomorph_core::Correlate;
+    type F<P> = <P as Precision>::Float;
+    let cpu = Cpu::<P>::new();
+    let mut rng = Lcg::new(47);
+    // 33³ spans several blocks of the partial sums; 5×7 is one.
+    for shape in [&[33usize, 33, 33][..], &[5, 7]] {
+        let t = rng
+            .array::<F<P>>(shape)
+            .mapv(|v| v * F::<P>::from_f64(3.0) + F::<P>::from_f64(1.5));
+        let mask = ball::<F<P>>(shape);
+        let n: f64 = mask.iter().map(|v| v.as_f64()).sum();
+        // Constant inside the mask (random outside it): zeros.
+        let flat = ndarray::Zip::from(&t).and(&mask).map_collect(|&v, &m| {
+            if m.as_f64() > 0.0 {
+                F::<P>::from_f64(2.5)
+            } else {
+                v
+            }
+        });
+        for (what, x, with_mask) in [
+            ("masked", &t, true),
+            ("whole box", &t, false),
+            ("constant in the mask", &flat, true),
+        ] {
+            let mut c = x.clone();
+            let mut cs = cpu.zeros::<F<P>>(shape).unwrap();
+            cpu.standardize_masked(&mut c, with_mask.then_some((&mask, n)), &mut cs)
+                .unwrap();
+            let mut g = gpu.upload(x.view()).unwrap();
+            let gm = gpu.upload(mask.view()).unwrap();
+            let mut gs = gpu.zeros::<F<P>>(shape).unwrap();
+            gpu.standardize_masked(&mut g, with_mask.then_some((&gm, n)), &mut gs)
+                .unwrap();
+            let (c, g) = (to_f64(&c), to_f64(&gpu.download(&g).unwrap()));
+            let d = max_abs_diff(&g, &c);
+            assert!(
+                d <= tol,
+                "{shape:?} {what}: standardised templates differ by {d:e}"
+            );
+            if what.starts_with("constant") {
+                assert!(g.iter().all(|&v| v == 0.0), "{shape:?} {what}: not zeros");
+            } else {
+                assert!(
+                    c.iter().any(|&v| v.abs() > 0.5),
+                    "{shape:?} {what}: degenerate"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn standardize_single() {
+    standardize_agrees::<Single>(1e-5);
+}
+
+#[test]
+fn standardize_double() {
+    standardize_agrees::<Double>(1e-12);
 }

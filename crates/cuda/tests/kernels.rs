@@ -76,6 +76,8 @@ fn expected_kernels() -> Vec<String> {
             expected.push(format!("score_max_{t}_{i}"));
         }
         expected.push(format!("spectrum_mul_conj_{t}"));
+        expected.push(format!("std_sums_{t}"));
+        expected.push(format!("std_apply_{t}"));
     }
     for t in ["f32", "f64", "i32", "i64"] {
         for k in ["reduce_rows", "extreme", "maxf1d", "maxfp", "peaks"] {
