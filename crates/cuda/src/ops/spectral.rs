@@ -100,20 +100,19 @@ impl<P: Precision> Spectral for Cuda<P> {
         let Some(px) = self.pruned_exec(plan, nonzero)? else {
             return self.rfft(plan, input, out);
         };
+        // The slabs beyond the box: zeros (their partial spectra are zero). Through the safe
+        // memset, which binds the context to this thread.
+        let mut tail = out
+            .buf
+            .try_slice_mut(px.zero_at..px.zero_at + px.zero_bytes)
+            .ok_or_else(|| Error::Backend {
+                backend: "cuda",
+                message: "pruned rfft: the zeroed range lies outside the output".into(),
+            })?;
+        s.memset_zeros(&mut tail).ck()?;
         let (ip, _gi) = input.buf.device_ptr(s);
         let (op, _go) = out.buf.device_ptr_mut(s);
         let double = plan.exec.double;
-        // SAFETY: `zero_at + zero_bytes` is the end of the output (the slabs beyond the box),
-        // which holds the plan's complex shape (checked); the memset is stream-ordered.
-        unsafe {
-            cudarc::driver::result::memset_d8_async(
-                op + px.zero_at as u64,
-                0,
-                px.zero_bytes,
-                s.cu_stream(),
-            )
-        }
-        .ck()?;
         // SAFETY: the shapes match the plan (checked): the planes' R2C reads the input's
         // first slabs and writes the output's; the columns' C2C runs in place over it all.
         unsafe {
