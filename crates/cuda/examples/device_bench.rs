@@ -1,8 +1,9 @@
 //! A short benchmark of the CUDA backend, printed as one table (run by the device bundle's
 //! `run.sh`): template matching (128³/32³ and 256³/48³, FLC and FLCSphericalMask) per
-//! rotation next to the cuFFT time of the transforms a rotation needs, batched CG on a 256³
-//! Laplacian per iteration with its effective bandwidth, a 512³ max filter at sizes 3 and
-//! 21, and `top_k` (k = 1000) of a 512³ map. A failing case is a row of the table and makes the exit code 1 (so `run.sh` fails);
+//! rotation next to the cuFFT time of the transforms a rotation needs, the scoring step of one
+//! rotation fused and unfused (128³/32³), batched CG on a 256³ Laplacian per iteration with
+//! its effective bandwidth, a 512³ max filter at sizes 3 and 21, and `top_k` (k = 1000) of a
+//! 512³ map. A failing case is a row of the table and makes the exit code 1 (so `run.sh` fails);
 //! the targets the figures are compared with are in `monomorph_cuda::bench`.
 //!
 //! `cargo run -p monomorph-cuda --release --example device_bench [-- --quick]`
@@ -93,6 +94,95 @@ fn matching(b: &Cuda<Single>, n: usize, m: usize, score: Score, nrot: usize) -> 
             "cuFFT floor {fft:.3} ms ({pairs} r2c+c2r), ratio {:.2}, setup {:.0} ms",
             per_rot / fft,
             (t1 * 1e3 - per_rot).max(0.0)
+        ),
+    ))
+}
+
+/// Milliseconds per call of `f` (after one warm-up call), over `reps` calls queued back to
+/// back and one synchronisation.
+fn per_call_ms(b: &Cuda<Single>, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    b.synchronize()?;
+    let t = Instant::now();
+    for _ in 0..reps {
+        f()?;
+    }
+    b.synchronize()?;
+    Ok(t.elapsed().as_secs_f64() * 1e3 / reps as f64)
+}
+
+/// The scoring step of one FLCSphericalMask rotation on an `n`³ grid with an `m`³ template
+/// box, fused (`rfft_pruned_mul_conj` → `irfft_score_max_update`) and unfused (full rfft →
+/// `complex_mul_conj` → irfft → `score_max_update`, the trait defaults' sequence), beside
+/// the pruned and full forward transforms alone and one R2C + one C2R of cuFFT.
+fn match_step(b: &Cuda<Single>, n: usize, m: usize, reps: usize) -> Result<Row> {
+    use monomorph_core::{CorrWindow, Correlate, Elementwise, FftPlan, Normalization, RunningMax};
+    type C = num_complex::Complex<f32>;
+    let shape = [n, n, n];
+    let (nz, out) = ([m, m, m], [n - m + 1; 3]);
+    let plan = b.fft_plan(&shape, &[0, 1, 2])?;
+    let cs = plan.complex_shape().to_vec();
+    let mut rng = Lcg::new(4);
+    let mut tb = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&shape));
+    let small = rng.array::<f32>(&nz);
+    tb.slice_each_axis_mut(|ax| ndarray::Slice::from(0..m.min(ax.len)))
+        .assign(&small);
+    let t = b.upload(tb.view())?;
+    let f = b.upload(rng.array::<f32>(&shape).view())?;
+    let mut sf = b.zeros::<C>(&cs)?;
+    b.rfft(&plan, &f, &mut sf)?;
+    let den = b.full::<f32>(&out, 1.0)?;
+    let mut x = b.zeros::<C>(&cs)?;
+    let mut y = b.corr_spectrum(&plan)?;
+    let mut work = vec![b.zeros::<f32>(&shape)?];
+    let mut best = b.full::<f32>(&out, f32::NEG_INFINITY)?;
+    let mut bi = b.zeros::<i32>(&out)?;
+    let mut ss = b.zeros::<f64>(&[1])?;
+    let shift = [-((m / 2) as isize); 3];
+    let window = CorrWindow { shift: &shift };
+    let scale = 1.0 / (n * n * n) as f32;
+    let fused = per_call_ms(b, reps, || {
+        b.rfft_pruned_mul_conj(&plan, &t, &nz, &mut x, &[&sf], &mut [&mut y])?;
+        let rm = RunningMax {
+            best: &mut best,
+            best_index: &mut bi,
+            index: 1,
+            ssum: &mut ss,
+            moments: None,
+        };
+        let norm = Normalization::Denominator {
+            scale,
+            inv_den: &den,
+        };
+        b.irfft_score_max_update(&plan, &mut y, norm, &mut work, window, rm)
+    })?;
+    let unfused = per_call_ms(b, reps, || {
+        b.rfft(&plan, &t, &mut x)?;
+        b.complex_mul_conj(&sf, &x, y.scratch())?;
+        b.irfft(&plan, y.scratch(), &mut work[0])?;
+        let rm = RunningMax {
+            best: &mut best,
+            best_index: &mut bi,
+            index: 2,
+            ssum: &mut ss,
+            moments: None,
+        };
+        let norm = Normalization::Denominator {
+            scale,
+            inv_den: &den,
+        };
+        b.score_max_update(&work[0], norm, window, rm)
+    })?;
+    let pruned = per_call_ms(b, reps, || b.rfft_pruned(&plan, &t, &nz, &mut x))?;
+    let full = per_call_ms(b, reps, || b.rfft(&plan, &t, &mut x))?;
+    let pair = fft_pair_ms(b, &shape, reps)?;
+    Ok(Row::ok(
+        format!("match step {n}³/{m}³ FLCSphericalMask (f32)"),
+        format!("{fused:.3} ms fused"),
+        format!(
+            "unfused {unfused:.3} ms; r2c pruned {pruned:.3} / full {full:.3} ms; cuFFT r2c+c2r \
+             {pair:.3} ms; fused/cuFFT {:.2} (target ≤ 1.3 with the rotation, per-rotation row)",
+            fused / pair
         ),
     ))
 }
@@ -190,6 +280,10 @@ fn main() {
         (
             "match 128³/32³ FLCSphericalMask".into(),
             Box::new(|| matching(&b, 128, 32, Score::FLCSphericalMask, nrot)),
+        ),
+        (
+            "match step 128³/32³ FLCSphericalMask (f32)".into(),
+            Box::new(|| match_step(&b, 128, 32, if quick { 10 } else { 50 })),
         ),
         (
             "match 128³/32³ FLC".into(),

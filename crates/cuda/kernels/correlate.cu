@@ -56,7 +56,7 @@ __device__ void mm_score_max(const T *corr, const T *c1, const T *c2, const T *i
         if (norm == 0) s = corr[q] * scale;
         else if (norm == 1) s = corr[q] * scale * inv_den[i];
         else s = (T)((double)corr[q] * sc * mm_inv_den((double)c1[q] * sc, (double)c2[q] * sc, n, eps));
-        acc += (double)(s * s);
+        acc += (double)mm_mul(s, s);
         if (has_mom) {
             const double v = (double)s;
             mm_moment_add(mom + 4 * i, v * m1);
@@ -234,3 +234,93 @@ __device__ __forceinline__ void mm_block_max2(double a, double b, double *out_a,
         }                                                                                   \
     }
 MM_FLOATS(MM_MCC)
+
+// The matching loop's spectrum products after the pruned forward transform, in one pass that
+// reads the spectrum once: o_q = f_q * conj(x) for q < nf (1 or 2; the unused pointers of
+// nf = 1 are not touched). Rounded as c_mul_conj (mm_mul, no FMA), i.e. as the CPU backend.
+template <typename T>
+__device__ __forceinline__ void mm_mul_conj_at(const T *f, T *o, i64 i, T xr, T xi) {
+    const T fr = f[2 * i], fi = f[2 * i + 1];
+    o[2 * i] = mm_mul(fr, xr) + mm_mul(fi, xi);
+    o[2 * i + 1] = mm_mul(fi, xr) - mm_mul(fr, xi);
+}
+
+#define MM_SPECMUL(n, T)                                                                    \
+    extern "C" __global__ void spectrum_mul_conj_##n(const T *x, const T *f0, T *o0,         \
+                                                     const T *f1, T *o1, int nf, i64 len) { \
+        GRID_LOOP(i, len) {                                                                 \
+            const T xr = x[2 * i], xi = x[2 * i + 1];                                       \
+            mm_mul_conj_at<T>(f0, o0, i, xr, xi);                                           \
+            if (nf > 1) mm_mul_conj_at<T>(f1, o1, i, xr, xi);                               \
+        }                                                                                   \
+    }
+MM_FLOATS(MM_SPECMUL)
+
+// pytme's standardisation of a rotated template on the device (core's
+// Correlate::standardize_masked), in two launches with no host round trip. Pass 1: per-block
+// f64 partials of s1 = sum p and s2 = sum t*p, p = t*m rounded to T (p = t without a mask).
+// Pass 2: every block adds the partials in the same order (deterministic), derives mean and
+// 1/sigma as the host does, and writes t = (t - mean) * (1/sigma) * m, or zeros when the
+// template is constant inside the mask.
+__device__ __forceinline__ void mm_block_sum2(double a, double b, double *out_a, double *out_b) {
+    __shared__ double sa[MM_BLOCK];
+    __shared__ double sb[MM_BLOCK];
+    sa[threadIdx.x] = a;
+    sb[threadIdx.x] = b;
+    __syncthreads();
+    for (int s = MM_BLOCK / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            sa[threadIdx.x] += sa[threadIdx.x + s];
+            sb[threadIdx.x] += sb[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    *out_a = sa[0];
+    *out_b = sb[0];
+    __syncthreads();
+}
+
+#define MM_STD(n, T)                                                                        \
+    extern "C" __global__ void std_sums_##n(const T *t, const T *m, int has_mask, i64 len,   \
+                                            double *partial) {                              \
+        double s1 = 0.0, s2 = 0.0;                                                          \
+        GRID_LOOP(i, len) {                                                                 \
+            const T p = has_mask ? mm_mul(t[i], m[i]) : t[i];                               \
+            s1 += (double)p;                                                                \
+            s2 += mm_mul((double)t[i], (double)p);                                          \
+        }                                                                                   \
+        double a, b;                                                                        \
+        mm_block_sum2(s1, s2, &a, &b);                                                      \
+        if (threadIdx.x == 0) {                                                             \
+            partial[blockIdx.x] = a;                                                        \
+            partial[gridDim.x + blockIdx.x] = b;                                            \
+        }                                                                                   \
+    }                                                                                       \
+    extern "C" __global__ void std_apply_##n(T *t, const T *m, int has_mask, i64 len,        \
+                                             double nn, const double *partial,              \
+                                             i64 nblocks) {                                 \
+        double a = 0.0, b = 0.0;                                                            \
+        for (i64 k = threadIdx.x; k < nblocks; k += blockDim.x) {                           \
+            a += partial[k];                                                                \
+            b += partial[nblocks + k];                                                      \
+        }                                                                                   \
+        double s1, s2;                                                                      \
+        mm_block_sum2(a, b, &s1, &s2);                                                      \
+        const double mean = s1 / nn;                                                        \
+        const double e2 = s2 / nn;                                                          \
+        /* Rust's f64::max: NaN gives 0 (fmax returns the non-NaN operand). */              \
+        const double var = fmax(e2 - mm_mul(mean, mean), 0.0);                              \
+        const bool flat = var != var || var <= mm_mul(1e-12, fabs(e2)) || isinf(var);       \
+        const T mt = (T)mean;                                                               \
+        const T inv = (T)(1.0 / sqrt(var));                                                 \
+        GRID_LOOP(i, len) {                                                                 \
+            if (flat) {                                                                     \
+                t[i] = (T)0;                                                                \
+                continue;                                                                   \
+            }                                                                               \
+            T v = mm_mul(t[i] - mt, inv);                                                   \
+            if (has_mask) v = mm_mul(v, m[i]);                                              \
+            t[i] = v;                                                                       \
+        }                                                                                   \
+    }
+MM_FLOATS(MM_STD)

@@ -17,10 +17,15 @@
 //!   spectrum (read 2 × 8.7 MB, write 8.7 MB ≈ 26 MB ⇒ 5.5 µs), score + running max/argmax
 //!   (read the correlation 8.4 MB, read and write max and argmax ≈ 34 MB ⇒ 7 µs): ≈ 13 µs of
 //!   traffic, i.e. ≈ 1.3× the transforms **only when fused and launched without host
-//!   round trips** (≤ 4 launches per rotation besides cuFFT's). The unfused default path
-//!   used today (pad, full R2C, separate product, C2R, separate score and max passes, ~8–10
-//!   launches, a host synchronisation per rotation) is expected at 2.5–4×; the table's
-//!   "ratio" column shows where it stands.
+//!   round trips** (≤ 4 launches per rotation besides cuFFT's). The CUDA backend now runs
+//!   that path: the rotation (1 launch), the standardisation on the device (2 launches,
+//!   no host round trip), the corner write (1), the pruned forward (a memset and 2 cuFFT
+//!   launches: the R2C of the box's 32 slabs of 128², then the C2C along axis 0, ≈ ½ the
+//!   work of a full R2C), one product launch, the C2R and the score launch; no host
+//!   synchronisation, transfer or allocation per rotation. The "match step" row times the
+//!   scoring step fused and unfused (full R2C, separate product, C2R, score: the trait
+//!   defaults' sequence) side by side; the unfused sequence with the two host round trips
+//!   per rotation it had before was expected at 2.5–4× the transforms.
 //! * **≥ 20× pytme on this project's CPU.** pytme 0.3.6 (`scan_subsets`, one job, numpyfftw)
 //!   took 534 ms per rotation for 128³/32³ FLCSphericalMask on the development machine
 //!   (Intel Xeon, 2 cores shared with other builds, so an upper bound): the wall time of

@@ -131,6 +131,9 @@ pub(crate) struct Inner {
     module: Arc<CudaModule>,
     funcs: Mutex<HashMap<String, CudaFunction>>,
     pub(crate) fft: Mutex<HashMap<fft::PlanKey, Arc<fft::PlanExec>>>,
+    /// Small per-launch partials of fused ops (standardisation, MCC maxima), kept across calls
+    /// so that the matching loop allocates nothing per rotation; grown on demand.
+    pub(crate) partials: Mutex<Option<cudarc::driver::CudaSlice<u8>>>,
     ordinal: usize,
     name: String,
     cc: (i32, i32),
@@ -144,6 +147,9 @@ impl Drop for Inner {
         // cuFFT plans must go before the context; errors parked by drops are dropped with it.
         if let Ok(mut m) = self.fft.lock() {
             m.clear();
+        }
+        if let Ok(mut p) = self.partials.lock() {
+            p.take();
         }
     }
 }
@@ -225,6 +231,7 @@ impl<P: Precision> Cuda<P> {
             module,
             funcs: Mutex::new(HashMap::new()),
             fft: Mutex::new(HashMap::new()),
+            partials: Mutex::new(None),
             ordinal,
             cc,
             sms,

@@ -75,6 +75,9 @@ fn expected_kernels() -> Vec<String> {
         for i in ["i32", "i64"] {
             expected.push(format!("score_max_{t}_{i}"));
         }
+        expected.push(format!("spectrum_mul_conj_{t}"));
+        expected.push(format!("std_sums_{t}"));
+        expected.push(format!("std_apply_{t}"));
     }
     for t in ["f32", "f64", "i32", "i64"] {
         for k in ["reduce_rows", "extreme", "maxf1d", "maxfp", "peaks"] {
@@ -239,5 +242,46 @@ fn no_multiply_add_contraction() {
             ptx.contains("mul.") && ptx.contains("add."),
             "{arch}: {ptx}"
         );
+    }
+}
+
+/// The PTX body of kernel `name` (from its `.entry` to the next one).
+fn entry_body<'a>(ptx: &'a str, name: &str) -> &'a str {
+    let start = ptx
+        .find(&format!(".entry {name}("))
+        .unwrap_or_else(|| panic!("kernel {name} missing from the PTX"));
+    let rest = &ptx[start + 1..];
+    let end = rest.find(".entry ").map_or(rest.len(), |e| e);
+    &rest[..end]
+}
+
+#[test]
+fn spectrum_products_are_not_contracted_to_fma() {
+    // The CPU backend rounds each real product of a complex product on its own; an FMA would
+    // change the last bit of every matching score's spectrum. (NVRTC contracts by default.)
+    if !nvrtc_available() {
+        return;
+    }
+    let ptx = kernels::compile(&kernels::source(), "compute_90")
+        .expect("compiles")
+        .to_src();
+    for t in ["f32", "f64"] {
+        for k in ["spectrum_mul_conj", "c_mul_conj", "c_mul", "c_norm_sq"] {
+            let name = format!("{k}_{t}");
+            let body = entry_body(&ptx, &name);
+            assert!(
+                body.contains("mul.rn."),
+                "{name}: no rounded multiply in\n{body}"
+            );
+            assert!(
+                !body.contains("fma."),
+                "{name} contracts a product into an FMA"
+            );
+            // A float multiply without `.rn` may still be fused by ptxas.
+            assert!(
+                !body.contains("mul.f32") && !body.contains("mul.f64"),
+                "{name}: a float multiply ptxas may contract"
+            );
+        }
     }
 }

@@ -1,14 +1,16 @@
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 use monomorph_core::error::fmt_shape;
 use monomorph_core::{
-    ArrayMeta, CorrWindow, Correlate, Element, Error, Float, Index, Normalization, Precision, Real,
-    Result, RunningMax, ScoreNorm, WindowExtension, check_combine_masked_correlations,
-    check_gather_window, check_insert_block, check_inverse_denominator, check_score_max_update,
-    check_write_corner,
+    ArrayMeta, ComplexOf, CorrSpectrum, CorrWindow, Correlate, Element, Error, Float, FloatOf,
+    Index, Normalization, Precision, Real, Result, RunningMax, ScoreNorm, Spectral, SpectralNorm,
+    WindowExtension, check_combine_masked_correlations, check_gather_window, check_insert_block,
+    check_inverse_denominator, check_irfft_score_max_update, check_rfft_pruned_mul_conj,
+    check_score_max_update, check_standardize_masked, check_write_corner,
 };
 
 use super::{Geom, MAXD};
 use crate::error::Ck;
+use crate::fft::CudaFftPlan;
 use crate::{Cuda, CudaArray};
 
 /// `struct Win` of `correlate.cu`.
@@ -97,6 +99,27 @@ fn window_geom(fast: &[usize], out: &[usize], shift: &[isize]) -> Result<Geom> {
 }
 
 impl<P: Precision> Cuda<P> {
+    /// Runs `f` with the backend's kept partials buffer of at least `bytes` bytes (grown when
+    /// smaller), holding its lock for the whole of `f` so that the launches that write and read
+    /// it are queued together. Stream order makes the reuse across calls safe.
+    fn with_partials<R>(
+        &self,
+        bytes: usize,
+        f: impl FnOnce(&mut cudarc::driver::CudaSlice<u8>) -> Result<R>,
+    ) -> Result<R> {
+        let mut guard = self.inner.partials.lock().map_err(|_| Error::Backend {
+            backend: "cuda",
+            message: "partials buffer lock poisoned".into(),
+        })?;
+        if guard.as_ref().is_none_or(|b| b.len() < bytes) {
+            *guard = Some(self.inner.stream.alloc_zeros::<u8>(bytes.max(4096)).ck()?);
+        }
+        match guard.as_mut() {
+            Some(buf) => f(buf),
+            None => unreachable!("allocated above"),
+        }
+    }
+
     /// Pushes a float scalar of T's width.
     fn push_float<T: Float>(v: T) -> (f32, f64) {
         let f = <T as Real>::as_f64(v);
@@ -325,39 +348,175 @@ impl<P: Precision> Correlate for Cuda<P> {
         );
         let cfg = self.grid(n);
         let blocks = cfg.grid_dim.0 as usize;
-        let mut pmax = self.inner.stream.alloc_zeros::<u8>(2 * blocks * 8).ck()?;
         let (f1, f2) = (
             self.kernel::<T>("mcc_pass1")?,
             self.kernel::<T>("mcc_pass2")?,
         );
-        let (n64, nb64) = (n as i64, blocks as i64);
-        let mut l = self.inner.stream.launch_builder(&f1);
-        l.arg(&c_fm.buf)
-            .arg(&c_tt.buf)
-            .arg(&c_f2m.buf)
-            .arg(&c_tt2.buf)
-            .arg(&c_tm.buf)
-            .arg(&sc)
-            .arg(&ep)
-            .arg(&n64)
-            .arg(&mut pmax);
-        // SAFETY: the five grids hold n values; `pmax` two per block.
-        unsafe { l.launch(cfg) }.ck()?;
-        let mut l = self.inner.stream.launch_builder(&f2);
-        l.arg(&mut c_ft.buf)
-            .arg(&c_fm.buf)
-            .arg(&c_tt.buf)
-            .arg(&c_f2m.buf)
-            .arg(&c_tt2.buf)
-            .arg(&c_tm.buf)
-            .arg(&sc)
-            .arg(&ep)
-            .arg(&ratio)
-            .arg(&n64)
-            .arg(&pmax)
-            .arg(&nb64);
-        // SAFETY: as above; pass 2 reads the maxima pass 1 wrote (same stream).
-        unsafe { l.launch(cfg) }.ck()?;
+        // Pass 1 writes every block's two maxima before pass 2 reads them: the kept partials
+        // serve (no allocation per call).
+        self.with_partials(2 * blocks * 8, |pmax| {
+            let (n64, nb64) = (n as i64, blocks as i64);
+            let mut l = self.inner.stream.launch_builder(&f1);
+            l.arg(&c_fm.buf)
+                .arg(&c_tt.buf)
+                .arg(&c_f2m.buf)
+                .arg(&c_tt2.buf)
+                .arg(&c_tm.buf)
+                .arg(&sc)
+                .arg(&ep)
+                .arg(&n64)
+                .arg(&mut *pmax);
+            // SAFETY: the five grids hold n values; `pmax` two per block.
+            unsafe { l.launch(cfg) }.ck()?;
+            let mut l = self.inner.stream.launch_builder(&f2);
+            l.arg(&mut c_ft.buf)
+                .arg(&c_fm.buf)
+                .arg(&c_tt.buf)
+                .arg(&c_f2m.buf)
+                .arg(&c_tt2.buf)
+                .arg(&c_tm.buf)
+                .arg(&sc)
+                .arg(&ep)
+                .arg(&ratio)
+                .arg(&n64)
+                .arg(&*pmax)
+                .arg(&nb64);
+            // SAFETY: as above; pass 2 reads the maxima pass 1 wrote (same stream).
+            unsafe { l.launch(cfg) }.ck()?;
+            Ok(())
+        })
+    }
+
+    /// The pruned forward ([`Spectral::rfft_pruned`]: two cuFFT launches and a memset for a
+    /// template box in a large grid), then one `spectrum_mul_conj` launch per two factors
+    /// that reads the spectrum once and writes `outs[q] = factors[q] · conj(spec)`, rounded as
+    /// the CPU backend (no FMA). The correlation layout is the plain half spectrum.
+    fn rfft_pruned_mul_conj(
+        &self,
+        plan: &CudaFftPlan,
+        input: &CudaArray<FloatOf<Self>>,
+        nonzero: &[usize],
+        spec: &mut CudaArray<ComplexOf<Self>>,
+        factors: &[&CudaArray<ComplexOf<Self>>],
+        outs: &mut [&mut CorrSpectrum<Self>],
+    ) -> Result<()> {
+        check_rfft_pruned_mul_conj::<Self>(
+            plan,
+            input.shape(),
+            nonzero,
+            spec.shape(),
+            factors,
+            outs,
+        )?;
+        self.rfft_pruned(plan, input, nonzero, spec)?;
+        let len = spec.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let f = self.kernel::<FloatOf<Self>>("spectrum_mul_conj")?;
+        let (len64, cfg) = (len as i64, self.grid(len));
+        for (fs, os) in factors.chunks(2).zip(outs.chunks_mut(2)) {
+            let nf = fs.len() as i32;
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&spec.buf).arg(&fs[0].buf);
+            match os {
+                [o0, o1] => {
+                    l.arg(&mut o0.layout_mut().buf)
+                        .arg(&fs[1].buf)
+                        .arg(&mut o1.layout_mut().buf);
+                }
+                [o0] => {
+                    // The kernel does not touch the second pair when nf = 1: any device
+                    // pointers will do.
+                    l.arg(&mut o0.layout_mut().buf)
+                        .arg(&fs[0].buf)
+                        .arg(&spec.buf);
+                }
+                _ => unreachable!("chunks of 1 or 2"),
+            }
+            l.arg(&nf).arg(&len64);
+            // SAFETY: spec, factors and outs all hold `len` complex values of the plan's
+            // complex shape (checked); outs are distinct from spec and the factors (borrows).
+            unsafe { l.launch(cfg) }.ck()?;
+        }
         Ok(())
+    }
+
+    /// The C2R of each product (cuFFT, stream-ordered), then the `score_max` kernel that
+    /// scores, normalises (all three normalisations), updates the running max/argmax and
+    /// accumulates Σ score² and the moments in one pass: no host synchronisation, no transfer
+    /// and no allocation per call. For [`Normalization::Local`] the three inverse transforms
+    /// stay three cuFFT launches: the products live in three separate buffers, and batching
+    /// them would cost a copy of each.
+    fn irfft_score_max_update<I: Index>(
+        &self,
+        plan: &CudaFftPlan,
+        spec: &mut CorrSpectrum<Self>,
+        norm: SpectralNorm<'_, Self>,
+        work: &mut [CudaArray<FloatOf<Self>>],
+        window: CorrWindow<'_>,
+        rm: RunningMax<'_, Self, FloatOf<Self>, I>,
+    ) -> Result<()> {
+        check_irfft_score_max_update(plan, spec, &norm, work, window, &rm)?;
+        monomorph_core::irfft_then_score(self, plan, spec, norm, work, window, rm)
+    }
+
+    /// Two launches, no host round trip: `std_sums` writes per-block f64 partials of Σ t·m and
+    /// Σ t·(t·m) into the kept partials buffer, `std_apply` adds them in a fixed order in every
+    /// block and standardises in place (zeros for a constant template), as the default does
+    /// with host scalars. `scratch` is not needed.
+    fn standardize_masked<T: Float>(
+        &self,
+        t: &mut CudaArray<T>,
+        mask: Option<(&CudaArray<T>, f64)>,
+        scratch: &mut CudaArray<T>,
+    ) -> Result<()> {
+        check_standardize_masked(t.shape(), mask.map(|(m, _)| m.shape()), scratch.shape())?;
+        let len = t.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let (has_mask, n) = match mask {
+            Some((_, n)) => (1i32, n),
+            None => (0i32, len as f64),
+        };
+        // At most 1024 partials: pass 2's blocks each add them all.
+        let blocks = len.div_ceil(crate::BLOCK as usize).clamp(1, 1024);
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (crate::BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (f1, f2) = (
+            self.kernel::<T>("std_sums")?,
+            self.kernel::<T>("std_apply")?,
+        );
+        let (len64, nb64) = (len as i64, blocks as i64);
+        self.with_partials(2 * blocks * 8, |partial| {
+            let mut l = self.inner.stream.launch_builder(&f1);
+            l.arg(&t.buf);
+            match mask {
+                Some((m, _)) => l.arg(&m.buf),
+                // Not read without a mask: any device pointer will do.
+                None => l.arg(&scratch.buf),
+            };
+            l.arg(&has_mask).arg(&len64).arg(&mut *partial);
+            // SAFETY: t (and m) hold `len` values; `partial` two f64 per block.
+            unsafe { l.launch(cfg) }.ck()?;
+            let mut l = self.inner.stream.launch_builder(&f2);
+            l.arg(&mut t.buf);
+            match mask {
+                Some((m, _)) => l.arg(&m.buf),
+                None => l.arg(&scratch.buf),
+            };
+            l.arg(&has_mask)
+                .arg(&len64)
+                .arg(&n)
+                .arg(&*partial)
+                .arg(&nb64);
+            // SAFETY: as above; pass 2 reads the partials pass 1 wrote (same stream, in order).
+            unsafe { l.launch(self.grid(len)) }.ck()?;
+            Ok(())
+        })
     }
 }

@@ -1,9 +1,13 @@
 use std::sync::Arc;
 
 use cudarc::driver::{DevicePtr, DevicePtrMut};
-use monomorph_core::{ArrayMeta, ComplexOf, DType, Error, FloatOf, Precision, Result, Spectral};
+use monomorph_core::{
+    ArrayMeta, ComplexOf, DType, Error, FftPlan, FloatOf, Precision, Result, Spectral,
+    check_rfft_pruned_nonzero,
+};
 
-use crate::fft::{self, CudaFftPlan};
+use crate::error::Ck;
+use crate::fft::{self, CudaFftPlan, PrunedExec};
 use crate::{Cuda, CudaArray};
 
 impl<P: Precision> Spectral for Cuda<P> {
@@ -73,5 +77,74 @@ impl<P: Precision> Spectral for Cuda<P> {
             unsafe { fft::run(st, double, ip, dst, s)? };
         }
         Ok(())
+    }
+
+    /// The pruned schedule of [`fft::pruned_layout`] when it applies (3 stream-ordered
+    /// operations: a memset of the slabs beyond the box, the R2C of the box's slabs, the C2C
+    /// along axis 0), else the full transform. Plans are built once per plan and box extent,
+    /// then cached with the plan; nothing is allocated per call.
+    fn rfft_pruned(
+        &self,
+        plan: &CudaFftPlan,
+        input: &CudaArray<FloatOf<Self>>,
+        nonzero: &[usize],
+        out: &mut CudaArray<ComplexOf<Self>>,
+    ) -> Result<()> {
+        check_rfft_pruned_nonzero(plan.real_shape(), nonzero)?;
+        monomorph_core::check_fft_arrays(plan, "rfft_pruned", input.shape(), out.shape())?;
+        let s = &self.inner.stream;
+        if nonzero.contains(&0) {
+            // An empty box: the input is zero, so is its spectrum.
+            return s.memset_zeros(&mut out.buf).ck();
+        }
+        let Some(px) = self.pruned_exec(plan, nonzero)? else {
+            return self.rfft(plan, input, out);
+        };
+        // The slabs beyond the box: zeros (their partial spectra are zero). Through the safe
+        // memset, which binds the context to this thread.
+        let mut tail = out
+            .buf
+            .try_slice_mut(px.zero_at..px.zero_at + px.zero_bytes)
+            .ok_or_else(|| Error::Backend {
+                backend: "cuda",
+                message: "pruned rfft: the zeroed range lies outside the output".into(),
+            })?;
+        s.memset_zeros(&mut tail).ck()?;
+        let (ip, _gi) = input.buf.device_ptr(s);
+        let (op, _go) = out.buf.device_ptr_mut(s);
+        let double = plan.exec.double;
+        // SAFETY: the shapes match the plan (checked): the planes' R2C reads the input's
+        // first slabs and writes the output's; the columns' C2C runs in place over it all.
+        unsafe {
+            fft::run(&px.planes, double, ip, op, s)?;
+            fft::run(&px.cols, double, op, op, s)?;
+        }
+        Ok(())
+    }
+}
+
+impl<P: Precision> Cuda<P> {
+    /// The cached pruned forward of `plan` for a box of extents `nonzero` (none empty), or
+    /// `None` when the full transform runs instead.
+    fn pruned_exec(
+        &self,
+        plan: &CudaFftPlan,
+        nonzero: &[usize],
+    ) -> Result<Option<Arc<PrunedExec>>> {
+        let a = nonzero[0];
+        let mut cache = plan.exec.pruned.lock().map_err(|_| Error::Backend {
+            backend: "cuda",
+            message: "pruned FFT plan cache lock poisoned".into(),
+        })?;
+        if let Some(e) = cache.get(&a) {
+            return Ok(e.clone());
+        }
+        let layout = fft::pruned_layout(plan.real_shape(), &plan.axes, nonzero, plan.exec.double)?;
+        let e = match layout {
+            Some(l) => fft::build_pruned(l, plan.exec.double, &self.inner.stream)?.map(Arc::new),
+            None => None,
+        };
+        cache.insert(a, e.clone());
+        Ok(e)
     }
 }

@@ -75,24 +75,9 @@ pub(super) fn standardize_masked<B: Backend>(
     mask: Option<(&Arr<B, FloatOf<B>>, f64)>,
     scratch: &mut Arr<B, FloatOf<B>>,
 ) -> Result<()> {
-    let (n, s1, s2) = match mask {
-        Some((m, n)) => {
-            b.binary(BinaryOp::Mul, t, m, scratch)?;
-            (n, b.sum(scratch)?, b.dot(t, scratch)?)
-        }
-        None => (t.len() as f64, b.sum(t)?, b.sum_sq(t)?),
-    };
-    let mean = s1 / n;
-    let var = (s2 / n - mean * mean).max(0.0);
-    if var.is_nan() || var <= 1e-12 * (s2 / n).abs() || !var.is_finite() {
-        return b.fill(t, FloatOf::<B>::from_f64(0.0));
-    }
-    b.scalar_assign(BinaryOp::Sub, t, mean)?;
-    b.scalar_assign(BinaryOp::Mul, t, 1.0 / var.sqrt())?;
-    if let Some((m, _)) = mask {
-        b.binary_assign(BinaryOp::Mul, t, m)?;
-    }
-    Ok(())
+    // One backend op, so that a device keeps the sums on the device (no host round trip per
+    // rotation).
+    b.standardize_masked(t, mask, scratch)
 }
 
 /// Validates the inputs and runs the score's preprocessing.

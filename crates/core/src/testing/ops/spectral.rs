@@ -94,7 +94,11 @@ pub fn fft_pruned_equals_full<B: Backend>(b: &B) {
         .iter()
         .flat_map(|c| [c.re.as_f64(), c.im.as_f64()])
         .collect();
-    assert_close("rfft_pruned vs rfft", &p, &f, 0.0, 64.0 * eps::<B>());
+    // Relative to the spectrum's largest magnitude: a device's multi-pass 3-D plan (cuFFT)
+    // and the pruned sequence of 1-D passes round differently (pocketfft's f32 differs by
+    // ≈ 0.1·eps·max|F| here); a wrong or missing slab is off by O(max|F|).
+    let top = f.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    assert_close("rfft_pruned vs rfft", &p, &f, 0.0, 64.0 * eps::<B>() * top);
 }
 
 pub fn fft_plan_errors<B: Backend>(b: &B) {

@@ -275,3 +275,17 @@ pub fn check_combine_masked_correlations(c_ft: &[usize], rest: [&[usize]; 5]) ->
     }
     Ok(())
 }
+
+/// The checks of [`Correlate::standardize_masked`](super::Correlate::standardize_masked): the
+/// mask and the scratch have the template's shape.
+pub fn check_standardize_masked(
+    t: &[usize],
+    mask: Option<&[usize]>,
+    scratch: &[usize],
+) -> Result<()> {
+    const OP: &str = "standardize_masked";
+    if let Some(m) = mask {
+        same_shape_named(|| format!("{OP}: mask vs template"), t, m)?;
+    }
+    same_shape_named(|| format!("{OP}: scratch vs template"), t, scratch)
+}

@@ -3,8 +3,8 @@
 //! every backend calls (`check_*`), and the host reference kernels ([`host`]).
 
 use crate::backend::{
-    Arr, ArrayMeta, BackendTypes, ComplexOf, Elementwise, FftPlan, FloatOf, Memory, PadMode,
-    Resample, Spectral,
+    Arr, ArrayMeta, BackendTypes, BinaryOp, ComplexOf, Elementwise, FftPlan, FloatOf, Memory,
+    PadMode, Reduce, Resample, Spectral,
 };
 use crate::dtype::{Element, Float, Index};
 use crate::error::{Error, Result};
@@ -40,7 +40,7 @@ pub enum WindowExtension<'a> {
 /// override them (the CPU backend calls the same [`host`] kernels in parallel in place). Every
 /// implementation, default or not, validates its arguments with the `check_*` function of its
 /// op first, so the same mistake reads the same on every backend.
-pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
+pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + Spectral {
     /// Copies `src` into the corner `[0, src.shape)` of `dst`. Elements of `dst` outside that
     /// box must already be zero and may be left untouched (a template placed in a zeroed FFT
     /// buffer every rotation). Default: [`Resample::pad`] with zeros (rewrites all of `dst`).
@@ -192,6 +192,41 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Resample + Spectral {
         self.copy(&ub, best)?;
         self.copy(&ubi, best_index)?;
         self.copy(&us, ssum)
+    }
+
+    /// pytme's `standardize(t, m, n)` of a rotated template, in place. With `mask = Some((m,
+    /// n))`: `p = t·m` (rounded to `T`), `μ = Σp/n`, `σ² = max(Σ t·p/n − μ², 0)` (sums in
+    /// f64), then `t ← (t − μ)·(1/σ)·m` with `μ` and `1/σ` rounded to `T`; with `None` the
+    /// whole box (`m = 1`, `n = len`). A template constant inside the mask (`σ²` NaN,
+    /// infinite, or ≤ 1e-12·|Σ t·p/n|) becomes zeros. `scratch` is template-shaped. Default:
+    /// the sums read back to the host, then element-wise ops with host scalars (a host
+    /// synchronisation per call; a device backend keeps it on the device). Checks:
+    /// [`check_standardize_masked`].
+    fn standardize_masked<T: Float>(
+        &self,
+        t: &mut Arr<Self, T>,
+        mask: Option<(&Arr<Self, T>, f64)>,
+        scratch: &mut Arr<Self, T>,
+    ) -> Result<()> {
+        check_standardize_masked(t.shape(), mask.map(|(m, _)| m.shape()), scratch.shape())?;
+        let (n, s1, s2) = match mask {
+            Some((m, n)) => {
+                self.binary(BinaryOp::Mul, t, m, scratch)?;
+                (n, self.sum(scratch)?, self.dot(t, scratch)?)
+            }
+            None => (t.len() as f64, self.sum(t)?, self.sum_sq(t)?),
+        };
+        let mean = s1 / n;
+        let var = (s2 / n - mean * mean).max(0.0);
+        if var.is_nan() || var <= 1e-12 * (s2 / n).abs() || !var.is_finite() {
+            return self.fill(t, T::from_f64(0.0));
+        }
+        self.scalar_assign(BinaryOp::Sub, t, mean)?;
+        self.scalar_assign(BinaryOp::Mul, t, 1.0 / var.sqrt())?;
+        if let Some((m, _)) = mask {
+            self.binary_assign(BinaryOp::Mul, t, m)?;
+        }
+        Ok(())
     }
 
     /// A buffer for the products of [`Correlate::rfft_pruned_mul_conj`] with `plan` (zeros
