@@ -42,10 +42,13 @@ __device__ __forceinline__ void mm_moment_add(i64 *w, double v) {
 
 // norm: 0 scaled (scale * c), 1 denominator (scale * c * inv_den[x]), 2 local (FLC).
 // mom (4 words per output voxel) is updated when has_mom: sum of s * m1 and of s^2 * m2.
+// Each block writes its sum of s^2 to partial[blockIdx.x]; `ssum_add` adds them in block
+// order (no float atomics: the sum, hence sigma for --false-positives, is the same bits on
+// every run).
 template <typename T, typename I>
 __device__ void mm_score_max(const T *corr, const T *c1, const T *c2, const T *inv_den, Geom g,
                              int norm, T scale, double n, double eps, T *best, I *bi, I index,
-                             i64 total, double *ssum, int has_mom, i64 *mom, double m1,
+                             i64 total, double *partial, int has_mom, i64 *mom, double m1,
                              double m2) {
     __shared__ double sh[MM_BLOCK];
     double acc = 0.0;
@@ -73,16 +76,30 @@ __device__ void mm_score_max(const T *corr, const T *c1, const T *c2, const T *i
         if (threadIdx.x < st) sh[threadIdx.x] += sh[threadIdx.x + st];
         __syncthreads();
     }
-    if (threadIdx.x == 0) atomicAdd(ssum, sh[0]);
+    if (threadIdx.x == 0) partial[blockIdx.x] = sh[0];
+}
+
+// ssum[0] += the nblocks partials of one score pass, in a fixed order (one block).
+extern "C" __global__ void ssum_add(const double *partial, i64 nblocks, double *ssum) {
+    __shared__ double sh[MM_BLOCK];
+    double acc = 0.0;
+    for (i64 k = threadIdx.x; k < nblocks; k += blockDim.x) acc += partial[k];
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int st = MM_BLOCK / 2; st > 0; st >>= 1) {
+        if (threadIdx.x < st) sh[threadIdx.x] += sh[threadIdx.x + st];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) ssum[0] += sh[0];
 }
 
 #define MM_SMU(n, T, in, I)                                                                 \
     extern "C" __global__ void score_max_##n##_##in(                                        \
         const T *corr, const T *c1, const T *c2, const T *inv_den, Geom g, int norm, T scale,\
-        double nn, double eps, T *best, I *bi, I index, i64 total, double *ssum,            \
+        double nn, double eps, T *best, I *bi, I index, i64 total, double *partial,         \
         int has_mom, i64 *mom, double m1, double m2) {                                      \
         mm_score_max<T, I>(corr, c1, c2, inv_den, g, norm, scale, nn, eps, best, bi, index,  \
-                           total, ssum, has_mom, mom, m1, m2);                              \
+                           total, partial, has_mom, mom, m1, m2);                           \
     }
 #define MM_SMU_I(n, T) MM_SMU(n, T, i32, int) MM_SMU(n, T, i64, i64)
 MM_FLOATS(MM_SMU_I)

@@ -341,6 +341,26 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             (gs - hs).abs() <= 1e3 * tol * hs.abs().max(1.0),
             "norm {which}: ssum {gs} vs {hs}"
         );
+        // Σ score² is reduced in a fixed order (no float atomics): the same pass again gives
+        // the same bits.
+        let mut ss2 = gpu.zeros::<f64>(&[1]).unwrap();
+        let mut masks = [&d1, &d2].into_iter();
+        let norm = hnorm.map(|_| &dd, |_| masks.next().unwrap());
+        let rm = RunningMax {
+            best: &mut db,
+            best_index: &mut di,
+            index: idx,
+            ssum: &mut ss2,
+            moments: None,
+        };
+        gpu.score_max_update(&dc, norm, CorrWindow { shift: &shift }, rm)
+            .unwrap();
+        let gs2 = gpu.download(&ss2).unwrap()[[0]];
+        assert_eq!(
+            gs2.to_bits(),
+            gs.to_bits(),
+            "norm {which}: ssum not reproducible"
+        );
     }
 }
 

@@ -93,6 +93,7 @@ fn expected_kernels() -> Vec<String> {
         expected.push(format!("insert_block_{b}"));
     }
     expected.push("spline_axis_f64".into());
+    expected.push("ssum_add".into());
     expected.extend(extra_kernels());
     expected
 }

@@ -283,6 +283,24 @@ impl<P: Precision> Correlate for Cuda<P> {
         };
         let mut mom_acc = moments.map(|m| m.acc);
         let (t64, cfg) = (total as i64, self.grid(total));
+        let blocks = cfg.grid_dim.0 as usize;
+        let add = self.func("ssum_add")?;
+        // The kept partials buffer: one f64 per block, added in block order by `ssum_add`.
+        let mut partials = self.inner.partials.lock().map_err(|_| Error::Backend {
+            backend: "cuda",
+            message: "partials buffer lock poisoned".into(),
+        })?;
+        if partials.as_ref().is_none_or(|b| b.len() < blocks * 8) {
+            *partials = Some(
+                self.inner
+                    .stream
+                    .alloc_zeros::<u8>((blocks * 8).max(4096))
+                    .ck()?,
+            );
+        }
+        let Some(part) = partials.as_mut() else {
+            unreachable!("allocated above")
+        };
         let mut l = self.inner.stream.launch_builder(&f);
         l.arg(&corr.buf)
             .arg(&a.c1.buf)
@@ -306,7 +324,7 @@ impl<P: Precision> Correlate for Cuda<P> {
             i64v = bytemuck::pod_read_unaligned(ib);
             l.arg(&i64v);
         }
-        l.arg(&t64).arg(&mut ssum.buf).arg(&has_mom);
+        l.arg(&t64).arg(&mut *part).arg(&has_mom);
         match mom_acc.as_mut() {
             Some(a) => {
                 l.arg(&mut a.buf);
@@ -318,8 +336,19 @@ impl<P: Precision> Correlate for Cuda<P> {
         }
         l.arg(&m1).arg(&m2);
         // SAFETY: grid reads are reduced modulo the grid; outputs hold `total` values (the
-        // moments 4 per value, checked).
+        // moments 4 per value, checked); `part` one f64 per block.
         unsafe { l.launch(cfg) }.ck()?;
+        let nb = blocks as i64;
+        let mut l = self.inner.stream.launch_builder(&add);
+        l.arg(&*part).arg(&nb).arg(&mut ssum.buf);
+        let one = cudarc::driver::LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (crate::BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: reads the `blocks` partials the score pass wrote (same stream, in order);
+        // `ssum` holds one f64 (checked).
+        unsafe { l.launch(one) }.ck()?;
         Ok(())
     }
 
