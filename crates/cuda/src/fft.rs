@@ -425,6 +425,11 @@ pub(crate) unsafe fn run(
     stream: &Arc<CudaStream>,
 ) -> Result<()> {
     use cudarc::driver::DevicePtr;
+    // The raw cuFFT and copy calls below run in the thread's current context: make it this
+    // stream's (cudarc's safe calls do the same), so a backend used from another thread than
+    // the one that made it (`--devices` workers, a caller's thread pool) launches on its own
+    // device.
+    stream.context().bind_to_thread().ck()?;
     let plan = step.plan.lock().map_err(|_| Error::Backend {
         backend: "cuda",
         message: "cuFFT plan lock poisoned".into(),
