@@ -14,8 +14,7 @@ use monomorph::num_complex::Complex;
 use monomorph::prelude::*;
 use monomorph::testing::Lcg;
 use monomorph::{
-    Boundary, CsrMatrix, Element, Elementwise, Linalg, Memory, Precond, Ratio, Reduce,
-    UnaryOp,
+    Boundary, CsrMatrix, Element, Elementwise, Linalg, Memory, Precond, Ratio, Reduce, UnaryOp,
 };
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 

@@ -64,9 +64,10 @@ impl<P: Precision> Cuda<P> {
         self.upload_small(&flags)
     }
 
-    /// Sums group `part` of the per-block partials (`rows·bpr` each) per row: on the host in
-    /// block order ([`Dots::Host`], returned), or on the device in a fixed order into a slot
-    /// of the per-row scalars ([`Dots::Slot`], nothing returned and no synchronisation).
+    /// Sums each group `g` of the per-block partials (`rows·bpr` f64 each, group `g` going to
+    /// `dest[g]`) per row: on the host in block order ([`Dots::Host`], returned in group
+    /// order), or on the device in a fixed order into a slot of `s` ([`Dots::Slot`], nothing
+    /// returned and no synchronisation).
     fn finish_dots(
         &self,
         partial: &CudaSlice<u8>,
@@ -686,9 +687,8 @@ impl<P: Precision> Linalg for Cuda<P> {
         s: &mut CudaArray<f64>,
         slot: usize,
     ) -> Result<()> {
-        let rows = x.shape().first().copied().unwrap_or(0);
-        let dims = check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), &vec![true; rows])?;
-        let rows = dims.batch;
+        // The checks in the default body's order, so that both fail alike.
+        let (rows, _) = monomorph_core::shape::rows_of("x of matvec_dense_dot_into", x.shape())?;
         check_row_scalars(
             "matvec_dense_dot_into",
             s.shape(),
@@ -696,6 +696,7 @@ impl<P: Precision> Linalg for Cuda<P> {
             rows,
             &[slot],
         )?;
+        let dims = check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), &vec![true; rows])?;
         if rows == 0 {
             return Ok(());
         }
@@ -713,8 +714,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         s: &mut CudaArray<f64>,
         slot: usize,
     ) -> Result<()> {
-        let rows = x.shape().first().copied().unwrap_or(0);
-        let (rows, per_entry) = check_matvec_csr_dot(a, x.shape(), y.shape(), &vec![true; rows])?;
+        let (rows, _) = monomorph_core::shape::rows_of("x of matvec_csr_dot_into", x.shape())?;
         check_row_scalars(
             "matvec_csr_dot_into",
             s.shape(),
@@ -722,6 +722,7 @@ impl<P: Precision> Linalg for Cuda<P> {
             rows,
             &[slot],
         )?;
+        let (rows, per_entry) = check_matvec_csr_dot(a, x.shape(), y.shape(), &vec![true; rows])?;
         if rows == 0 {
             return Ok(());
         }

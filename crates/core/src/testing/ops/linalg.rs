@@ -453,7 +453,7 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
         let (mut xd, mut rd) = (up(b, &xa), up(b, &r0));
         let mut z = b.full::<FloatOf<B>>(&[rows, n], sentinel).expect("full");
         let mut s = up(b, &s0);
-        let precond = jacobi.then(|| Precond {
+        let precond = jacobi.then_some(Precond {
             w: &dw,
             z: &mut z,
             slot: 3,
