@@ -1,7 +1,7 @@
 //! The CG loop's host round trips, counted: a backend that forwards every op to `Cpu<Double>`
 //! and counts the calls that would wait for a device (downloads and every op that returns host
-//! values). Plain CG, with or without Jacobi, must cross once per iteration (one download of its
-//! per-row scalars) and give the CPU's results bit for bit.
+//! values). CG, with or without Jacobi, and CG-adaptive must cross once per iteration (one
+//! download of their per-row scalars) and give the CPU's results bit for bit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -280,6 +280,7 @@ impl Linalg for Counting {
         r: &mut A<T>,
         rr: usize,
         precond: Option<Precond<'_, Self, T>>,
+        rq: Option<usize>,
     ) -> R<()> {
         let precond = precond.map(|p| Precond::<Cpu<Double>, T> {
             w: p.w,
@@ -287,17 +288,18 @@ impl Linalg for Counting {
             slot: p.slot,
         });
         self.cpu
-            .axpy_pair_rows_ratio(s, ratio, mask, d, q, x, r, rr, precond)
+            .axpy_pair_rows_ratio(s, ratio, mask, d, q, x, r, rr, precond, rq)
     }
     fn xpay_rows_ratio<T: Float>(
         &self,
         x: &A<T>,
-        s: &A<f64>,
+        s: &mut A<f64>,
         ratio: Ratio,
         mask: &A<i32>,
         y: &mut A<T>,
+        dot: Option<usize>,
     ) -> R<()> {
-        self.cpu.xpay_rows_ratio(x, s, ratio, mask, y)
+        self.cpu.xpay_rows_ratio(x, s, ratio, mask, y, dot)
     }
 }
 
@@ -329,7 +331,7 @@ fn per_iteration<O: LinearOperator<Counting> + ?Sized>(
 }
 
 #[test]
-fn plain_cg_crosses_to_the_host_once_per_iteration() {
+fn cg_crosses_to_the_host_once_per_iteration() {
     let b = Counting::default();
     let grid = [9usize, 8, 7];
     let n: usize = grid.iter().product();
@@ -346,8 +348,12 @@ fn plain_cg_crosses_to_the_host_once_per_iteration() {
     });
     let dense = DenseOperator::new(&b, a.view()).unwrap();
     let yd: ArrayD<f64> = Lcg::new(42).array(&[3, m]);
-    for pre in [Preconditioner::None, Preconditioner::Jacobi] {
-        let mut p = SolveParams::new(Method::Cg);
+    for (method, pre) in [
+        (Method::Cg, Preconditioner::None),
+        (Method::Cg, Preconditioner::Jacobi),
+        (Method::CgAdaptive, Preconditioner::None),
+    ] {
+        let mut p = SolveParams::new(method);
         p.preconditioner = pre;
         // The entries stop at different iterations, so the mask changes twice on the way.
         p.rtol = vec![1e-2, 1e-8, 1e-5];
@@ -357,16 +363,19 @@ fn plain_cg_crosses_to_the_host_once_per_iteration() {
             ("dense", &dense, &yd),
         ] {
             let (trips, uploads, x, it) = per_iteration(&b, op, y, &p);
-            assert!(trips.len() > 5, "{name} {pre:?}: {trips:?}");
+            assert!(trips.len() > 5, "{name} {method:?} {pre:?}: {trips:?}");
             assert!(
                 trips.iter().all(|&t| t == 1),
-                "{name} {pre:?}: host round trips per iteration {trips:?}"
+                "{name} {method:?} {pre:?}: host round trips per iteration {trips:?}"
             );
             // The mask is uploaded only when it changes: once per entry that stops before the
             // last (the residual restart, if any, adds its own).
-            assert!(uploads <= 4, "{name} {pre:?}: {uploads} uploads");
+            assert!(uploads <= 4, "{name} {method:?} {pre:?}: {uploads} uploads");
             let distinct: std::collections::BTreeSet<_> = it.iter().collect();
-            assert!(distinct.len() == 3, "{name} {pre:?}: iterations {it:?}");
+            assert!(
+                distinct.len() == 3,
+                "{name} {method:?} {pre:?}: iterations {it:?}"
+            );
             // The same solve on the CPU backend itself, bit for bit.
             let c = &b.cpu;
             let direct = conjugate_gradient(
@@ -377,7 +386,11 @@ fn plain_cg_crosses_to_the_host_once_per_iteration() {
                 &p,
             )
             .unwrap();
-            assert_eq!(c.download(&direct.x).unwrap(), x, "{name} {pre:?}");
+            assert_eq!(
+                c.download(&direct.x).unwrap(),
+                x,
+                "{name} {method:?} {pre:?}"
+            );
             assert_eq!(direct.iterations, it);
         }
     }

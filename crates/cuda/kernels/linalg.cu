@@ -148,8 +148,8 @@ __device__ __forceinline__ T mm_step_ratio(const double *s, i64 rows, i64 num, i
 }
 
 // y = x + beta*y on the rows with active[row] (beta[row], or with `ratio` the step ratio of
-// s), and with `dot` the per-block sums of y.x (after the update) into partial (0 for
-// inactive rows). The other rows are not touched.
+// s, negated after rounding when ratio == 2), and with `dot` the per-block sums of y.x
+// (after the update) into partial (0 for inactive rows). The other rows are not touched.
 template <typename T>
 __device__ void mm_xpay_rows_masked(const T *x, const T *beta, const double *s, i64 num, i64 den,
                                     int ratio, T *y, i64 n, i64 rows, const int *active, int dot,
@@ -157,7 +157,8 @@ __device__ void mm_xpay_rows_masked(const T *x, const T *beta, const double *s, 
     const i64 row = row0 + blockIdx.y;
     double acc = 0.0;
     if (active[row]) {
-        const T b = ratio ? mm_step_ratio<T>(s, rows, num, den, row) : beta[row];
+        T b = ratio ? mm_step_ratio<T>(s, rows, num, den, row) : beta[row];
+        if (ratio == 2) b = -b;
         const i64 base = row * n;
         for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
             const T xi = x[base + i];
@@ -218,22 +219,24 @@ __device__ void mm_matvec_csr_dot(const i64 *ip, const i64 *ix, const T *v, cons
 
 // CG's update with its step size read on the device: alpha = step ratio of s where mask[row]
 // (0 elsewhere; alpha = 0 leaves x and r as they are), x += alpha d, r -= alpha q, per-block
-// sums of r.r into partial[0 .. rows*bpr); with `precond` also z = w*r and the sums of r.z
-// into partial[rows*bpr .. 2*rows*bpr).
+// sums of r.r into partial group 0; with `precond` also z = w*r and the sums of r.z into the
+// next group; with `want_rq` the sums of r.q (after the update) into the group after that.
+// A group is rows*bpr f64.
 template <typename T>
 __device__ void mm_axpy_pair_rows_ratio(const double *s, i64 num, i64 den, const int *mask,
                                         const T *d, const T *q, T *x, T *r, const T *w, T *z,
-                                        int precond, i64 n, i64 rows, i64 bpr, i64 row0,
-                                        double *partial) {
+                                        int precond, int want_rq, i64 n, i64 rows, i64 bpr,
+                                        i64 row0, double *partial) {
     const i64 row = row0 + blockIdx.y;
     const T a = mask[row] ? mm_step_ratio<T>(s, rows, num, den, row) : (T)0;
     const i64 base = row * n;
-    double rr = 0.0, rz = 0.0;
+    double rr = 0.0, rz = 0.0, rq = 0.0;
     for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
+        const T qi = q[base + i];
         T nr = r[base + i];
         if (a != (T)0) {
             x[base + i] += mm_mul(a, d[base + i]);
-            nr = nr - mm_mul(a, q[base + i]);
+            nr = nr - mm_mul(a, qi);
             r[base + i] = nr;
         }
         const double f = (double)nr;
@@ -243,9 +246,12 @@ __device__ void mm_axpy_pair_rows_ratio(const double *s, i64 num, i64 den, const
             z[base + i] = zi;
             rz += f * (double)zi;
         }
+        if (want_rq) rq += f * (double)qi;
     }
-    mm_block_sum(rr, partial, row * bpr + blockIdx.x);
-    if (precond) mm_block_sum(rz, partial, rows * bpr + row * bpr + blockIdx.x);
+    const i64 group = rows * bpr, slot = row * bpr + blockIdx.x;
+    mm_block_sum(rr, partial, slot);
+    if (precond) mm_block_sum(rz, partial, group + slot);
+    if (want_rq) mm_block_sum(rq, partial, (1 + precond) * group + slot);
 }
 
 // s[slot * rows + row] = the sum of the `bpr` per-block partials of each row (starting at
@@ -330,9 +336,9 @@ extern "C" __global__ void row_partials_into(const double *partial, i64 off, i64
     }                                                                                       \
     extern "C" __global__ void axpy_pair_rows_ratio_##n(                                     \
         const double *s, i64 num, i64 den, const int *mask, const T *d, const T *q, T *x,   \
-        T *r, const T *w, T *z, int precond, i64 len, i64 rows, i64 bpr, i64 row0,          \
-        double *partial) {                                                                  \
-        mm_axpy_pair_rows_ratio<T>(s, num, den, mask, d, q, x, r, w, z, precond, len, rows,  \
-                                   bpr, row0, partial);                                     \
+        T *r, const T *w, T *z, int precond, int want_rq, i64 len, i64 rows, i64 bpr,       \
+        i64 row0, double *partial) {                                                        \
+        mm_axpy_pair_rows_ratio<T>(s, num, den, mask, d, q, x, r, w, z, precond, want_rq,    \
+                                   len, rows, bpr, row0, partial);                          \
     }
 MM_FLOATS(MM_LA)

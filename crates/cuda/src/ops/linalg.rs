@@ -228,21 +228,22 @@ impl<P: Precision> Cuda<P> {
         self.finish_dots(&partial, rows, bpr, dest.0, dest.1)
     }
 
-    /// `y = x + βy` on the rows where `flags`, `β` from `beta` (host) or from a ratio of the
-    /// per-row scalars, with `y·x` when `dest` is not empty.
+    /// `y = x + βy` on the rows where `flags`, `β` from `beta` (host) or from `ratio` of the
+    /// per-row scalars `s`, with `y·x` per row when `dest` is not empty (into `dest`).
     #[allow(clippy::too_many_arguments)]
     fn xpay_masked<T: Float>(
         &self,
         x: &CudaArray<T>,
         beta: Option<&[T]>,
-        ratio: Option<(&CudaArray<f64>, Ratio)>,
+        ratio: Option<Ratio>,
+        s: Option<&mut CudaArray<f64>>,
         y: &mut CudaArray<T>,
         rows: usize,
         n: usize,
         flags: &CudaSlice<u8>,
-        dest: (&[Dots], Option<&mut CudaArray<f64>>),
+        dest: &[Dots],
     ) -> Result<Vec<Vec<f64>>> {
-        let dot = !dest.0.is_empty();
+        let dot = !dest.is_empty();
         let bpr = self.blocks_per_row(rows, n);
         let mut partial = self.partials(dot as usize, rows, bpr)?;
         let beta_dev = match beta {
@@ -250,36 +251,43 @@ impl<P: Precision> Cuda<P> {
             None => self.unused_arg()?,
         };
         let none = self.unused_arg()?;
-        let (s_buf, num, den, from_s) = match ratio {
-            Some((s, r)) => (&s.buf, r.num as i64, r.den as i64, 1i32),
-            None => (&none, 0, 0, 0),
+        // Kernel code: 0 host factors, 1 the ratio, 2 its negation.
+        let (num, den, from_s) = match ratio {
+            Some(r) => (r.num as i64, r.den as i64, 1 + r.negate as i32),
+            None => (0, 0, 0),
         };
         let f = self.kernel::<T>("xpay_rows_masked")?;
         let (n64, r64, d32, bpr64) = (n as i64, rows as i64, dot as i32, bpr as i64);
-        row_chunks(rows, bpr, |cfg, r0| {
-            let mut l = self.inner.stream.launch_builder(&f);
-            l.arg(&x.buf)
-                .arg(&beta_dev)
-                .arg(s_buf)
-                .arg(&num)
-                .arg(&den)
-                .arg(&from_s)
-                .arg(&mut y.buf)
-                .arg(&n64)
-                .arg(&r64)
-                .arg(flags)
-                .arg(&d32)
-                .arg(&bpr64)
-                .arg(&r0)
-                .arg(&mut partial);
-            // SAFETY: x and y hold rows·n elements; `beta_dev` rows scalars unless `from_s`,
-            // then `s` is (slots, rows) with both slots checked by the caller; `partial`
-            // rows·bpr f64 when `dot`.
-            unsafe { l.launch(cfg) }.ck()?;
-            Ok(())
-        })?;
+        {
+            let s_buf = match (&s, from_s) {
+                (Some(s), 1..) => &s.buf,
+                _ => &none,
+            };
+            row_chunks(rows, bpr, |cfg, r0| {
+                let mut l = self.inner.stream.launch_builder(&f);
+                l.arg(&x.buf)
+                    .arg(&beta_dev)
+                    .arg(s_buf)
+                    .arg(&num)
+                    .arg(&den)
+                    .arg(&from_s)
+                    .arg(&mut y.buf)
+                    .arg(&n64)
+                    .arg(&r64)
+                    .arg(flags)
+                    .arg(&d32)
+                    .arg(&bpr64)
+                    .arg(&r0)
+                    .arg(&mut partial);
+                // SAFETY: x and y hold rows·n elements; `beta_dev` rows scalars unless
+                // `from_s`, then `s` is (slots, rows) with both slots checked by the caller;
+                // `partial` rows·bpr f64 when `dot`.
+                unsafe { l.launch(cfg) }.ck()?;
+                Ok(())
+            })?;
+        }
         if dot {
-            self.finish_dots(&partial, rows, bpr, dest.0, dest.1)
+            self.finish_dots(&partial, rows, bpr, dest, s)
         } else {
             Ok(Vec::new())
         }
@@ -623,7 +631,7 @@ impl<P: Precision> Linalg for Cuda<P> {
             return Ok(());
         }
         let flags = self.flags(active)?;
-        self.xpay_masked(x, Some(beta), None, y, rows, n, &flags, (&[], None))?;
+        self.xpay_masked(x, Some(beta), None, None, y, rows, n, &flags, &[])?;
         Ok(())
     }
 
@@ -639,16 +647,8 @@ impl<P: Precision> Linalg for Cuda<P> {
             return Ok(Vec::new());
         }
         let flags = self.flags(active)?;
-        let mut v = self.xpay_masked(
-            x,
-            Some(beta),
-            None,
-            y,
-            rows,
-            n,
-            &flags,
-            (&[Dots::Host], None),
-        )?;
+        let host = [Dots::Host];
+        let mut v = self.xpay_masked(x, Some(beta), None, None, y, rows, n, &flags, &host)?;
         Ok(v.pop().unwrap_or_default())
     }
 
@@ -742,6 +742,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         r: &mut CudaArray<T>,
         rr: usize,
         precond: Option<Precond<'_, Self, T>>,
+        rq: Option<usize>,
     ) -> Result<()> {
         let op = "axpy_pair_rows_ratio";
         let rows = d.shape().first().copied().unwrap_or(0);
@@ -754,6 +755,7 @@ impl<P: Precision> Linalg for Cuda<P> {
             r.shape(),
         )?;
         let mut used = vec![ratio.num, ratio.den, rr];
+        used.extend(rq);
         if let Some(p) = &precond {
             used.push(p.slot);
             monomorph_core::shape::same_shape(
@@ -771,7 +773,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         if rows == 0 {
             return Ok(());
         }
-        let groups = 1 + precond.is_some() as usize;
+        let groups = 1 + precond.is_some() as usize + rq.is_some() as usize;
         let bpr = self.blocks_per_row(rows, n);
         let mut partial = self.partials(groups, rows, bpr)?;
         let (no_w, mut no_z) = (self.unused_arg()?, self.unused_arg()?);
@@ -782,7 +784,7 @@ impl<P: Precision> Linalg for Cuda<P> {
             Some(p) => (Some((p.w, p.z)), Some(p.slot)),
             None => (None, None),
         };
-        let pre = precond.is_some() as i32;
+        let (pre, want_rq) = (precond.is_some() as i32, rq.is_some() as i32);
         row_chunks(rows, bpr, |cfg, r0| {
             let mut l = self.inner.stream.launch_builder(&f);
             l.arg(&s.buf)
@@ -798,6 +800,7 @@ impl<P: Precision> Linalg for Cuda<P> {
                 None => l.arg(&no_w).arg(&mut no_z),
             };
             l.arg(&pre)
+                .arg(&want_rq)
                 .arg(&n64)
                 .arg(&r64)
                 .arg(&bpr64)
@@ -810,6 +813,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         })?;
         let mut dest = vec![Dots::Slot(rr)];
         dest.extend(rz_slot.map(Dots::Slot));
+        dest.extend(rq.map(Dots::Slot));
         self.finish_dots(&partial, rows, bpr, &dest, Some(s))?;
         Ok(())
     }
@@ -817,28 +821,23 @@ impl<P: Precision> Linalg for Cuda<P> {
     fn xpay_rows_ratio<T: Float>(
         &self,
         x: &CudaArray<T>,
-        s: &CudaArray<f64>,
+        s: &mut CudaArray<f64>,
         ratio: Ratio,
         mask: &CudaArray<i32>,
         y: &mut CudaArray<T>,
+        dot: Option<usize>,
     ) -> Result<()> {
         let op = "xpay_rows_ratio";
         monomorph_core::shape::same_shape("xpay_rows_ratio: y vs x", x.shape(), y.shape())?;
         let (rows, n) = monomorph_core::shape::rows_of("x of xpay_rows_ratio", x.shape())?;
-        check_row_scalars(op, s.shape(), mask.shape(), rows, &[ratio.num, ratio.den])?;
-        if rows * n == 0 {
+        let mut used = vec![ratio.num, ratio.den];
+        used.extend(dot);
+        check_row_scalars(op, s.shape(), mask.shape(), rows, &used)?;
+        if rows == 0 {
             return Ok(());
         }
-        self.xpay_masked(
-            x,
-            None,
-            Some((s, ratio)),
-            y,
-            rows,
-            n,
-            &mask.buf,
-            (&[], None),
-        )?;
+        let dest: Vec<Dots> = dot.map(Dots::Slot).into_iter().collect();
+        self.xpay_masked(x, None, Some(ratio), Some(s), y, rows, n, &mask.buf, &dest)?;
         Ok(())
     }
 }

@@ -5,7 +5,7 @@ use ndarray::ArrayD;
 use super::book::{Book, Setup};
 use super::{IterationState, LinearOperator, Method, Preconditioner, SolveParams, SolveResult};
 use crate::backend::{
-    Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory, Precond, Ratio, step_ratio,
+    Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory, Precond, Ratio,
 };
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
@@ -225,6 +225,9 @@ const RR: usize = 1;
 const RZ_A: usize = 2;
 const RZ_B: usize = 3;
 const SLOTS: usize = 4;
+/// CG-adaptive's `d·r` and `r·q` (it has no `r·z`).
+const DR: usize = RZ_A;
+const RQ: usize = RZ_B;
 
 /// The state of a running solve.
 struct Cg<'a, B: Memory + Elementwise + Linalg> {
@@ -249,19 +252,15 @@ struct Cg<'a, B: Memory + Elementwise + Linalg> {
     /// they change.
     mask: Arr<B, i32>,
     mask_host: Vec<bool>,
-    /// `r·z` (set by `start_directions`), `d·Ad` and `d·r` (CG-adaptive) per entry.
+    /// `r·z` (set by `start_directions`) and `d·Ad` (CG-adaptive, from the last download)
+    /// per entry.
     rz: Vec<f64>,
     dq: Vec<f64>,
-    dr: Vec<f64>,
     book: Book,
     step: usize,
 }
 
 impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
-    fn step_size(num: f64, den: f64) -> FloatOf<B> {
-        step_ratio(num, den)
-    }
-
     /// Makes the device mask equal `want` (an upload only when it changed).
     fn sync_mask(&mut self, want: &[bool]) -> Result<()> {
         if self.mask_host != want {
@@ -289,17 +288,21 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
                 self.book.rsq.clone()
             }
         };
+        // The loop reads its step sizes from the device: a fresh `s` with r·z in the current
+        // slot (CG), or d·Ad and d·r (CG-adaptive).
+        let mut h = ndarray::Array2::<f64>::zeros((SLOTS, self.batch));
         if self.params.method == Method::CgAdaptive {
             self.dq = self.op.apply_dot(b, &self.d, &mut self.q, rows)?;
-            self.dr = self.book.rsq.clone();
+            h.row_mut(DQ)
+                .assign(&ndarray::ArrayView1::from(&self.dq[..]));
+            h.row_mut(DR)
+                .assign(&ndarray::ArrayView1::from(&self.book.rsq[..]));
         } else {
-            // The loop reads r·z from the device: a fresh `s` with it in the current slot.
-            let mut h = ndarray::Array2::<f64>::zeros((SLOTS, self.batch));
             h.row_mut(RZ_A)
                 .assign(&ndarray::ArrayView1::from(&self.rz[..]));
-            self.s = b.upload(h.into_dyn().view())?;
             self.rz_slots = (RZ_A, RZ_B);
         }
+        self.s = b.upload(h.into_dyn().view())?;
         Ok(())
     }
 
@@ -329,8 +332,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
 
     /// Iterates while any entry is active.
     fn iterate(&mut self, observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>)) -> Result<()> {
-        let (b, batch) = (self.b, self.batch);
-        let zero = FloatOf::<B>::from_f64(0.0);
+        let batch = self.batch;
         while self.book.any_active() {
             self.step += 1;
             let running = self.book.active.clone();
@@ -341,44 +343,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
             }
             match self.params.method {
                 Method::Cg => self.cg_step(&running)?,
-                Method::CgAdaptive => {
-                    for e in 0..batch {
-                        if running[e] {
-                            self.book.curvature(e, self.dq[e]);
-                        }
-                    }
-                    let alpha: Vec<FloatOf<B>> = (0..batch)
-                        .map(|e| {
-                            if running[e] {
-                                Self::step_size(self.dr[e], self.dq[e])
-                            } else {
-                                zero
-                            }
-                        })
-                        .collect();
-                    let (rr, rq) =
-                        b.axpy_pair_rows_dots(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
-                    let neg_gamma: Vec<FloatOf<B>> = (0..batch)
-                        .map(|e| {
-                            if running[e] {
-                                -Self::step_size(rq[e], self.dq[e])
-                            } else {
-                                zero
-                            }
-                        })
-                        .collect();
-                    // d = r − γ·d, d·r, q = A·d, d·q: the seed applies the operator for the
-                    // next step before testing, and that application is counted.
-                    self.dr = b.xpay_rows_dot(&self.r, &neg_gamma, &mut self.d, &running)?;
-                    self.dq = self.op.apply_dot(b, &self.d, &mut self.q, &running)?;
-                    for e in 0..batch {
-                        if running[e] {
-                            self.book.fe[e] += 1;
-                            self.book.rsq[e] = rr[e];
-                            self.book.judge(e);
-                        }
-                    }
-                }
+                Method::CgAdaptive => self.adaptive_step(&running)?,
             }
             self.observe(observer)?;
         }
@@ -405,7 +370,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
         let rr = if precond.is_some() { RR } else { next };
         b.axpy_pair_rows_ratio(
             &mut self.s,
-            Ratio { num: cur, den: DQ },
+            Ratio::new(cur, DQ),
             &self.mask,
             &self.d,
             &self.q,
@@ -413,6 +378,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
             &mut self.r,
             rr,
             precond,
+            None,
         )?;
         // The iteration's one host round trip: d·q, r·r, r·z of every entry.
         let sh = b.download(&self.s)?;
@@ -430,15 +396,62 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
             let src = self.z.as_ref().unwrap_or(&self.r);
             b.xpay_rows_ratio(
                 src,
-                &self.s,
-                Ratio {
-                    num: next,
-                    den: cur,
-                },
+                &mut self.s,
+                Ratio::new(next, cur),
                 &self.mask,
                 &mut self.d,
+                None,
             )?;
             self.rz_slots = (next, cur);
+        }
+        Ok(())
+    }
+
+    /// One iteration of [`Method::CgAdaptive`] for the entries in `running`, with its per-row
+    /// scalars on the device and one host round trip: `α = d·r / d·Ad`, `x += αd`, `r −= αq`
+    /// with `r·r` and `r·q`; `d = r − γd` with `γ = r·q / d·Ad` and the new `d·r`; `q = A·d`
+    /// with `d·q` (the seed applies the operator for the next step before testing, and that
+    /// application is counted); then one download of `s` for the stopping test and the next
+    /// step's curvature (recorded at its start, from this download, as before).
+    fn adaptive_step(&mut self, running: &[bool]) -> Result<()> {
+        let b = self.b;
+        for (e, &on) in running.iter().enumerate() {
+            if on {
+                self.book.curvature(e, self.dq[e]);
+            }
+        }
+        self.sync_mask(running)?;
+        b.axpy_pair_rows_ratio(
+            &mut self.s,
+            Ratio::new(DR, DQ),
+            &self.mask,
+            &self.d,
+            &self.q,
+            &mut self.x,
+            &mut self.r,
+            RR,
+            None,
+            Some(RQ),
+        )?;
+        b.xpay_rows_ratio(
+            &self.r,
+            &mut self.s,
+            Ratio::negated(RQ, DQ),
+            &self.mask,
+            &mut self.d,
+            Some(DR),
+        )?;
+        self.op
+            .apply_dot_into(b, &self.d, &mut self.q, &self.mask, &mut self.s, DQ)?;
+        // The iteration's one host round trip: r·r and the next step's d·Ad.
+        let sh = b.download(&self.s)?;
+        for (e, &on) in running.iter().enumerate() {
+            if on {
+                self.dq[e] = sh[[DQ, e]];
+                self.book.fe[e] += 1;
+                self.book.rsq[e] = sh[[RR, e]];
+                self.book.judge(e);
+            }
         }
         Ok(())
     }
@@ -563,7 +576,6 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
         mask_host: vec![false; batch],
         rz: Vec::new(),
         dq: vec![0.0; batch],
-        dr: Vec::new(),
         book: Book {
             it: vec![0; batch],
             fe: vec![1; batch],

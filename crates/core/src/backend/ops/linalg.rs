@@ -402,13 +402,43 @@ pub fn check_matvec_csr_dot<B: BackendTypes, T: Element>(
 
 /// Where a fused op reads a per-row step size from the per-row scalars `s` (an `(slots, rows)`
 /// f64 array on the device): `step[b] = s[num][b] / s[den][b]`, rounded to the working
-/// precision, and 0 where the denominator is 0 or the row is masked off ([`step_ratio`]).
+/// precision, and 0 where the denominator is 0 or the row is masked off ([`step_ratio`]);
+/// negated after the rounding when `negate` (CG-adaptive's `−γ`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ratio {
     /// Slot of the numerator.
     pub num: usize,
     /// Slot of the denominator.
     pub den: usize,
+    /// Use `−step` (the negation of the rounded quotient, `−0` for a zero denominator).
+    pub negate: bool,
+}
+
+impl Ratio {
+    /// `s[num] / s[den]`.
+    pub fn new(num: usize, den: usize) -> Ratio {
+        Ratio {
+            num,
+            den,
+            negate: false,
+        }
+    }
+
+    /// `−(s[num] / s[den])`.
+    pub fn negated(num: usize, den: usize) -> Ratio {
+        Ratio {
+            num,
+            den,
+            negate: true,
+        }
+    }
+
+    /// The step of row `e` from host copies of the scalars (`sh`, `(slots, rows)`): what a
+    /// device kernel computes for a row that is on.
+    pub fn step<T: Float>(&self, sh: &ndarray::ArrayD<f64>, e: usize) -> T {
+        let v: T = step_ratio(sh[[self.num, e]], sh[[self.den, e]]);
+        if self.negate { -v } else { v }
+    }
 }
 
 /// The Jacobi part of [`Linalg::axpy_pair_rows_ratio`]: `z = w ⊙ r` after the update, and
@@ -742,8 +772,9 @@ pub trait Linalg:
     /// [`Linalg::axpy_pair_rows`] with its step sizes on the device: `α[b] =`
     /// [`step_ratio`]`(s[num][b], s[den][b])` where `mask[b] ≠ 0` (0 elsewhere, and rows with
     /// `α = 0` keep `x` and `r`), `x += α·d`, `r −= α·q`, and `r·r` of every row into slot
-    /// `rr` of `s`; with `precond`, also `z = w ⊙ r` and `r·z` into its slot (one pass over
-    /// the vectors on a device backend). The slots written must differ from those read.
+    /// `rr` of `s`; with `precond`, also `z = w ⊙ r` and `r·z` into its slot; with `rq`, also
+    /// `r·q` (after the update) into slot `rq` (CG-adaptive's). One pass over the vectors on a
+    /// device backend. The slots written must differ from those read.
     #[allow(clippy::too_many_arguments)]
     fn axpy_pair_rows_ratio<T: Float>(
         &self,
@@ -756,6 +787,7 @@ pub trait Linalg:
         r: &mut Arr<Self, T>,
         rr: usize,
         precond: Option<Precond<'_, Self, T>>,
+        rq: Option<usize>,
     ) -> Result<()> {
         use crate::backend::ArrayMeta;
         let op = "axpy_pair_rows_ratio";
@@ -769,6 +801,7 @@ pub trait Linalg:
             r.shape(),
         )?;
         let mut used = vec![ratio.num, ratio.den, rr];
+        used.extend(rq);
         if let Some(p) = &precond {
             used.push(p.slot);
             super::same_shape_named(|| format!("{op}: w vs d"), d.shape(), p.w.shape())?;
@@ -780,14 +813,20 @@ pub trait Linalg:
         let alpha: Vec<T> = (0..rows)
             .map(|e| {
                 if active[e] {
-                    step_ratio(sh[[ratio.num, e]], sh[[ratio.den, e]])
+                    ratio.step(&sh, e)
                 } else {
                     T::from_f64(0.0)
                 }
             })
             .collect();
-        let rrv = self.axpy_pair_rows(&alpha, d, q, x, r)?;
-        store_slot(self, s, rr, &rrv)?;
+        if let Some(slot) = rq {
+            let (rrv, rqv) = self.axpy_pair_rows_dots(&alpha, d, q, x, r)?;
+            store_slot(self, s, rr, &rrv)?;
+            store_slot(self, s, slot, &rqv)?;
+        } else {
+            let rrv = self.axpy_pair_rows(&alpha, d, q, x, r)?;
+            store_slot(self, s, rr, &rrv)?;
+        }
         if let Some(p) = precond {
             self.binary(crate::backend::BinaryOp::Mul, p.w, r, p.z)?;
             let rz = self.dot_rows(r, p.z)?;
@@ -798,32 +837,43 @@ pub trait Linalg:
 
     /// [`Linalg::xpay_rows_where`] with its factors on the device: `y[b] = x[b] + β[b]·y[b]`
     /// on the rows where `mask[b] ≠ 0` (the others may be skipped), `β[b] =`
-    /// [`step_ratio`]`(s[num][b], s[den][b])`.
+    /// [`step_ratio`]`(s[num][b], s[den][b])` (negated with [`Ratio::negate`]); with `dot`,
+    /// also the new `y[b]·x[b]` into slot `dot` of `s` (0 for the rows off), as
+    /// [`Linalg::xpay_rows_dot`]. The slot written must differ from those read.
     fn xpay_rows_ratio<T: Float>(
         &self,
         x: &Arr<Self, T>,
-        s: &Arr<Self, f64>,
+        s: &mut Arr<Self, f64>,
         ratio: Ratio,
         mask: &Arr<Self, i32>,
         y: &mut Arr<Self, T>,
+        dot: Option<usize>,
     ) -> Result<()> {
         use crate::backend::ArrayMeta;
         let op = "xpay_rows_ratio";
         super::same_shape_named(|| format!("{op}: y vs x"), x.shape(), y.shape())?;
         let (rows, _) = super::rows_of_named(|| format!("x of {op}"), x.shape())?;
-        check_row_scalars(op, s.shape(), mask.shape(), rows, &[ratio.num, ratio.den])?;
+        let mut used = vec![ratio.num, ratio.den];
+        used.extend(dot);
+        check_row_scalars(op, s.shape(), mask.shape(), rows, &used)?;
         let sh = self.download(s)?;
         let active = mask_on(self, mask)?;
         let beta: Vec<T> = (0..rows)
             .map(|e| {
                 if active[e] {
-                    step_ratio(sh[[ratio.num, e]], sh[[ratio.den, e]])
+                    ratio.step(&sh, e)
                 } else {
                     T::from_f64(0.0)
                 }
             })
             .collect();
-        self.xpay_rows_where(x, &beta, y, &active)
+        match dot {
+            Some(slot) => {
+                let v = self.xpay_rows_dot(x, &beta, y, &active)?;
+                store_slot(self, s, slot, &v)
+            }
+            None => self.xpay_rows_where(x, &beta, y, &active),
+        }
     }
 }
 

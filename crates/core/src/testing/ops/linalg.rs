@@ -393,8 +393,12 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
         sr[[0, e]] = 4.0;
         sr[[3, e]] = 4.0 * v;
     }
-    let dsr = up(b, &sr);
-    for mode in 0..3 {
+    // The same factors as −(s[2]/s[0]) for the negated ratio (mode 3).
+    for (e, &v) in beta_h.iter().enumerate() {
+        sr[[2, e]] = -4.0 * v;
+    }
+    for mode in 0..4 {
+        let mut dsr = up(b, &sr);
         let mut y = up(b, &y0);
         let dots = match mode {
             0 => Some(
@@ -406,11 +410,19 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
                     .expect("xpay_rows_where");
                 None
             }
-            _ => {
-                let ratio = Ratio { num: 3, den: 0 };
-                b.xpay_rows_ratio(&dx, &dsr, ratio, &mask, &mut y)
+            2 => {
+                b.xpay_rows_ratio(&dx, &mut dsr, Ratio::new(3, 0), &mask, &mut y, None)
                     .expect("xpay_rows_ratio");
+                other_slots_kept("xpay_rows_ratio", &down(b, &dsr), &sr, &[]);
                 None
+            }
+            _ => {
+                let ratio = Ratio::negated(2, 0);
+                b.xpay_rows_ratio(&dx, &mut dsr, ratio, &mask, &mut y, Some(1))
+                    .expect("xpay_rows_ratio with its dot");
+                let sh = down(b, &dsr);
+                other_slots_kept("xpay_rows_ratio", &sh, &sr, &[1]);
+                Some(sh.index_axis(ndarray::Axis(0), 1).iter().copied().collect())
             }
         };
         let hy = down(b, &y);
@@ -452,25 +464,36 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
     for jacobi in [false, true] {
         let (mut xd, mut rd) = (up(b, &xa), up(b, &r0));
         let mut z = b.full::<FloatOf<B>>(&[rows, n], sentinel).expect("full");
-        let mut s = up(b, &s0);
         let precond = jacobi.then_some(Precond {
             w: &dw,
             z: &mut z,
             slot: 3,
         });
-        let ratio = Ratio { num: 2, den: 1 };
-        b.axpy_pair_rows_ratio(&mut s, ratio, &mask, &dd, &dq, &mut xd, &mut rd, 0, precond)
-            .expect("axpy_pair_rows_ratio");
+        // Without Jacobi, r·q into slot 4 (CG-adaptive's pair of dots).
+        let rq = (!jacobi).then_some(4);
+        let s_before = if jacobi {
+            s0.clone()
+        } else {
+            ArrayD::from_shape_fn(IxDyn(&[5, rows]), |i| {
+                if i[0] < 4 { s0[[i[0], i[1]]] } else { 0.0 }
+            })
+        };
+        let mut s = up(b, &s_before);
+        let ratio = Ratio::new(2, 1);
+        b.axpy_pair_rows_ratio(
+            &mut s, ratio, &mask, &dd, &dq, &mut xd, &mut rd, 0, precond, rq,
+        )
+        .expect("axpy_pair_rows_ratio");
         let (hx, hr, hz, sh) = (down(b, &xd), down(b, &rd), down(b, &z), down(b, &s));
-        let written: &[usize] = if jacobi { &[0, 3] } else { &[0] };
-        other_slots_kept("axpy_pair_rows_ratio", &sh, &s0, written);
+        let written: &[usize] = if jacobi { &[0, 3] } else { &[0, 4] };
+        other_slots_kept("axpy_pair_rows_ratio", &sh, &s_before, written);
         for r in 0..rows {
             let a: FloatOf<B> = if active[r] {
                 step_ratio(s0[[2, r]], s0[[1, r]])
             } else {
                 FloatOf::<B>::from_f64(0.0)
             };
-            let (mut rr, mut rz) = (0.0, 0.0);
+            let (mut rr, mut rz, mut rqs) = (0.0, 0.0, 0.0);
             for i in 0..n {
                 let (ex, er) = if a == FloatOf::<B>::from_f64(0.0) {
                     (xa[[r, i]], r0[[r, i]])
@@ -492,6 +515,7 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
                 }
                 let f = hr[[r, i]].as_f64();
                 rr += f * f;
+                rqs += f * q[[r, i]].as_f64();
                 if jacobi {
                     let ez = w[[r, i]] * hr[[r, i]];
                     assert_eq!(hz[[r, i]], ez, "z = w ⊙ r, row {r} {i}");
@@ -507,6 +531,15 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
                 assert!(
                     (sh[[3, r]] - rz).abs() <= 1e-9 * rz.abs().max(1e-300),
                     "r·z {r}"
+                );
+            } else if rqs.is_finite() {
+                let bound = 1e-9 * rqs.abs().max(1e-300);
+                assert!((sh[[4, r]] - rqs).abs() <= bound, "r·q {r}: {}", sh[[4, r]]);
+            } else {
+                assert!(
+                    !sh[[4, r]].is_finite(),
+                    "r·q {r}: {} (q holds infinity)",
+                    sh[[4, r]]
                 );
             }
         }
