@@ -228,18 +228,57 @@ fn check_row_dots(what: &str, got: &[f64], x: &ArrayD<f64>, y: &ArrayD<f64>, act
 /// (0 for a zero denominator, and then `x`, `r` stay exactly as they were even beside NaN),
 /// the slots not written keep their values, and every value matches a host reference.
 /// Rows of 20 000 points, so a device backend splits each row over several blocks.
+/// The data every part of [`cg_fused_device_scalars`] works on.
+struct Fused<B: Backend> {
+    rng: Lcg,
+    rows: usize,
+    grid: [usize; 3],
+    n: usize,
+    active: [bool; 3],
+    mask: Arr<B, i32>,
+    tol: f64,
+    sentinel: FloatOf<B>,
+    x: ArrayD<FloatOf<B>>,
+    xf: ArrayD<f64>,
+    dx: Arr<B, FloatOf<B>>,
+}
+
 pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
     let mut rng = Lcg::new(85);
     let (rows, grid) = (3usize, [20usize, 25, 40]);
     let n: usize = grid.iter().product();
-    let active = [true, false, true];
     let mask_h = ArrayD::from_shape_vec(IxDyn(&[rows]), vec![1i32, 0, 1]).expect("shape");
-    let mask = up(b, &mask_h);
-    let tol = 8.0 * eps::<B>();
-    let sentinel = FloatOf::<B>::from_f64(7.0);
     let x = host::<B>(&mut rng, &[rows, n]);
-    let (xf, dx) = (to_f64(&x), up(b, &x));
+    let mut fx = Fused {
+        rows,
+        grid,
+        n,
+        active: [true, false, true],
+        mask: up(b, &mask_h),
+        tol: 8.0 * eps::<B>(),
+        sentinel: FloatOf::<B>::from_f64(7.0),
+        xf: to_f64(&x),
+        dx: up(b, &x),
+        x,
+        rng,
+    };
+    fused_stencil(b, &mut fx);
+    fused_matvecs(b, &mut fx);
+    fused_xpay(b, &mut fx);
+    fused_update(b, &mut fx);
+    fused_checks(b, &fx);
+}
 
+/// The Laplacian, host-valued and into slot 1.
+fn fused_stencil<B: Backend>(b: &B, fx: &mut Fused<B>) {
+    let rows = fx.rows;
+    let grid = fx.grid;
+    let n = fx.n;
+    let active = fx.active;
+    let sentinel = fx.sentinel;
+    let mask = &fx.mask;
+    let xf = &fx.xf;
+    let dx = &fx.dx;
     // Laplacian, host-valued and into slot 1.
     for into in [false, true] {
         let mut y = b.full::<FloatOf<B>>(&[rows, n], sentinel).expect("full");
@@ -289,13 +328,21 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
         }
         check_row_dots("laplacian_dot", &dots, &xf, &hy, &active);
     }
+}
 
+/// Dense (shared and per entry) and CSR (per entry), host-valued and into a slot.
+fn fused_matvecs<B: Backend>(b: &B, fx: &mut Fused<B>) {
+    let rows = fx.rows;
+    let active = fx.active;
+    let sentinel = fx.sentinel;
+    let mask = &fx.mask;
+    let rng = &mut fx.rng;
     // Dense (shared and per entry) and CSR (per entry), host-valued and into slot 2.
     let m = 70;
-    let xs = host::<B>(&mut rng, &[rows, m]);
+    let xs = host::<B>(rng, &[rows, m]);
     let (xsf, dxs) = (to_f64(&xs), up(b, &xs));
-    let shared = host::<B>(&mut rng, &[m, m]);
-    let per = host::<B>(&mut rng, &[rows, m, m]);
+    let shared = host::<B>(rng, &[m, m]);
+    let per = host::<B>(rng, &[rows, m, m]);
     for (name, a) in [("shared", &shared), ("per entry", &per)] {
         let da = up(b, a);
         for into in [false, true] {
@@ -349,7 +396,7 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
         }
         indptr.push(indices.len() as i64);
     }
-    let vals = host::<B>(&mut rng, &[rows, indices.len()]);
+    let vals = host::<B>(rng, &[rows, indices.len()]);
     let csr = CsrMatrix::<B, FloatOf<B>>::from_parts(b, m, m, &indptr, &indices, vals.view())
         .expect("valid CSR");
     for into in [false, true] {
@@ -383,9 +430,21 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
         }
         check_row_dots("matvec_csr_dot", &dots, &xsf, &hy, &active);
     }
+}
 
+/// The direction updates: host factors, a ratio, a negated ratio with its dot.
+fn fused_xpay<B: Backend>(b: &B, fx: &mut Fused<B>) {
+    let rows = fx.rows;
+    let n = fx.n;
+    let active = fx.active;
+    let tol = fx.tol;
+    let mask = &fx.mask;
+    let x = &fx.x;
+    let xf = &fx.xf;
+    let dx = &fx.dx;
+    let rng = &mut fx.rng;
     // xpay_rows_dot / xpay_rows_where (host factors) and xpay_rows_ratio (factors s[3]/s[0]).
-    let y0 = host::<B>(&mut rng, &[rows, n]);
+    let y0 = host::<B>(rng, &[rows, n]);
     let beta_h = [0.75, -2.0, 0.0];
     let beta: Vec<FloatOf<B>> = beta_h.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect();
     let mut sr = row_scalars(rows);
@@ -441,15 +500,25 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
             check_row_dots("xpay_rows_dot", &d, &xf, &to_f64(&hy), &active);
         }
     }
+}
 
+/// `axpy_pair_rows_ratio`, with and without Jacobi.
+fn fused_update<B: Backend>(b: &B, fx: &mut Fused<B>) {
+    let rows = fx.rows;
+    let n = fx.n;
+    let active = fx.active;
+    let tol = fx.tol;
+    let sentinel = fx.sentinel;
+    let mask = &fx.mask;
+    let rng = &mut fx.rng;
     // axpy_pair_rows_ratio: α = s[2]/s[1]; row 2 has a zero denominator and NaN in d and q
     // (α = 0 must leave its x and r as they are), row 1 is masked off (NaN as well).
     let (d, q, xa, r0, w) = (
-        host::<B>(&mut rng, &[rows, n]),
-        host::<B>(&mut rng, &[rows, n]),
-        host::<B>(&mut rng, &[rows, n]),
-        host::<B>(&mut rng, &[rows, n]),
-        host::<B>(&mut rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
     );
     let (mut d, mut q) = (d, q);
     for r in [1, 2] {
@@ -544,7 +613,15 @@ pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
             }
         }
     }
+}
 
+/// The shapes of the per-row scalars and the mask are checked.
+fn fused_checks<B: Backend>(b: &B, fx: &Fused<B>) {
+    let rows = fx.rows;
+    let grid = fx.grid;
+    let n = fx.n;
+    let mask = &fx.mask;
+    let dx = &fx.dx;
     // The shapes of the per-row scalars and the mask are checked.
     let mut y = b.zeros::<FloatOf<B>>(&[rows, n]).expect("zeros");
     let mut short = up(b, &ArrayD::<f64>::zeros(IxDyn(&[2, rows])));
