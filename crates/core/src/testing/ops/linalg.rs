@@ -285,16 +285,8 @@ fn fused_stencil<B: Backend>(b: &B, fx: &mut Fused<B>) {
         let s0 = row_scalars(rows);
         let mut s = up(b, &s0);
         let dots = if into {
-            b.laplacian_dot_into(
-                &grid,
-                Boundary::DirichletZero,
-                &dx,
-                &mut y,
-                &mask,
-                &mut s,
-                1,
-            )
-            .expect("laplacian_dot_into");
+            b.laplacian_dot_into(&grid, Boundary::DirichletZero, dx, &mut y, mask, &mut s, 1)
+                .expect("laplacian_dot_into");
             let sh = down(b, &s);
             other_slots_kept("laplacian_dot_into", &sh, &s0, &[1]);
             sh.index_axis(ndarray::Axis(0), 1)
@@ -302,10 +294,10 @@ fn fused_stencil<B: Backend>(b: &B, fx: &mut Fused<B>) {
                 .copied()
                 .collect::<Vec<f64>>()
         } else {
-            b.laplacian_dot(&grid, Boundary::DirichletZero, &dx, &mut y, &active)
+            b.laplacian_dot(&grid, Boundary::DirichletZero, dx, &mut y, &active)
                 .expect("laplacian_dot")
         };
-        let e = reference::laplacian(&grid, false, &xf);
+        let e = reference::laplacian(&grid, false, xf);
         let hy = to_f64(&down(b, &y));
         for r in 0..rows {
             let row = |a: &ArrayD<f64>| {
@@ -326,7 +318,7 @@ fn fused_stencil<B: Backend>(b: &B, fx: &mut Fused<B>) {
                 assert!(row(&hy).iter().all(|&v| v == 7.0), "inactive row written");
             }
         }
-        check_row_dots("laplacian_dot", &dots, &xf, &hy, &active);
+        check_row_dots("laplacian_dot", &dots, xf, &hy, &active);
     }
 }
 
@@ -350,7 +342,7 @@ fn fused_matvecs<B: Backend>(b: &B, fx: &mut Fused<B>) {
             let s0 = row_scalars(rows);
             let mut s = up(b, &s0);
             let dots = if into {
-                b.matvec_dense_dot_into(&da, &dxs, &mut y, &mask, &mut s, 2)
+                b.matvec_dense_dot_into(&da, &dxs, &mut y, mask, &mut s, 2)
                     .expect("matvec_dense_dot_into");
                 let sh = down(b, &s);
                 other_slots_kept("matvec_dense_dot_into", &sh, &s0, &[2]);
@@ -404,7 +396,7 @@ fn fused_matvecs<B: Backend>(b: &B, fx: &mut Fused<B>) {
         let s0 = row_scalars(rows);
         let mut s = up(b, &s0);
         let dots = if into {
-            b.matvec_csr_dot_into(&csr, &dxs, &mut y, &mask, &mut s, 0)
+            b.matvec_csr_dot_into(&csr, &dxs, &mut y, mask, &mut s, 0)
                 .expect("matvec_csr_dot_into");
             let sh = down(b, &s);
             other_slots_kept("matvec_csr_dot_into", &sh, &s0, &[0]);
@@ -461,23 +453,23 @@ fn fused_xpay<B: Backend>(b: &B, fx: &mut Fused<B>) {
         let mut y = up(b, &y0);
         let dots = match mode {
             0 => Some(
-                b.xpay_rows_dot(&dx, &beta, &mut y, &active)
+                b.xpay_rows_dot(dx, &beta, &mut y, &active)
                     .expect("xpay_rows_dot"),
             ),
             1 => {
-                b.xpay_rows_where(&dx, &beta, &mut y, &active)
+                b.xpay_rows_where(dx, &beta, &mut y, &active)
                     .expect("xpay_rows_where");
                 None
             }
             2 => {
-                b.xpay_rows_ratio(&dx, &mut dsr, Ratio::new(3, 0), &mask, &mut y, None)
+                b.xpay_rows_ratio(dx, &mut dsr, Ratio::new(3, 0), mask, &mut y, None)
                     .expect("xpay_rows_ratio");
                 other_slots_kept("xpay_rows_ratio", &down(b, &dsr), &sr, &[]);
                 None
             }
             _ => {
                 let ratio = Ratio::negated(2, 0);
-                b.xpay_rows_ratio(&dx, &mut dsr, ratio, &mask, &mut y, Some(1))
+                b.xpay_rows_ratio(dx, &mut dsr, ratio, mask, &mut y, Some(1))
                     .expect("xpay_rows_ratio with its dot");
                 let sh = down(b, &dsr);
                 other_slots_kept("xpay_rows_ratio", &sh, &sr, &[1]);
@@ -497,7 +489,7 @@ fn fused_xpay<B: Backend>(b: &B, fx: &mut Fused<B>) {
             }
         }
         if let Some(d) = dots {
-            check_row_dots("xpay_rows_dot", &d, &xf, &to_f64(&hy), &active);
+            check_row_dots("xpay_rows_dot", &d, xf, &to_f64(&hy), &active);
         }
     }
 }
@@ -550,7 +542,7 @@ fn fused_update<B: Backend>(b: &B, fx: &mut Fused<B>) {
         let mut s = up(b, &s_before);
         let ratio = Ratio::new(2, 1);
         b.axpy_pair_rows_ratio(
-            &mut s, ratio, &mask, &dd, &dq, &mut xd, &mut rd, 0, precond, rq,
+            &mut s, ratio, mask, &dd, &dq, &mut xd, &mut rd, 0, precond, rq,
         )
         .expect("axpy_pair_rows_ratio");
         let (hx, hr, hz, sh) = (down(b, &xd), down(b, &rd), down(b, &z), down(b, &s));
@@ -629,9 +621,9 @@ fn fused_checks<B: Backend>(b: &B, fx: &Fused<B>) {
         b.laplacian_dot_into(
             &grid,
             Boundary::DirichletZero,
-            &dx,
+            dx,
             &mut y,
-            &mask,
+            mask,
             &mut short,
             2
         )
@@ -644,7 +636,7 @@ fn fused_checks<B: Backend>(b: &B, fx: &Fused<B>) {
         b.laplacian_dot_into(
             &grid,
             Boundary::DirichletZero,
-            &dx,
+            dx,
             &mut y,
             &bad_mask,
             &mut s,
