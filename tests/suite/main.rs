@@ -6,6 +6,7 @@
 mod api;
 mod background;
 mod cg;
+mod cg_round_trips;
 mod cg_trust;
 #[cfg(feature = "cli")]
 mod cli;

@@ -94,10 +94,13 @@ __device__ void mm_axpy_pair_rows_dots(const T *alpha, const T *d, const T *q, T
     const i64 base = row * n;
     double rr = 0.0, rq = 0.0;
     for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
-        x[base + i] += mm_mul(a, d[base + i]);
         const T qi = q[base + i];
-        const T nr = r[base + i] - mm_mul(a, qi);
-        r[base + i] = nr;
+        T nr = r[base + i];
+        if (a != (T)0) {  // alpha = 0 leaves x and r as they are, even beside NaN (as the CPU)
+            x[base + i] += mm_mul(a, d[base + i]);
+            nr = nr - mm_mul(a, qi);
+            r[base + i] = nr;
+        }
         const double f = (double)nr;
         rr += f * f;
         rq += f * (double)qi;
@@ -115,9 +118,12 @@ __device__ void mm_axpy_pair_rows(const T *alpha, const T *d, const T *q, T *x, 
     const i64 base = row * n;
     double acc = 0.0;
     for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
-        x[base + i] += mm_mul(a, d[base + i]);
-        T nr = r[base + i] - mm_mul(a, q[base + i]);
-        r[base + i] = nr;
+        T nr = r[base + i];
+        if (a != (T)0) {  // alpha = 0 leaves x and r as they are (as the CPU)
+            x[base + i] += mm_mul(a, d[base + i]);
+            nr = nr - mm_mul(a, q[base + i]);
+            r[base + i] = nr;
+        }
         double f = (double)nr;
         acc += f * f;
     }
@@ -128,6 +134,140 @@ __device__ void mm_axpy_pair_rows(const T *alpha, const T *d, const T *q, T *x, 
         __syncthreads();
     }
     if (threadIdx.x == 0) partial[row * bpr + blockIdx.x] = sh[0];
+}
+
+// ---- Per-row scalars kept on the device (the `…_into` / `…_ratio` ops of `Linalg`) ----
+// `s` is a (slots, rows) f64 array: slot k of row b is s[k * rows + b]. Masks are int flags.
+
+// The step size of row `row`: s[num] / s[den] in f64, rounded once to T; 0 when the
+// denominator is 0 (`step_ratio` in monomorph-core).
+template <typename T>
+__device__ __forceinline__ T mm_step_ratio(const double *s, i64 rows, i64 num, i64 den, i64 row) {
+    const double d = s[den * rows + row];
+    return d != 0.0 ? (T)(s[num * rows + row] / d) : (T)0;
+}
+
+// y = x + beta*y on the rows with active[row] (beta[row], or with `ratio` the step ratio of
+// s, negated after rounding when ratio == 2), and with `dot` the per-block sums of y.x
+// (after the update) into partial (0 for inactive rows). The other rows are not touched.
+template <typename T>
+__device__ void mm_xpay_rows_masked(const T *x, const T *beta, const double *s, i64 num, i64 den,
+                                    int ratio, T *y, i64 n, i64 rows, const int *active, int dot,
+                                    i64 bpr, i64 row0, double *partial) {
+    const i64 row = row0 + blockIdx.y;
+    double acc = 0.0;
+    if (active[row]) {
+        T b = ratio ? mm_step_ratio<T>(s, rows, num, den, row) : beta[row];
+        if (ratio == 2) b = -b;
+        const i64 base = row * n;
+        for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
+            const T xi = x[base + i];
+            const T v = xi + mm_mul(b, y[base + i]);
+            y[base + i] = v;
+            acc += (double)v * (double)xi;
+        }
+    }
+    if (dot) mm_block_sum(acc, partial, row * bpr + blockIdx.x);
+}
+
+// Square dense y[row] = A[(row)] . x[row] on the rows with active[row], one warp per output
+// (8 per block), fused with the per-block sums of x.y into partial.
+template <typename T>
+__device__ void mm_matvec_dense_dot(const T *a, const T *x, T *y, i64 n, int per_entry,
+                                    const int *active, i64 bpr, i64 row0, double *partial) {
+    const i64 row = row0 + blockIdx.y;
+    const i64 lane = threadIdx.x & 31;
+    const i64 wpb = MM_BLOCK / 32;
+    double acc = 0.0;
+    if (active[row]) {
+        const T *xv = x + row * n;
+        // `i` is the same for the 32 lanes of a warp: the shuffles see the whole warp.
+        for (i64 i = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); i < n; i += bpr * wpb) {
+            const T *arow = per_entry ? a + (row * n + i) * n : a + i * n;
+            T v = (T)0;
+            for (i64 j = lane; j < n; j += 32) v += arow[j] * xv[j];
+            for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+            if (lane == 0) {
+                y[row * n + i] = v;
+                acc += (double)xv[i] * (double)v;
+            }
+        }
+    }
+    mm_block_sum(acc, partial, row * bpr + blockIdx.x);
+}
+
+// Square CSR y[row] = A_row . x[row] on the rows with active[row], one thread per output,
+// fused with the per-block sums of x.y into partial.
+template <typename T>
+__device__ void mm_matvec_csr_dot(const i64 *ip, const i64 *ix, const T *v, const T *x, T *y,
+                                  i64 n, i64 nnz, int per_entry, const int *active, i64 bpr,
+                                  i64 row0, double *partial) {
+    const i64 row = row0 + blockIdx.y;
+    double acc = 0.0;
+    if (active[row]) {
+        const T *vals = per_entry ? v + row * nnz : v;
+        const T *xv = x + row * n;
+        for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
+            T sum = (T)0;
+            for (i64 p = ip[i]; p < ip[i + 1]; ++p) sum += vals[p] * xv[ix[p]];
+            y[row * n + i] = sum;
+            acc += (double)xv[i] * (double)sum;
+        }
+    }
+    mm_block_sum(acc, partial, row * bpr + blockIdx.x);
+}
+
+// CG's update with its step size read on the device: alpha = step ratio of s where mask[row]
+// (0 elsewhere; alpha = 0 leaves x and r as they are), x += alpha d, r -= alpha q, per-block
+// sums of r.r into partial group 0; with `precond` also z = w*r and the sums of r.z into the
+// next group; with `want_rq` the sums of r.q (after the update) into the group after that.
+// A group is rows*bpr f64.
+template <typename T>
+__device__ void mm_axpy_pair_rows_ratio(const double *s, i64 num, i64 den, const int *mask,
+                                        const T *d, const T *q, T *x, T *r, const T *w, T *z,
+                                        int precond, int want_rq, i64 n, i64 rows, i64 bpr,
+                                        i64 row0, double *partial) {
+    const i64 row = row0 + blockIdx.y;
+    const T a = mask[row] ? mm_step_ratio<T>(s, rows, num, den, row) : (T)0;
+    const i64 base = row * n;
+    double rr = 0.0, rz = 0.0, rq = 0.0;
+    for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < n; i += bpr * MM_BLOCK) {
+        const T qi = q[base + i];
+        T nr = r[base + i];
+        if (a != (T)0) {
+            x[base + i] += mm_mul(a, d[base + i]);
+            nr = nr - mm_mul(a, qi);
+            r[base + i] = nr;
+        }
+        const double f = (double)nr;
+        rr += f * f;
+        if (precond) {
+            const T zi = mm_mul(w[base + i], nr);
+            z[base + i] = zi;
+            rz += f * (double)zi;
+        }
+        if (want_rq) rq += f * (double)qi;
+    }
+    const i64 group = rows * bpr, slot = row * bpr + blockIdx.x;
+    mm_block_sum(rr, partial, slot);
+    if (precond) mm_block_sum(rz, partial, group + slot);
+    if (want_rq) mm_block_sum(rq, partial, (1 + precond) * group + slot);
+}
+
+// s[slot * rows + row] = the sum of the `bpr` per-block partials of each row (starting at
+// partial[off]), one warp per row in a fixed order: lane l adds blocks l, l + 32, ..., then a
+// fixed shuffle tree. Deterministic, no atomics.
+extern "C" __global__ void row_partials_into(const double *partial, i64 off, i64 rows, i64 bpr,
+                                             double *s, i64 slot) {
+    const i64 lane = threadIdx.x & 31;
+    const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 warps = ((i64)blockDim.x * gridDim.x) >> 5;
+    for (i64 row = warp; row < rows; row += warps) {
+        double acc = 0.0;
+        for (i64 k = lane; k < bpr; k += 32) acc += partial[off + row * bpr + k];
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+        if (lane == 0) s[slot * rows + row] = acc;
+    }
 }
 
 #define MM_LA(n, T)                                                                         \
@@ -176,5 +316,29 @@ __device__ void mm_axpy_pair_rows(const T *alpha, const T *d, const T *q, T *x, 
                                                 T *r, i64 len, i64 bpr, i64 row0,           \
                                                 double *partial) {                          \
         mm_axpy_pair_rows<T>(alpha, d, q, x, r, len, bpr, row0, partial);                         \
+    }                                                                                       \
+    extern "C" __global__ void xpay_rows_masked_##n(                                         \
+        const T *x, const T *beta, const double *s, i64 num, i64 den, int ratio, T *y,      \
+        i64 len, i64 rows, const int *active, int dot, i64 bpr, i64 row0, double *partial) {\
+        mm_xpay_rows_masked<T>(x, beta, s, num, den, ratio, y, len, rows, active, dot, bpr,  \
+                               row0, partial);                                              \
+    }                                                                                       \
+    extern "C" __global__ void matvec_dense_dot_##n(const T *a, const T *x, T *y, i64 len,   \
+                                                    int per_entry, const int *active,       \
+                                                    i64 bpr, i64 row0, double *partial) {   \
+        mm_matvec_dense_dot<T>(a, x, y, len, per_entry, active, bpr, row0, partial);         \
+    }                                                                                       \
+    extern "C" __global__ void matvec_csr_dot_##n(                                           \
+        const i64 *ip, const i64 *ix, const T *v, const T *x, T *y, i64 len, i64 nnz,       \
+        int per_entry, const int *active, i64 bpr, i64 row0, double *partial) {             \
+        mm_matvec_csr_dot<T>(ip, ix, v, x, y, len, nnz, per_entry, active, bpr, row0,        \
+                             partial);                                                      \
+    }                                                                                       \
+    extern "C" __global__ void axpy_pair_rows_ratio_##n(                                     \
+        const double *s, i64 num, i64 den, const int *mask, const T *d, const T *q, T *x,   \
+        T *r, const T *w, T *z, int precond, int want_rq, i64 len, i64 rows, i64 bpr,       \
+        i64 row0, double *partial) {                                                        \
+        mm_axpy_pair_rows_ratio<T>(s, num, den, mask, d, q, x, r, w, z, precond, want_rq,    \
+                                   len, rows, bpr, row0, partial);                          \
     }
 MM_FLOATS(MM_LA)

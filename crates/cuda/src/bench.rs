@@ -37,6 +37,12 @@
 //!   r −= αq with r·r, d = r + βd) = 11 × 67 MB = 738 MB ⇒ 0.154 ms at 4.8 TB/s; 70 % is
 //!   ≤ 0.22 ms per iteration, i.e. ≥ 3.4 TB/s "effective" in the table. The stencil re-reads
 //!   neighbours from L2 (50 MB on H200; a 256² plane is 256 KB) so it stays near one read.
+//!   The loop runs exactly those three passes (`laplacian_dot`, `axpy_pair_rows_ratio`,
+//!   `xpay_rows_masked`, each with its f64 dots) plus two one-warp-per-row sums of the
+//!   per-block dots, and one 32-byte download per iteration for the stopping test: ≈ 5 launches
+//!   and one synchronisation, ≈ 15–20 µs of latency against ≈ 0.18 ms of traffic, so ≈ 75–80 %
+//!   of the bandwidth is expected. The table's figure is the loop alone (a solve of `k`
+//!   iterations minus one of 2, both with tolerance 0).
 //! * **Max filter of 512³ at size 21 within 1.2× of size 3.** Separable passes, 3 axes ×
 //!   (read + write 537 MB) = 3.2 GB ⇒ 0.67 ms at full bandwidth whatever the size when each
 //!   pass is O(1) per element. Size 3 runs the per-output loop (`maxf1d`: ≈ 4 reads per

@@ -109,6 +109,20 @@ fn extra_kernels() -> Vec<String> {
             v.push(format!("{k}_{t}"));
         }
     }
+    // The fused CG kernels (dots in f64 per block, summed in a fixed order).
+    for t in ["f32", "f64"] {
+        for k in [
+            "laplacian_dot",
+            "axpy_pair_rows_dots",
+            "xpay_rows_masked",
+            "matvec_dense_dot",
+            "matvec_csr_dot",
+            "axpy_pair_rows_ratio",
+        ] {
+            v.push(format!("{k}_{t}"));
+        }
+    }
+    v.push("row_partials_into".into());
     v
 }
 

@@ -154,7 +154,8 @@ macro_rules! conformance_family {
     };
     (linalg, $make:path) => {
         $crate::conformance_family!(@mod linalg, $make;
-            dense_matvec, csr_matvec, laplacian_stencil, row_ops, axpy_pair_rows_fused);
+            dense_matvec, csr_matvec, laplacian_stencil, row_ops, axpy_pair_rows_fused,
+            cg_fused_device_scalars);
     };
     (correlate, $make:path) => {
         $crate::conformance_family!(@mod correlate, $make;

@@ -1,8 +1,9 @@
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use monomorph_core::{
     ArrayMeta, Boundary, CsrMatrix, DenseDims, Float, LaplacianDims, Linalg, Memory, Precision,
-    Result, check_active, check_axpy_pair_rows, check_axpy_rows, check_laplacian, check_matvec_csr,
-    check_matvec_dense, check_scale_rows, check_xpay_rows,
+    Precond, Ratio, Result, check_active, check_axpy_pair_rows, check_axpy_rows, check_laplacian,
+    check_matvec_csr, check_matvec_csr_dot, check_matvec_dense, check_matvec_dense_dot,
+    check_row_scalars, check_scale_rows, check_xpay_rows,
 };
 
 use crate::error::Ck;
@@ -17,7 +18,281 @@ fn row_grid(bpr: usize, rows: usize) -> LaunchConfig {
     }
 }
 
+/// Where a fused kernel's per-row dots go: back to the host, or into a slot of the per-row
+/// scalars on the device.
+#[derive(Clone, Copy)]
+enum Dots {
+    Host,
+    /// Slot of the per-row scalars passed beside.
+    Slot(usize),
+}
+
+/// Runs `f(config, row0)` for every chunk of at most 65535 rows of a (bpr, rows) grid (the
+/// grid's y dimension is limited to 65535).
+fn row_chunks(
+    rows: usize,
+    bpr: usize,
+    mut f: impl FnMut(LaunchConfig, i64) -> Result<()>,
+) -> Result<()> {
+    let mut row0 = 0usize;
+    while row0 < rows {
+        let chunk = (rows - row0).min(65535);
+        f(row_grid(bpr, chunk), row0 as i64)?;
+        row0 += chunk;
+    }
+    Ok(())
+}
+
 impl<P: Precision> Cuda<P> {
+    /// Room for `k·rows·bpr` f64 partials (at least one), not initialised: the fused kernels
+    /// write every (row, block) entry of each group they compute, inactive rows included, before
+    /// the sums read them (no memset on the stream per call).
+    fn partials(&self, k: usize, rows: usize, bpr: usize) -> Result<CudaSlice<u8>> {
+        // SAFETY: a plain device allocation; never read before the kernel writes it (above).
+        unsafe { self.inner.stream.alloc::<u8>((k * rows * bpr).max(1) * 8) }.ck()
+    }
+
+    /// A small buffer standing for an argument a kernel does not read (its flag is off).
+    fn unused_arg(&self) -> Result<CudaSlice<u8>> {
+        // SAFETY: a plain device allocation the kernels never dereference.
+        unsafe { self.inner.stream.alloc::<u8>(16) }.ck()
+    }
+
+    /// The `active` flags as device ints.
+    fn flags(&self, active: &[bool]) -> Result<CudaSlice<u8>> {
+        let flags: Vec<i32> = active.iter().map(|&a| a as i32).collect();
+        self.upload_small(&flags)
+    }
+
+    /// Sums each group `g` of the per-block partials (`rows·bpr` f64 each, group `g` going to
+    /// `dest[g]`) per row: on the host in block order ([`Dots::Host`], returned in group
+    /// order), or on the device in a fixed order into a slot of `s` ([`Dots::Slot`], nothing
+    /// returned and no synchronisation).
+    fn finish_dots(
+        &self,
+        partial: &CudaSlice<u8>,
+        rows: usize,
+        bpr: usize,
+        dest: &[Dots],
+        mut s: Option<&mut CudaArray<f64>>,
+    ) -> Result<Vec<Vec<f64>>> {
+        let groups = dest.len();
+        let mut out = Vec::new();
+        if dest.iter().any(|d| matches!(d, Dots::Host)) {
+            let host: Vec<f64> = self.download_small(partial, groups * rows * bpr)?;
+            for (g, d) in dest.iter().enumerate() {
+                if matches!(d, Dots::Host) {
+                    let part = &host[g * rows * bpr..(g + 1) * rows * bpr];
+                    out.push(part.chunks(bpr).map(|c| c.iter().sum()).collect());
+                }
+            }
+        }
+        let f = self.func("row_partials_into")?;
+        for (g, d) in dest.iter().enumerate() {
+            if let (Dots::Slot(slot), Some(s)) = (d, s.as_deref_mut()) {
+                let (off, r64, b64, sl) = (
+                    (g * rows * bpr) as i64,
+                    rows as i64,
+                    bpr as i64,
+                    *slot as i64,
+                );
+                let mut l = self.inner.stream.launch_builder(&f);
+                l.arg(partial)
+                    .arg(&off)
+                    .arg(&r64)
+                    .arg(&b64)
+                    .arg(&mut s.buf)
+                    .arg(&sl);
+                // SAFETY: `partial` holds groups·rows·bpr f64, `s` (slots, rows) f64 with
+                // `slot` < slots (checked by the caller).
+                unsafe { l.launch(self.grid(rows * 32)) }.ck()?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The Laplacian of the rows where `flags` fused with `x·y`: per-block partials.
+    #[allow(clippy::too_many_arguments)]
+    fn laplacian_dot_dev<T: Float>(
+        &self,
+        grid: &[usize],
+        boundary: Boundary,
+        dims: LaplacianDims,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        flags: &CudaSlice<u8>,
+        dest: (&[Dots], Option<&mut CudaArray<f64>>),
+    ) -> Result<Vec<Vec<f64>>> {
+        let LaplacianDims { rows, n, grid3: g } = dims;
+        let [nz, ny, nx] = g.map(|v| v as i64);
+        let (nd, per) = (grid.len() as i32, (boundary == Boundary::Periodic) as i32);
+        let bpr = self.blocks_per_row(rows, n);
+        let mut partial = self.partials(1, rows, bpr)?;
+        let f = self.kernel::<T>("laplacian_dot")?;
+        let bpr64 = bpr as i64;
+        row_chunks(rows, bpr, |cfg, r0| {
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&x.buf)
+                .arg(&mut y.buf)
+                .arg(&nz)
+                .arg(&ny)
+                .arg(&nx)
+                .arg(&nd)
+                .arg(&per)
+                .arg(flags)
+                .arg(&bpr64)
+                .arg(&r0)
+                .arg(&mut partial);
+            // SAFETY: x and y hold rows·n elements; `flags` rows ints; `partial` rows·bpr f64.
+            unsafe { l.launch(cfg) }.ck()?;
+            Ok(())
+        })?;
+        self.finish_dots(&partial, rows, bpr, dest.0, dest.1)
+    }
+
+    /// Square dense products of the rows where `flags` fused with `x·y`.
+    fn matvec_dense_dot_dev<T: Float>(
+        &self,
+        a: &CudaArray<T>,
+        dims: DenseDims,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        flags: &CudaSlice<u8>,
+        dest: (&[Dots], Option<&mut CudaArray<f64>>),
+    ) -> Result<Vec<Vec<f64>>> {
+        let DenseDims {
+            batch: rows,
+            n,
+            per_entry,
+            ..
+        } = dims;
+        // One warp per output, 8 per block.
+        let bpr = self.blocks_per_row(rows, n.saturating_mul(BLOCK as usize / 8));
+        let mut partial = self.partials(1, rows, bpr)?;
+        let f = self.kernel::<T>("matvec_dense_dot")?;
+        let (n64, pe, bpr64) = (n as i64, per_entry as i32, bpr as i64);
+        row_chunks(rows, bpr, |cfg, r0| {
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&a.buf)
+                .arg(&x.buf)
+                .arg(&mut y.buf)
+                .arg(&n64)
+                .arg(&pe)
+                .arg(flags)
+                .arg(&bpr64)
+                .arg(&r0)
+                .arg(&mut partial);
+            // SAFETY: shapes checked by the caller (square, `a` (n, n) or (rows, n, n));
+            // `partial` rows·bpr f64.
+            unsafe { l.launch(cfg) }.ck()?;
+            Ok(())
+        })?;
+        self.finish_dots(&partial, rows, bpr, dest.0, dest.1)
+    }
+
+    /// Square CSR products of the rows where `flags` fused with `x·y`.
+    fn matvec_csr_dot_dev<T: Float>(
+        &self,
+        a: &CsrMatrix<Self, T>,
+        rows: usize,
+        per_entry: bool,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        flags: &CudaSlice<u8>,
+        dest: (&[Dots], Option<&mut CudaArray<f64>>),
+    ) -> Result<Vec<Vec<f64>>> {
+        let n = a.nrows;
+        let bpr = self.blocks_per_row(rows, n);
+        let mut partial = self.partials(1, rows, bpr)?;
+        let f = self.kernel::<T>("matvec_csr_dot")?;
+        let (n64, z64, pe, bpr64) = (n as i64, a.nnz() as i64, per_entry as i32, bpr as i64);
+        row_chunks(rows, bpr, |cfg, r0| {
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&a.indptr.buf)
+                .arg(&a.indices.buf)
+                .arg(&a.data.buf)
+                .arg(&x.buf)
+                .arg(&mut y.buf)
+                .arg(&n64)
+                .arg(&z64)
+                .arg(&pe)
+                .arg(flags)
+                .arg(&bpr64)
+                .arg(&r0)
+                .arg(&mut partial);
+            // SAFETY: shapes checked by the caller; the CSR structure was validated when it
+            // was built; `partial` rows·bpr f64.
+            unsafe { l.launch(cfg) }.ck()?;
+            Ok(())
+        })?;
+        self.finish_dots(&partial, rows, bpr, dest.0, dest.1)
+    }
+
+    /// `y = x + βy` on the rows where `flags`, `β` from `beta` (host) or from `ratio` of the
+    /// per-row scalars `s`, with `y·x` per row when `dest` is not empty (into `dest`).
+    #[allow(clippy::too_many_arguments)]
+    fn xpay_masked<T: Float>(
+        &self,
+        x: &CudaArray<T>,
+        beta: Option<&[T]>,
+        ratio: Option<Ratio>,
+        s: Option<&mut CudaArray<f64>>,
+        y: &mut CudaArray<T>,
+        rows: usize,
+        n: usize,
+        flags: &CudaSlice<u8>,
+        dest: &[Dots],
+    ) -> Result<Vec<Vec<f64>>> {
+        let dot = !dest.is_empty();
+        let bpr = self.blocks_per_row(rows, n);
+        let mut partial = self.partials(dot as usize, rows, bpr)?;
+        let beta_dev = match beta {
+            Some(b) => self.upload_small(b)?,
+            None => self.unused_arg()?,
+        };
+        let none = self.unused_arg()?;
+        // Kernel code: 0 host factors, 1 the ratio, 2 its negation.
+        let (num, den, from_s) = match ratio {
+            Some(r) => (r.num as i64, r.den as i64, 1 + r.negate as i32),
+            None => (0, 0, 0),
+        };
+        let f = self.kernel::<T>("xpay_rows_masked")?;
+        let (n64, r64, d32, bpr64) = (n as i64, rows as i64, dot as i32, bpr as i64);
+        {
+            let s_buf = match (&s, from_s) {
+                (Some(s), 1..) => &s.buf,
+                _ => &none,
+            };
+            row_chunks(rows, bpr, |cfg, r0| {
+                let mut l = self.inner.stream.launch_builder(&f);
+                l.arg(&x.buf)
+                    .arg(&beta_dev)
+                    .arg(s_buf)
+                    .arg(&num)
+                    .arg(&den)
+                    .arg(&from_s)
+                    .arg(&mut y.buf)
+                    .arg(&n64)
+                    .arg(&r64)
+                    .arg(flags)
+                    .arg(&d32)
+                    .arg(&bpr64)
+                    .arg(&r0)
+                    .arg(&mut partial);
+                // SAFETY: x and y hold rows·n elements; `beta_dev` rows scalars unless
+                // `from_s`, then `s` is (slots, rows) with both slots checked by the caller;
+                // `partial` rows·bpr f64 when `dot`.
+                unsafe { l.launch(cfg) }.ck()?;
+                Ok(())
+            })?;
+        }
+        if dot {
+            self.finish_dots(&partial, rows, bpr, dest, s)
+        } else {
+            Ok(Vec::new())
+        }
+    }
+
     /// `rows_k(alpha, x, y, rows, n)`-style launch of a per-row kernel with host scalars.
     fn row_kernel<T: Float>(
         &self,
@@ -299,41 +574,270 @@ impl<P: Precision> Linalg for Cuda<P> {
         y: &mut CudaArray<T>,
         active: &[bool],
     ) -> Result<Vec<f64>> {
-        let LaplacianDims { rows, n, grid3: g } =
-            check_laplacian("laplacian_dot", grid, x.shape(), y.shape())?;
-        check_active("laplacian_dot", active, rows)?;
+        let dims = check_laplacian("laplacian_dot", grid, x.shape(), y.shape())?;
+        check_active("laplacian_dot", active, dims.rows)?;
+        if dims.rows == 0 {
+            return Ok(Vec::new());
+        }
+        let flags = self.flags(active)?;
+        let mut v =
+            self.laplacian_dot_dev(grid, boundary, dims, x, y, &flags, (&[Dots::Host], None))?;
+        Ok(v.pop().unwrap_or_default())
+    }
+
+    fn matvec_dense_dot<T: Float>(
+        &self,
+        a: &CudaArray<T>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let dims = check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
+        if dims.batch == 0 {
+            return Ok(Vec::new());
+        }
+        let flags = self.flags(active)?;
+        let mut v = self.matvec_dense_dot_dev(a, dims, x, y, &flags, (&[Dots::Host], None))?;
+        Ok(v.pop().unwrap_or_default())
+    }
+
+    fn matvec_csr_dot<T: Float>(
+        &self,
+        a: &CsrMatrix<Self, T>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let (rows, per_entry) = check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
         if rows == 0 {
             return Ok(Vec::new());
         }
-        let flags: Vec<i32> = active.iter().map(|&a| a as i32).collect();
-        let dev_flags = self.upload_small(&flags)?;
-        let [nz, ny, nx] = g.map(|v| v as i64);
-        let (nd, per) = (grid.len() as i32, (boundary == Boundary::Periodic) as i32);
+        let flags = self.flags(active)?;
+        let mut v =
+            self.matvec_csr_dot_dev(a, rows, per_entry, x, y, &flags, (&[Dots::Host], None))?;
+        Ok(v.pop().unwrap_or_default())
+    }
+
+    fn xpay_rows_where<T: Float>(
+        &self,
+        x: &CudaArray<T>,
+        beta: &[T],
+        y: &mut CudaArray<T>,
+        active: &[bool],
+    ) -> Result<()> {
+        let (rows, n) =
+            check_xpay_rows("xpay_rows_where", x.shape(), beta, y.shape(), Some(active))?;
+        if rows * n == 0 {
+            return Ok(());
+        }
+        let flags = self.flags(active)?;
+        self.xpay_masked(x, Some(beta), None, None, y, rows, n, &flags, &[])?;
+        Ok(())
+    }
+
+    fn xpay_rows_dot<T: Float>(
+        &self,
+        x: &CudaArray<T>,
+        beta: &[T],
+        y: &mut CudaArray<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let (rows, n) = check_xpay_rows("xpay_rows_dot", x.shape(), beta, y.shape(), Some(active))?;
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        let flags = self.flags(active)?;
+        let host = [Dots::Host];
+        let mut v = self.xpay_masked(x, Some(beta), None, None, y, rows, n, &flags, &host)?;
+        Ok(v.pop().unwrap_or_default())
+    }
+
+    fn laplacian_dot_into<T: Float>(
+        &self,
+        grid: &[usize],
+        boundary: Boundary,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        mask: &CudaArray<i32>,
+        s: &mut CudaArray<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        let dims = check_laplacian("laplacian_dot_into", grid, x.shape(), y.shape())?;
+        check_row_scalars(
+            "laplacian_dot_into",
+            s.shape(),
+            mask.shape(),
+            dims.rows,
+            &[slot],
+        )?;
+        if dims.rows == 0 {
+            return Ok(());
+        }
+        let dest = (&[Dots::Slot(slot)][..], Some(s));
+        self.laplacian_dot_dev(grid, boundary, dims, x, y, &mask.buf, dest)?;
+        Ok(())
+    }
+
+    fn matvec_dense_dot_into<T: Float>(
+        &self,
+        a: &CudaArray<T>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        mask: &CudaArray<i32>,
+        s: &mut CudaArray<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        // The checks in the default body's order, so that both fail alike.
+        let (rows, _) = monomorph_core::shape::rows_of("x of matvec_dense_dot_into", x.shape())?;
+        check_row_scalars(
+            "matvec_dense_dot_into",
+            s.shape(),
+            mask.shape(),
+            rows,
+            &[slot],
+        )?;
+        let dims = check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), &vec![true; rows])?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let dest = (&[Dots::Slot(slot)][..], Some(s));
+        self.matvec_dense_dot_dev(a, dims, x, y, &mask.buf, dest)?;
+        Ok(())
+    }
+
+    fn matvec_csr_dot_into<T: Float>(
+        &self,
+        a: &CsrMatrix<Self, T>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        mask: &CudaArray<i32>,
+        s: &mut CudaArray<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        let (rows, _) = monomorph_core::shape::rows_of("x of matvec_csr_dot_into", x.shape())?;
+        check_row_scalars(
+            "matvec_csr_dot_into",
+            s.shape(),
+            mask.shape(),
+            rows,
+            &[slot],
+        )?;
+        let (rows, per_entry) = check_matvec_csr_dot(a, x.shape(), y.shape(), &vec![true; rows])?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let dest = (&[Dots::Slot(slot)][..], Some(s));
+        self.matvec_csr_dot_dev(a, rows, per_entry, x, y, &mask.buf, dest)?;
+        Ok(())
+    }
+
+    fn axpy_pair_rows_ratio<T: Float>(
+        &self,
+        s: &mut CudaArray<f64>,
+        ratio: Ratio,
+        mask: &CudaArray<i32>,
+        d: &CudaArray<T>,
+        q: &CudaArray<T>,
+        x: &mut CudaArray<T>,
+        r: &mut CudaArray<T>,
+        rr: usize,
+        precond: Option<Precond<'_, Self, T>>,
+        rq: Option<usize>,
+    ) -> Result<()> {
+        let op = "axpy_pair_rows_ratio";
+        let rows = d.shape().first().copied().unwrap_or(0);
+        let (rows, n) = check_axpy_pair_rows(
+            op,
+            &vec![(); rows],
+            d.shape(),
+            q.shape(),
+            x.shape(),
+            r.shape(),
+        )?;
+        let mut used = vec![ratio.num, ratio.den, rr];
+        used.extend(rq);
+        if let Some(p) = &precond {
+            used.push(p.slot);
+            monomorph_core::shape::same_shape(
+                "axpy_pair_rows_ratio: w vs d",
+                d.shape(),
+                p.w.shape(),
+            )?;
+            monomorph_core::shape::same_shape(
+                "axpy_pair_rows_ratio: z vs d",
+                d.shape(),
+                p.z.shape(),
+            )?;
+        }
+        check_row_scalars(op, s.shape(), mask.shape(), rows, &used)?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let groups = 1 + precond.is_some() as usize + rq.is_some() as usize;
         let bpr = self.blocks_per_row(rows, n);
-        let mut partial = self.inner.stream.alloc_zeros::<u8>(rows * bpr * 8).ck()?;
-        let f = self.kernel::<T>("laplacian_dot")?;
-        let bpr64 = bpr as i64;
-        let mut row0 = 0usize;
-        while row0 < rows {
-            let chunk = (rows - row0).min(65535);
-            let r0 = row0 as i64;
+        let mut partial = self.partials(groups, rows, bpr)?;
+        let (no_w, mut no_z) = (self.unused_arg()?, self.unused_arg()?);
+        let f = self.kernel::<T>("axpy_pair_rows_ratio")?;
+        let (num, den) = (ratio.num as i64, ratio.den as i64);
+        let (n64, r64, bpr64) = (n as i64, rows as i64, bpr as i64);
+        let (mut precond, rz_slot) = match precond {
+            Some(p) => (Some((p.w, p.z)), Some(p.slot)),
+            None => (None, None),
+        };
+        let (pre, want_rq) = (precond.is_some() as i32, rq.is_some() as i32);
+        row_chunks(rows, bpr, |cfg, r0| {
             let mut l = self.inner.stream.launch_builder(&f);
-            l.arg(&x.buf)
-                .arg(&mut y.buf)
-                .arg(&nz)
-                .arg(&ny)
-                .arg(&nx)
-                .arg(&nd)
-                .arg(&per)
-                .arg(&dev_flags)
+            l.arg(&s.buf)
+                .arg(&num)
+                .arg(&den)
+                .arg(&mask.buf)
+                .arg(&d.buf)
+                .arg(&q.buf)
+                .arg(&mut x.buf)
+                .arg(&mut r.buf);
+            match &mut precond {
+                Some((w, z)) => l.arg(&w.buf).arg(&mut z.buf),
+                None => l.arg(&no_w).arg(&mut no_z),
+            };
+            l.arg(&pre)
+                .arg(&want_rq)
+                .arg(&n64)
+                .arg(&r64)
                 .arg(&bpr64)
                 .arg(&r0)
                 .arg(&mut partial);
-            // SAFETY: x and y hold rows·n elements; `partial` rows·bpr f64.
-            unsafe { l.launch(row_grid(bpr, chunk)) }.ck()?;
-            row0 += chunk;
+            // SAFETY: the vectors (and w, z with `pre`) hold rows·n elements; `s` is
+            // (slots, rows) with every slot checked above; `partial` groups·rows·bpr f64.
+            unsafe { l.launch(cfg) }.ck()?;
+            Ok(())
+        })?;
+        let mut dest = vec![Dots::Slot(rr)];
+        dest.extend(rz_slot.map(Dots::Slot));
+        dest.extend(rq.map(Dots::Slot));
+        self.finish_dots(&partial, rows, bpr, &dest, Some(s))?;
+        Ok(())
+    }
+
+    fn xpay_rows_ratio<T: Float>(
+        &self,
+        x: &CudaArray<T>,
+        s: &mut CudaArray<f64>,
+        ratio: Ratio,
+        mask: &CudaArray<i32>,
+        y: &mut CudaArray<T>,
+        dot: Option<usize>,
+    ) -> Result<()> {
+        let op = "xpay_rows_ratio";
+        monomorph_core::shape::same_shape("xpay_rows_ratio: y vs x", x.shape(), y.shape())?;
+        let (rows, n) = monomorph_core::shape::rows_of("x of xpay_rows_ratio", x.shape())?;
+        let mut used = vec![ratio.num, ratio.den];
+        used.extend(dot);
+        check_row_scalars(op, s.shape(), mask.shape(), rows, &used)?;
+        if rows == 0 {
+            return Ok(());
         }
-        let host: Vec<f64> = self.download_small(&partial, rows * bpr)?;
-        Ok(host.chunks(bpr).map(|c| c.iter().sum()).collect())
+        let dest: Vec<Dots> = dot.map(Dots::Slot).into_iter().collect();
+        self.xpay_masked(x, None, Some(ratio), Some(s), y, rows, n, &mask.buf, &dest)?;
+        Ok(())
     }
 }

@@ -73,6 +73,42 @@ pub trait LinearOperator<B: Reduce> {
         Ok(d)
     }
 
+    /// [`apply_dot`](LinearOperator::apply_dot) leaving the dots on the device: `y = A·x` on
+    /// the rows where `mask[b] ≠ 0` and `x[b]·y[b]` into slot `slot` of the per-row scalars
+    /// `s` (an `(slots, batch)` f64 array; 0 for the other rows), so that the CG loop crosses
+    /// to the host once per iteration. The default downloads the mask, calls `apply_dot` and
+    /// stores its values (a host round trip); the built-in operators stay on the device
+    /// ([`Linalg::laplacian_dot_into`] and its dense and CSR counterparts).
+    fn apply_dot_into(
+        &self,
+        b: &B,
+        x: &Arr<B, FloatOf<B>>,
+        y: &mut Arr<B, FloatOf<B>>,
+        mask: &Arr<B, i32>,
+        s: &mut Arr<B, f64>,
+        slot: usize,
+    ) -> Result<()>
+    where
+        B: Memory,
+    {
+        let (rows, _) = crate::shape::rows_of("x of apply_dot_into", x.shape())?;
+        crate::backend::check_row_scalars(
+            "apply_dot_into",
+            s.shape(),
+            mask.shape(),
+            rows,
+            &[slot],
+        )?;
+        let active: Vec<bool> = b.download(mask)?.iter().map(|&m| m != 0).collect();
+        let v = self.apply_dot(b, x, y, &active)?;
+        let mut h = b.download(s)?;
+        for (e, &value) in v.iter().enumerate() {
+            h[[slot, e]] = value;
+        }
+        let up = b.upload(h.view())?;
+        b.copy(&up, s)
+    }
+
     /// The operator's diagonal on the host, `(n,)` shared or `(batch, n)` per entry, for the
     /// Jacobi preconditioner; `None` when the operator cannot give it (then Jacobi is refused).
     fn diagonal(&self, b: &B) -> Result<Option<ArrayD<f64>>> {
@@ -139,6 +175,17 @@ impl<B: Memory + Linalg> LinearOperator<B> for DenseOperator<B> {
         active: &[bool],
     ) -> Result<Vec<f64>> {
         b.matvec_dense_dot(&self.a, x, y, active)
+    }
+    fn apply_dot_into(
+        &self,
+        b: &B,
+        x: &Arr<B, FloatOf<B>>,
+        y: &mut Arr<B, FloatOf<B>>,
+        mask: &Arr<B, i32>,
+        s: &mut Arr<B, f64>,
+        slot: usize,
+    ) -> Result<()> {
+        b.matvec_dense_dot_into(&self.a, x, y, mask, s, slot)
     }
     fn diagonal(&self, b: &B) -> Result<Option<ArrayD<f64>>> {
         let host = b.download(&self.a)?;
@@ -241,6 +288,17 @@ impl<B: Memory + Linalg> LinearOperator<B> for CsrOperator<B> {
     ) -> Result<Vec<f64>> {
         b.matvec_csr_dot(&self.a, x, y, active)
     }
+    fn apply_dot_into(
+        &self,
+        b: &B,
+        x: &Arr<B, FloatOf<B>>,
+        y: &mut Arr<B, FloatOf<B>>,
+        mask: &Arr<B, i32>,
+        s: &mut Arr<B, f64>,
+        slot: usize,
+    ) -> Result<()> {
+        b.matvec_csr_dot_into(&self.a, x, y, mask, s, slot)
+    }
     fn diagonal(&self, _b: &B) -> Result<Option<ArrayD<f64>>> {
         Ok(Some(self.diag.clone()))
     }
@@ -300,6 +358,17 @@ impl<B: Memory + Linalg> LinearOperator<B> for LaplacianOperator {
         active: &[bool],
     ) -> Result<Vec<f64>> {
         b.laplacian_dot(&self.grid, self.boundary, x, y, active)
+    }
+    fn apply_dot_into(
+        &self,
+        b: &B,
+        x: &Arr<B, FloatOf<B>>,
+        y: &mut Arr<B, FloatOf<B>>,
+        mask: &Arr<B, i32>,
+        s: &mut Arr<B, f64>,
+        slot: usize,
+    ) -> Result<()> {
+        b.laplacian_dot_into(&self.grid, self.boundary, x, y, mask, s, slot)
     }
     fn diagonal(&self, _b: &B) -> Result<Option<ArrayD<f64>>> {
         let n: usize = self.grid.iter().product();

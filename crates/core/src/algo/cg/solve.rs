@@ -4,7 +4,9 @@ use ndarray::ArrayD;
 
 use super::book::{Book, Setup};
 use super::{IterationState, LinearOperator, Method, Preconditioner, SolveParams, SolveResult};
-use crate::backend::{Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory};
+use crate::backend::{
+    Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory, Precond, Ratio,
+};
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 
@@ -91,6 +93,17 @@ impl<B: Memory + Elementwise + Linalg, O: LinearOperator<B> + ?Sized> LinearOper
         active: &[bool],
     ) -> Result<Vec<f64>> {
         self.0.apply_dot(b, x, y, active)
+    }
+    fn apply_dot_into(
+        &self,
+        b: &B,
+        x: &Arr<B, FloatOf<B>>,
+        y: &mut Arr<B, FloatOf<B>>,
+        mask: &Arr<B, i32>,
+        s: &mut Arr<B, f64>,
+        slot: usize,
+    ) -> Result<()> {
+        self.0.apply_dot_into(b, x, y, mask, s, slot)
     }
     fn diagonal(&self, b: &B) -> Result<Option<ArrayD<f64>>> {
         self.0.diagonal(b)
@@ -204,6 +217,18 @@ fn validate<B: Memory + Elementwise + Linalg>(
     })
 }
 
+/// Slots of the per-row scalars CG keeps on the device (`Cg::s`, `(SLOTS, batch)` f64):
+/// `d·Ad`, `r·r` (Jacobi; plain CG's `r·r` is its `r·z`), and two for `r·z`, the current one
+/// and the next (their roles swap at every direction update, see `Cg::rz_slots`).
+const DQ: usize = 0;
+const RR: usize = 1;
+const RZ_A: usize = 2;
+const RZ_B: usize = 3;
+const SLOTS: usize = 4;
+/// CG-adaptive's `d·r` and `r·q` (it has no `r·z`).
+const DR: usize = RZ_A;
+const RQ: usize = RZ_B;
+
 /// The state of a running solve.
 struct Cg<'a, B: Memory + Elementwise + Linalg> {
     b: &'a B,
@@ -218,21 +243,34 @@ struct Cg<'a, B: Memory + Elementwise + Linalg> {
     /// `M⁻¹ r` and `M⁻¹` (Jacobi only).
     z: Option<Arr<B, FloatOf<B>>>,
     inv_diag: Option<Arr<B, FloatOf<B>>>,
-    /// `r·z` (CG), `d·Ad` and `d·r` (CG-adaptive) per entry.
+    /// Per-row scalars on the device, `(SLOTS, batch)` ([`Method::Cg`]): the loop downloads
+    /// them once per iteration.
+    s: Arr<B, f64>,
+    /// (current, next) slot of `r·z` in `s`.
+    rz_slots: (usize, usize),
+    /// The active flags as the device has them (1/0), and their host copy: uploaded only when
+    /// they change.
+    mask: Arr<B, i32>,
+    mask_host: Vec<bool>,
+    /// `r·z` (set by `start_directions`) and `d·Ad` (CG-adaptive, from the last download)
+    /// per entry.
     rz: Vec<f64>,
     dq: Vec<f64>,
-    dr: Vec<f64>,
     book: Book,
     step: usize,
 }
 
 impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
-    fn step_size(num: f64, den: f64) -> FloatOf<B> {
-        if den != 0.0 {
-            FloatOf::<B>::from_f64(num / den)
-        } else {
-            FloatOf::<B>::from_f64(0.0)
+    /// Makes the device mask equal `want` (an upload only when it changed).
+    fn sync_mask(&mut self, want: &[bool]) -> Result<()> {
+        if self.mask_host != want {
+            let flags: Vec<i32> = want.iter().map(|&a| a as i32).collect();
+            self.mask = self
+                .b
+                .upload(ndarray::ArrayView1::from(&flags[..]).into_dyn())?;
+            self.mask_host = want.to_vec();
         }
+        Ok(())
     }
 
     /// Starts the search directions from the current `r` for the entries in `rows`:
@@ -250,10 +288,21 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
                 self.book.rsq.clone()
             }
         };
+        // The loop reads its step sizes from the device: a fresh `s` with r·z in the current
+        // slot (CG), or d·Ad and d·r (CG-adaptive).
+        let mut h = ndarray::Array2::<f64>::zeros((SLOTS, self.batch));
         if self.params.method == Method::CgAdaptive {
             self.dq = self.op.apply_dot(b, &self.d, &mut self.q, rows)?;
-            self.dr = self.book.rsq.clone();
+            h.row_mut(DQ)
+                .assign(&ndarray::ArrayView1::from(&self.dq[..]));
+            h.row_mut(DR)
+                .assign(&ndarray::ArrayView1::from(&self.book.rsq[..]));
+        } else {
+            h.row_mut(RZ_A)
+                .assign(&ndarray::ArrayView1::from(&self.rz[..]));
+            self.rz_slots = (RZ_A, RZ_B);
         }
+        self.s = b.upload(h.into_dyn().view())?;
         Ok(())
     }
 
@@ -283,8 +332,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
 
     /// Iterates while any entry is active.
     fn iterate(&mut self, observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>)) -> Result<()> {
-        let (b, batch) = (self.b, self.batch);
-        let zero = FloatOf::<B>::from_f64(0.0);
+        let batch = self.batch;
         while self.book.any_active() {
             self.step += 1;
             let running = self.book.active.clone();
@@ -294,93 +342,116 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
                 }
             }
             match self.params.method {
-                Method::Cg => {
-                    self.dq = self.op.apply_dot(b, &self.d, &mut self.q, &running)?;
-                    for e in 0..batch {
-                        if running[e] {
-                            self.book.fe[e] += 1;
-                            self.book.curvature(e, self.dq[e]);
-                        }
-                    }
-                    let alpha: Vec<FloatOf<B>> = (0..batch)
-                        .map(|e| {
-                            if running[e] {
-                                Self::step_size(self.rz[e], self.dq[e])
-                            } else {
-                                zero
-                            }
-                        })
-                        .collect();
-                    let rr =
-                        b.axpy_pair_rows(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
-                    for e in 0..batch {
-                        if running[e] {
-                            self.book.rsq[e] = rr[e];
-                            self.book.judge(e);
-                        }
-                    }
-                    if self.book.any_active() {
-                        let rz_new = match (&self.inv_diag, &mut self.z) {
-                            (Some(w), Some(z)) => {
-                                b.binary(BinaryOp::Mul, w, &self.r, z)?;
-                                b.dot_rows(&self.r, z)?
-                            }
-                            _ => rr,
-                        };
-                        let beta: Vec<FloatOf<B>> = (0..batch)
-                            .map(|e| {
-                                if self.book.active[e] {
-                                    Self::step_size(rz_new[e], self.rz[e])
-                                } else {
-                                    zero
-                                }
-                            })
-                            .collect();
-                        let src = self.z.as_ref().unwrap_or(&self.r);
-                        b.xpay_rows_where(src, &beta, &mut self.d, &self.book.active)?;
-                        self.rz = rz_new;
-                    }
-                }
-                Method::CgAdaptive => {
-                    for e in 0..batch {
-                        if running[e] {
-                            self.book.curvature(e, self.dq[e]);
-                        }
-                    }
-                    let alpha: Vec<FloatOf<B>> = (0..batch)
-                        .map(|e| {
-                            if running[e] {
-                                Self::step_size(self.dr[e], self.dq[e])
-                            } else {
-                                zero
-                            }
-                        })
-                        .collect();
-                    let (rr, rq) =
-                        b.axpy_pair_rows_dots(&alpha, &self.d, &self.q, &mut self.x, &mut self.r)?;
-                    let neg_gamma: Vec<FloatOf<B>> = (0..batch)
-                        .map(|e| {
-                            if running[e] {
-                                -Self::step_size(rq[e], self.dq[e])
-                            } else {
-                                zero
-                            }
-                        })
-                        .collect();
-                    // d = r − γ·d, d·r, q = A·d, d·q: the seed applies the operator for the
-                    // next step before testing, and that application is counted.
-                    self.dr = b.xpay_rows_dot(&self.r, &neg_gamma, &mut self.d, &running)?;
-                    self.dq = self.op.apply_dot(b, &self.d, &mut self.q, &running)?;
-                    for e in 0..batch {
-                        if running[e] {
-                            self.book.fe[e] += 1;
-                            self.book.rsq[e] = rr[e];
-                            self.book.judge(e);
-                        }
-                    }
-                }
+                Method::Cg => self.cg_step(&running)?,
+                Method::CgAdaptive => self.adaptive_step(&running)?,
             }
             self.observe(observer)?;
+        }
+        Ok(())
+    }
+
+    /// One iteration of [`Method::Cg`] for the entries in `running`, with its per-row scalars
+    /// on the device and one host round trip: `q = A·d` with `d·q` into `s`; `α = r·z / d·q`,
+    /// `x += αd`, `r −= αq` (Jacobi: `z = w ⊙ r`) with `r·r` and `r·z` into `s`, all on the
+    /// device; one download of `s` for the curvature and stopping tests; then
+    /// `d = z + βd` with `β = r·z_new / r·z` on the device for the entries still active.
+    /// The curvature `d·q` does not change `α` (only the flags judged after the update), so
+    /// it is recorded from the same download, with the same result as before the update.
+    fn cg_step(&mut self, running: &[bool]) -> Result<()> {
+        let b = self.b;
+        self.sync_mask(running)?;
+        self.op
+            .apply_dot_into(b, &self.d, &mut self.q, &self.mask, &mut self.s, DQ)?;
+        let (cur, next) = self.rz_slots;
+        let precond = match (&self.inv_diag, &mut self.z) {
+            (Some(w), Some(z)) => Some(Precond { w, z, slot: next }),
+            _ => None,
+        };
+        let rr = if precond.is_some() { RR } else { next };
+        b.axpy_pair_rows_ratio(
+            &mut self.s,
+            Ratio::new(cur, DQ),
+            &self.mask,
+            &self.d,
+            &self.q,
+            &mut self.x,
+            &mut self.r,
+            rr,
+            precond,
+            None,
+        )?;
+        // The iteration's one host round trip: d·q, r·r, r·z of every entry.
+        let sh = b.download(&self.s)?;
+        for (e, &on) in running.iter().enumerate() {
+            if on {
+                self.book.fe[e] += 1;
+                self.book.curvature(e, sh[[DQ, e]]);
+                self.book.rsq[e] = sh[[rr, e]];
+                self.book.judge(e);
+            }
+        }
+        if self.book.any_active() {
+            let active = self.book.active.clone();
+            self.sync_mask(&active)?;
+            let src = self.z.as_ref().unwrap_or(&self.r);
+            b.xpay_rows_ratio(
+                src,
+                &mut self.s,
+                Ratio::new(next, cur),
+                &self.mask,
+                &mut self.d,
+                None,
+            )?;
+            self.rz_slots = (next, cur);
+        }
+        Ok(())
+    }
+
+    /// One iteration of [`Method::CgAdaptive`] for the entries in `running`, with its per-row
+    /// scalars on the device and one host round trip: `α = d·r / d·Ad`, `x += αd`, `r −= αq`
+    /// with `r·r` and `r·q`; `d = r − γd` with `γ = r·q / d·Ad` and the new `d·r`; `q = A·d`
+    /// with `d·q` (the seed applies the operator for the next step before testing, and that
+    /// application is counted); then one download of `s` for the stopping test and the next
+    /// step's curvature (recorded at its start, from this download, as before).
+    fn adaptive_step(&mut self, running: &[bool]) -> Result<()> {
+        let b = self.b;
+        for (e, &on) in running.iter().enumerate() {
+            if on {
+                self.book.curvature(e, self.dq[e]);
+            }
+        }
+        self.sync_mask(running)?;
+        b.axpy_pair_rows_ratio(
+            &mut self.s,
+            Ratio::new(DR, DQ),
+            &self.mask,
+            &self.d,
+            &self.q,
+            &mut self.x,
+            &mut self.r,
+            RR,
+            None,
+            Some(RQ),
+        )?;
+        b.xpay_rows_ratio(
+            &self.r,
+            &mut self.s,
+            Ratio::negated(RQ, DQ),
+            &self.mask,
+            &mut self.d,
+            Some(DR),
+        )?;
+        self.op
+            .apply_dot_into(b, &self.d, &mut self.q, &self.mask, &mut self.s, DQ)?;
+        // The iteration's one host round trip: r·r and the next step's d·Ad.
+        let sh = b.download(&self.s)?;
+        for (e, &on) in running.iter().enumerate() {
+            if on {
+                self.dq[e] = sh[[DQ, e]];
+                self.book.fe[e] += 1;
+                self.book.rsq[e] = sh[[RR, e]];
+                self.book.judge(e);
+            }
         }
         Ok(())
     }
@@ -499,9 +570,12 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
             None
         },
         inv_diag,
+        s: b.zeros::<f64>(&[SLOTS, batch])?,
+        rz_slots: (RZ_A, RZ_B),
+        mask: b.zeros::<i32>(&[batch])?,
+        mask_host: vec![false; batch],
         rz: Vec::new(),
         dq: vec![0.0; batch],
-        dr: Vec::new(),
         book: Book {
             it: vec![0; batch],
             fe: vec![1; batch],

@@ -1,4 +1,4 @@
-use crate::backend::{Arr, BackendTypes};
+use crate::backend::{Arr, BackendTypes, Memory};
 use crate::dtype::{Element, Float};
 use crate::error::Result;
 
@@ -400,8 +400,122 @@ pub fn check_matvec_csr_dot<B: BackendTypes, T: Element>(
     check_matvec_csr(a, x, y)
 }
 
+/// Where a fused op reads a per-row step size from the per-row scalars `s` (an `(slots, rows)`
+/// f64 array on the device): `step[b] = s[num][b] / s[den][b]`, rounded to the working
+/// precision, and 0 where the denominator is 0 or the row is masked off ([`step_ratio`]);
+/// negated after the rounding when `negate` (CG-adaptive's `−γ`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ratio {
+    /// Slot of the numerator.
+    pub num: usize,
+    /// Slot of the denominator.
+    pub den: usize,
+    /// Use `−step` (the negation of the rounded quotient, `−0` for a zero denominator).
+    pub negate: bool,
+}
+
+impl Ratio {
+    /// `s[num] / s[den]`.
+    pub fn new(num: usize, den: usize) -> Ratio {
+        Ratio {
+            num,
+            den,
+            negate: false,
+        }
+    }
+
+    /// `−(s[num] / s[den])`.
+    pub fn negated(num: usize, den: usize) -> Ratio {
+        Ratio {
+            num,
+            den,
+            negate: true,
+        }
+    }
+
+    /// The step of row `e` from host copies of the scalars (`sh`, `(slots, rows)`): what a
+    /// device kernel computes for a row that is on.
+    pub fn step<T: Float>(&self, sh: &ndarray::ArrayD<f64>, e: usize) -> T {
+        let v: T = step_ratio(sh[[self.num, e]], sh[[self.den, e]]);
+        if self.negate { -v } else { v }
+    }
+}
+
+/// The Jacobi part of [`Linalg::axpy_pair_rows_ratio`]: `z = w ⊙ r` after the update, and
+/// `r·z` per row into slot `slot` of the per-row scalars.
+pub struct Precond<'a, B: BackendTypes, T: Element> {
+    /// The inverse diagonal `w`, of `r`'s shape.
+    pub w: &'a Arr<B, T>,
+    /// The preconditioned residual `z`, of `r`'s shape (written).
+    pub z: &'a mut Arr<B, T>,
+    /// Slot of `s` that receives `r·z`.
+    pub slot: usize,
+}
+
+/// The step size of a fused op from two f64 dot products: `num / den` rounded to `T`, or 0
+/// when `den` is 0 (CG's `α = r·z / d·Ad` and `β = r_new·z_new / r·z`). Every backend's
+/// kernels compute exactly this (the quotient in f64, one rounding to `T`).
+#[inline]
+pub fn step_ratio<T: Float>(num: f64, den: f64) -> T {
+    if den != 0.0 {
+        T::from_f64(num / den)
+    } else {
+        T::from_f64(0.0)
+    }
+}
+
+/// The argument checks of the ops that keep per-row scalars on the device (`op` names which):
+/// `s` of shape `(slots, rows)` with every slot in `used` below `slots`, and `mask` of shape
+/// `(rows,)`, for every backend alike.
+pub fn check_row_scalars(
+    op: &str,
+    s: &[usize],
+    mask: &[usize],
+    rows: usize,
+    used: &[usize],
+) -> Result<()> {
+    use crate::error::{Error, fmt_shape};
+    match s {
+        [k, r] if *r == rows && used.iter().all(|&u| u < *k) => {}
+        _ => {
+            let k = used.iter().max().map_or(1, |&u| u + 1);
+            return Err(Error::shape(
+                format!("per-row scalars of {op}"),
+                format!("(≥ {k}, {rows})"),
+                fmt_shape(s),
+            ));
+        }
+    }
+    super::same_shape_named(|| format!("mask of {op}"), &[rows], mask)
+}
+
+/// The rows of a device mask that are on (non-zero), on the host.
+fn mask_on<B: Memory>(b: &B, mask: &Arr<B, i32>) -> Result<Vec<bool>> {
+    Ok(b.download(mask)?.iter().map(|&m| m != 0).collect())
+}
+
+/// Writes `v` (one value per row) into slot `slot` of the per-row scalars `s` through the host:
+/// the default bodies' way of storing what their host-returning counterparts computed.
+fn store_slot<B: Memory>(b: &B, s: &mut Arr<B, f64>, slot: usize, v: &[f64]) -> Result<()> {
+    let mut h = b.download(s)?;
+    for (e, &value) in v.iter().enumerate() {
+        h[[slot, e]] = value;
+    }
+    let up = b.upload(h.view())?;
+    b.copy(&up, s)
+}
+
 /// Batched linear algebra: one system per row of a `(batch, n)` array.
-pub trait Linalg: BackendTypes + crate::backend::Reduce {
+///
+/// The ops named `…_into` and `…_ratio` keep the per-row scalars of an iteration on the device:
+/// they read step sizes from, and write dot products into, slots of an `(slots, rows)` f64
+/// array `s`, and skip the rows whose `mask` entry is 0, so that an iterative solver crosses
+/// to the host once per iteration (one download of `s`). Their default bodies download what
+/// they read and call the host-valued ops above (the specification); a device backend fuses
+/// them.
+pub trait Linalg:
+    BackendTypes + crate::backend::Reduce + Memory + crate::backend::Elementwise
+{
     /// `y[b] = A · x[b]` for a dense `A` of shape `(m, n)` shared by all entries, or
     /// `(batch, m, n)` one per entry. `x`: `(batch, n)`, `y`: `(batch, m)`.
     fn matvec_dense<T: Float>(
@@ -576,6 +690,190 @@ pub trait Linalg: BackendTypes + crate::backend::Reduce {
         let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
         Ok(out)
+    }
+
+    /// [`Linalg::laplacian_dot`] on the rows where `mask[b] ≠ 0`, writing the dots into slot
+    /// `slot` of `s` (0 for the other rows) instead of returning them.
+    #[allow(clippy::too_many_arguments)]
+    fn laplacian_dot_into<T: Float>(
+        &self,
+        grid: &[usize],
+        boundary: Boundary,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+        mask: &Arr<Self, i32>,
+        s: &mut Arr<Self, f64>,
+        slot: usize,
+    ) -> Result<()> {
+        use crate::backend::ArrayMeta;
+        let dims = check_laplacian("laplacian_dot_into", grid, x.shape(), y.shape())?;
+        check_row_scalars(
+            "laplacian_dot_into",
+            s.shape(),
+            mask.shape(),
+            dims.rows,
+            &[slot],
+        )?;
+        let active = mask_on(self, mask)?;
+        let v = self.laplacian_dot(grid, boundary, x, y, &active)?;
+        store_slot(self, s, slot, &v)
+    }
+
+    /// [`Linalg::matvec_dense_dot`] on the rows where `mask[b] ≠ 0`, writing the dots into
+    /// slot `slot` of `s` (0 for the other rows).
+    fn matvec_dense_dot_into<T: Float>(
+        &self,
+        a: &Arr<Self, T>,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+        mask: &Arr<Self, i32>,
+        s: &mut Arr<Self, f64>,
+        slot: usize,
+    ) -> Result<()> {
+        use crate::backend::ArrayMeta;
+        let (rows, _) = crate::shape::rows_of("x of matvec_dense_dot_into", x.shape())?;
+        check_row_scalars(
+            "matvec_dense_dot_into",
+            s.shape(),
+            mask.shape(),
+            rows,
+            &[slot],
+        )?;
+        let active = mask_on(self, mask)?;
+        let v = self.matvec_dense_dot(a, x, y, &active)?;
+        store_slot(self, s, slot, &v)
+    }
+
+    /// [`Linalg::matvec_csr_dot`] on the rows where `mask[b] ≠ 0`, writing the dots into slot
+    /// `slot` of `s` (0 for the other rows).
+    fn matvec_csr_dot_into<T: Float>(
+        &self,
+        a: &CsrMatrix<Self, T>,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+        mask: &Arr<Self, i32>,
+        s: &mut Arr<Self, f64>,
+        slot: usize,
+    ) -> Result<()> {
+        use crate::backend::ArrayMeta;
+        let (rows, _) = crate::shape::rows_of("x of matvec_csr_dot_into", x.shape())?;
+        check_row_scalars(
+            "matvec_csr_dot_into",
+            s.shape(),
+            mask.shape(),
+            rows,
+            &[slot],
+        )?;
+        let active = mask_on(self, mask)?;
+        let v = self.matvec_csr_dot(a, x, y, &active)?;
+        store_slot(self, s, slot, &v)
+    }
+
+    /// [`Linalg::axpy_pair_rows`] with its step sizes on the device: `α[b] =`
+    /// [`step_ratio`]`(s[num][b], s[den][b])` where `mask[b] ≠ 0` (0 elsewhere, and rows with
+    /// `α = 0` keep `x` and `r`), `x += α·d`, `r −= α·q`, and `r·r` of every row into slot
+    /// `rr` of `s`; with `precond`, also `z = w ⊙ r` and `r·z` into its slot; with `rq`, also
+    /// `r·q` (after the update) into slot `rq` (CG-adaptive's). One pass over the vectors on a
+    /// device backend. The slots written must differ from those read.
+    #[allow(clippy::too_many_arguments)]
+    fn axpy_pair_rows_ratio<T: Float>(
+        &self,
+        s: &mut Arr<Self, f64>,
+        ratio: Ratio,
+        mask: &Arr<Self, i32>,
+        d: &Arr<Self, T>,
+        q: &Arr<Self, T>,
+        x: &mut Arr<Self, T>,
+        r: &mut Arr<Self, T>,
+        rr: usize,
+        precond: Option<Precond<'_, Self, T>>,
+        rq: Option<usize>,
+    ) -> Result<()> {
+        use crate::backend::ArrayMeta;
+        let op = "axpy_pair_rows_ratio";
+        let (rows, _) = super::rows_of_named(|| format!("d of {op}"), d.shape())?;
+        check_axpy_pair_rows(
+            op,
+            &vec![(); rows],
+            d.shape(),
+            q.shape(),
+            x.shape(),
+            r.shape(),
+        )?;
+        let mut used = vec![ratio.num, ratio.den, rr];
+        used.extend(rq);
+        if let Some(p) = &precond {
+            used.push(p.slot);
+            super::same_shape_named(|| format!("{op}: w vs d"), d.shape(), p.w.shape())?;
+            super::same_shape_named(|| format!("{op}: z vs d"), d.shape(), p.z.shape())?;
+        }
+        check_row_scalars(op, s.shape(), mask.shape(), rows, &used)?;
+        let sh = self.download(s)?;
+        let active = mask_on(self, mask)?;
+        let alpha: Vec<T> = (0..rows)
+            .map(|e| {
+                if active[e] {
+                    ratio.step(&sh, e)
+                } else {
+                    T::from_f64(0.0)
+                }
+            })
+            .collect();
+        if let Some(slot) = rq {
+            let (rrv, rqv) = self.axpy_pair_rows_dots(&alpha, d, q, x, r)?;
+            store_slot(self, s, rr, &rrv)?;
+            store_slot(self, s, slot, &rqv)?;
+        } else {
+            let rrv = self.axpy_pair_rows(&alpha, d, q, x, r)?;
+            store_slot(self, s, rr, &rrv)?;
+        }
+        if let Some(p) = precond {
+            self.binary(crate::backend::BinaryOp::Mul, p.w, r, p.z)?;
+            let rz = self.dot_rows(r, p.z)?;
+            store_slot(self, s, p.slot, &rz)?;
+        }
+        Ok(())
+    }
+
+    /// [`Linalg::xpay_rows_where`] with its factors on the device: `y[b] = x[b] + β[b]·y[b]`
+    /// on the rows where `mask[b] ≠ 0` (the others may be skipped), `β[b] =`
+    /// [`step_ratio`]`(s[num][b], s[den][b])` (negated with [`Ratio::negate`]); with `dot`,
+    /// also the new `y[b]·x[b]` into slot `dot` of `s` (0 for the rows off), as
+    /// [`Linalg::xpay_rows_dot`]. The slot written must differ from those read.
+    fn xpay_rows_ratio<T: Float>(
+        &self,
+        x: &Arr<Self, T>,
+        s: &mut Arr<Self, f64>,
+        ratio: Ratio,
+        mask: &Arr<Self, i32>,
+        y: &mut Arr<Self, T>,
+        dot: Option<usize>,
+    ) -> Result<()> {
+        use crate::backend::ArrayMeta;
+        let op = "xpay_rows_ratio";
+        super::same_shape_named(|| format!("{op}: y vs x"), x.shape(), y.shape())?;
+        let (rows, _) = super::rows_of_named(|| format!("x of {op}"), x.shape())?;
+        let mut used = vec![ratio.num, ratio.den];
+        used.extend(dot);
+        check_row_scalars(op, s.shape(), mask.shape(), rows, &used)?;
+        let sh = self.download(s)?;
+        let active = mask_on(self, mask)?;
+        let beta: Vec<T> = (0..rows)
+            .map(|e| {
+                if active[e] {
+                    ratio.step(&sh, e)
+                } else {
+                    T::from_f64(0.0)
+                }
+            })
+            .collect();
+        match dot {
+            Some(slot) => {
+                let v = self.xpay_rows_dot(x, &beta, y, &active)?;
+                store_slot(self, s, slot, &v)
+            }
+            None => self.xpay_rows_where(x, &beta, y, &active),
+        }
     }
 }
 

@@ -179,3 +179,470 @@ pub fn axpy_pair_rows_fused<B: Backend>(b: &B) {
         );
     }
 }
+
+/// Per-row scalars `(4, rows)` with recognisable values, for the `…_into` / `…_ratio` ops.
+fn row_scalars(rows: usize) -> ArrayD<f64> {
+    ArrayD::from_shape_fn(IxDyn(&[4, rows]), |i| {
+        100.0 * i[0] as f64 + i[1] as f64 + 0.5
+    })
+}
+
+/// Asserts that every slot of `s` but `written` still holds its value from `before`, exactly.
+fn other_slots_kept(what: &str, s: &ArrayD<f64>, before: &ArrayD<f64>, written: &[usize]) {
+    for k in 0..s.shape()[0] {
+        if !written.contains(&k) {
+            for e in 0..s.shape()[1] {
+                assert_eq!(
+                    s[[k, e]],
+                    before[[k, e]],
+                    "{what}: slot {k} row {e} changed"
+                );
+            }
+        }
+    }
+}
+
+/// Checks the per-row dots an op returned or stored against `x·y` of the host copies, with 0
+/// for inactive rows.
+fn check_row_dots(what: &str, got: &[f64], x: &ArrayD<f64>, y: &ArrayD<f64>, active: &[bool]) {
+    let n = x.shape()[1];
+    for (e, &on) in active.iter().enumerate() {
+        let want = if on {
+            (0..n).map(|i| x[[e, i]] * y[[e, i]]).sum::<f64>()
+        } else {
+            0.0
+        };
+        let scale = (0..n).map(|i| (x[[e, i]] * y[[e, i]]).abs()).sum::<f64>();
+        assert!(
+            (got[e] - want).abs() <= 1e-9 * scale.max(1e-300),
+            "{what}: row {e} dot {} vs {want}",
+            got[e]
+        );
+    }
+}
+
+/// The fused ops of the CG loop, host-valued (`laplacian_dot`, `matvec_dense_dot`,
+/// `matvec_csr_dot`, `xpay_rows_dot`, `xpay_rows_where`) and with their per-row scalars on the
+/// device (`…_into`, `axpy_pair_rows_ratio`, `xpay_rows_ratio`): the rows a mask switches off
+/// are skipped (dot 0, nothing else written), the step sizes are [`step_ratio`] of the slots
+/// (0 for a zero denominator, and then `x`, `r` stay exactly as they were even beside NaN),
+/// the slots not written keep their values, and every value matches a host reference.
+/// Rows of 20 000 points, so a device backend splits each row over several blocks.
+/// The data every part of [`cg_fused_device_scalars`] works on.
+struct Fused<B: Backend> {
+    rng: Lcg,
+    rows: usize,
+    grid: [usize; 3],
+    n: usize,
+    active: [bool; 3],
+    mask: Arr<B, i32>,
+    tol: f64,
+    sentinel: FloatOf<B>,
+    x: ArrayD<FloatOf<B>>,
+    xf: ArrayD<f64>,
+    dx: Arr<B, FloatOf<B>>,
+}
+
+pub fn cg_fused_device_scalars<B: Backend>(b: &B) {
+    let mut rng = Lcg::new(85);
+    let (rows, grid) = (3usize, [20usize, 25, 40]);
+    let n: usize = grid.iter().product();
+    let mask_h = ArrayD::from_shape_vec(IxDyn(&[rows]), vec![1i32, 0, 1]).expect("shape");
+    let x = host::<B>(&mut rng, &[rows, n]);
+    let mut fx = Fused {
+        rows,
+        grid,
+        n,
+        active: [true, false, true],
+        mask: up(b, &mask_h),
+        tol: 8.0 * eps::<B>(),
+        sentinel: FloatOf::<B>::from_f64(7.0),
+        xf: to_f64(&x),
+        dx: up(b, &x),
+        x,
+        rng,
+    };
+    fused_stencil(b, &mut fx);
+    fused_matvecs(b, &mut fx);
+    fused_xpay(b, &mut fx);
+    fused_update(b, &mut fx);
+    fused_checks(b, &fx);
+}
+
+/// The Laplacian, host-valued and into slot 1.
+fn fused_stencil<B: Backend>(b: &B, fx: &mut Fused<B>) {
+    let rows = fx.rows;
+    let grid = fx.grid;
+    let n = fx.n;
+    let active = fx.active;
+    let sentinel = fx.sentinel;
+    let mask = &fx.mask;
+    let xf = &fx.xf;
+    let dx = &fx.dx;
+    // Laplacian, host-valued and into slot 1.
+    for into in [false, true] {
+        let mut y = b.full::<FloatOf<B>>(&[rows, n], sentinel).expect("full");
+        let s0 = row_scalars(rows);
+        let mut s = up(b, &s0);
+        let dots = if into {
+            b.laplacian_dot_into(&grid, Boundary::DirichletZero, dx, &mut y, mask, &mut s, 1)
+                .expect("laplacian_dot_into");
+            let sh = down(b, &s);
+            other_slots_kept("laplacian_dot_into", &sh, &s0, &[1]);
+            sh.index_axis(ndarray::Axis(0), 1)
+                .iter()
+                .copied()
+                .collect::<Vec<f64>>()
+        } else {
+            b.laplacian_dot(&grid, Boundary::DirichletZero, dx, &mut y, &active)
+                .expect("laplacian_dot")
+        };
+        let e = reference::laplacian(&grid, false, xf);
+        let hy = to_f64(&down(b, &y));
+        for r in 0..rows {
+            let row = |a: &ArrayD<f64>| {
+                a.index_axis(ndarray::Axis(0), r)
+                    .iter()
+                    .copied()
+                    .collect::<Vec<f64>>()
+            };
+            if active[r] {
+                assert_close(
+                    "laplacian_dot y",
+                    &row(&hy),
+                    &row(&e),
+                    0.0,
+                    32.0 * eps::<B>(),
+                );
+            } else if into {
+                assert!(row(&hy).iter().all(|&v| v == 7.0), "inactive row written");
+            }
+        }
+        check_row_dots("laplacian_dot", &dots, xf, &hy, &active);
+    }
+}
+
+/// Dense (shared and per entry) and CSR (per entry), host-valued and into a slot.
+fn fused_matvecs<B: Backend>(b: &B, fx: &mut Fused<B>) {
+    let rows = fx.rows;
+    let active = fx.active;
+    let sentinel = fx.sentinel;
+    let mask = &fx.mask;
+    let rng = &mut fx.rng;
+    // Dense (shared and per entry) and CSR (per entry), host-valued and into slot 2.
+    let m = 70;
+    let xs = host::<B>(rng, &[rows, m]);
+    let (xsf, dxs) = (to_f64(&xs), up(b, &xs));
+    let shared = host::<B>(rng, &[m, m]);
+    let per = host::<B>(rng, &[rows, m, m]);
+    for (name, a) in [("shared", &shared), ("per entry", &per)] {
+        let da = up(b, a);
+        for into in [false, true] {
+            let mut y = b.full::<FloatOf<B>>(&[rows, m], sentinel).expect("full");
+            let s0 = row_scalars(rows);
+            let mut s = up(b, &s0);
+            let dots = if into {
+                b.matvec_dense_dot_into(&da, &dxs, &mut y, mask, &mut s, 2)
+                    .expect("matvec_dense_dot_into");
+                let sh = down(b, &s);
+                other_slots_kept("matvec_dense_dot_into", &sh, &s0, &[2]);
+                sh.index_axis(ndarray::Axis(0), 2)
+                    .iter()
+                    .copied()
+                    .collect::<Vec<f64>>()
+            } else {
+                b.matvec_dense_dot(&da, &dxs, &mut y, &active)
+                    .expect("matvec_dense_dot")
+            };
+            let hy = to_f64(&down(b, &y));
+            for r in (0..rows).filter(|&r| active[r]) {
+                let ar = if a.ndim() == 3 {
+                    to_f64(&a.index_axis(ndarray::Axis(0), r).to_owned())
+                } else {
+                    to_f64(a)
+                };
+                let xr = ArrayD::from_shape_fn(IxDyn(&[1, m]), |i| xsf[[r, i[1]]]);
+                let e = reference::matvec(&ar, &xr);
+                let got = hy
+                    .index_axis(ndarray::Axis(0), r)
+                    .iter()
+                    .copied()
+                    .collect::<Vec<f64>>();
+                assert_close(
+                    &format!("matvec_dense_dot {name}"),
+                    &got,
+                    &flat(&e),
+                    0.0,
+                    16.0 * m as f64 * eps::<B>(),
+                );
+            }
+            check_row_dots("matvec_dense_dot", &dots, &xsf, &hy, &active);
+        }
+    }
+    let (mut indptr, mut indices) = (vec![0i64], Vec::new());
+    for i in 0..m as i64 {
+        for j in [i - 3, i - 1, i, i + 2] {
+            if (0..m as i64).contains(&j) {
+                indices.push(j);
+            }
+        }
+        indptr.push(indices.len() as i64);
+    }
+    let vals = host::<B>(rng, &[rows, indices.len()]);
+    let csr = CsrMatrix::<B, FloatOf<B>>::from_parts(b, m, m, &indptr, &indices, vals.view())
+        .expect("valid CSR");
+    for into in [false, true] {
+        let mut y = b.full::<FloatOf<B>>(&[rows, m], sentinel).expect("full");
+        let s0 = row_scalars(rows);
+        let mut s = up(b, &s0);
+        let dots = if into {
+            b.matvec_csr_dot_into(&csr, &dxs, &mut y, mask, &mut s, 0)
+                .expect("matvec_csr_dot_into");
+            let sh = down(b, &s);
+            other_slots_kept("matvec_csr_dot_into", &sh, &s0, &[0]);
+            sh.index_axis(ndarray::Axis(0), 0)
+                .iter()
+                .copied()
+                .collect::<Vec<f64>>()
+        } else {
+            b.matvec_csr_dot(&csr, &dxs, &mut y, &active)
+                .expect("matvec_csr_dot")
+        };
+        let hy = to_f64(&down(b, &y));
+        for r in (0..rows).filter(|&r| active[r]) {
+            for i in 0..m {
+                let e: f64 = (indptr[i] as usize..indptr[i + 1] as usize)
+                    .map(|p| vals[[r, p]].as_f64() * xsf[[r, indices[p] as usize]])
+                    .sum();
+                assert!(
+                    (hy[[r, i]] - e).abs() <= 16.0 * eps::<B>(),
+                    "csr row {r} {i}"
+                );
+            }
+        }
+        check_row_dots("matvec_csr_dot", &dots, &xsf, &hy, &active);
+    }
+}
+
+/// The direction updates: host factors, a ratio, a negated ratio with its dot.
+fn fused_xpay<B: Backend>(b: &B, fx: &mut Fused<B>) {
+    let rows = fx.rows;
+    let n = fx.n;
+    let active = fx.active;
+    let tol = fx.tol;
+    let mask = &fx.mask;
+    let x = &fx.x;
+    let xf = &fx.xf;
+    let dx = &fx.dx;
+    let rng = &mut fx.rng;
+    // xpay_rows_dot / xpay_rows_where (host factors) and xpay_rows_ratio (factors s[3]/s[0]).
+    let y0 = host::<B>(rng, &[rows, n]);
+    let beta_h = [0.75, -2.0, 0.0];
+    let beta: Vec<FloatOf<B>> = beta_h.iter().map(|&v| FloatOf::<B>::from_f64(v)).collect();
+    let mut sr = row_scalars(rows);
+    for (e, &v) in beta_h.iter().enumerate() {
+        sr[[0, e]] = 4.0;
+        sr[[3, e]] = 4.0 * v;
+    }
+    // The same factors as −(s[2]/s[0]) for the negated ratio (mode 3).
+    for (e, &v) in beta_h.iter().enumerate() {
+        sr[[2, e]] = -4.0 * v;
+    }
+    for mode in 0..4 {
+        let mut dsr = up(b, &sr);
+        let mut y = up(b, &y0);
+        let dots = match mode {
+            0 => Some(
+                b.xpay_rows_dot(dx, &beta, &mut y, &active)
+                    .expect("xpay_rows_dot"),
+            ),
+            1 => {
+                b.xpay_rows_where(dx, &beta, &mut y, &active)
+                    .expect("xpay_rows_where");
+                None
+            }
+            2 => {
+                b.xpay_rows_ratio(dx, &mut dsr, Ratio::new(3, 0), mask, &mut y, None)
+                    .expect("xpay_rows_ratio");
+                other_slots_kept("xpay_rows_ratio", &down(b, &dsr), &sr, &[]);
+                None
+            }
+            _ => {
+                let ratio = Ratio::negated(2, 0);
+                b.xpay_rows_ratio(dx, &mut dsr, ratio, mask, &mut y, Some(1))
+                    .expect("xpay_rows_ratio with its dot");
+                let sh = down(b, &dsr);
+                other_slots_kept("xpay_rows_ratio", &sh, &sr, &[1]);
+                Some(sh.index_axis(ndarray::Axis(0), 1).iter().copied().collect())
+            }
+        };
+        let hy = down(b, &y);
+        for r in (0..rows).filter(|&r| active[r]) {
+            let bt: FloatOf<B> = step_ratio(sr[[3, r]], sr[[0, r]]);
+            assert_eq!(bt, beta[r]);
+            for i in 0..n {
+                let e = x[[r, i]] + bt * y0[[r, i]];
+                assert!(
+                    (hy[[r, i]].as_f64() - e.as_f64()).abs() <= tol,
+                    "xpay {mode}"
+                );
+            }
+        }
+        if let Some(d) = dots {
+            check_row_dots("xpay_rows_dot", &d, xf, &to_f64(&hy), &active);
+        }
+    }
+}
+
+/// `axpy_pair_rows_ratio`, with and without Jacobi.
+fn fused_update<B: Backend>(b: &B, fx: &mut Fused<B>) {
+    let rows = fx.rows;
+    let n = fx.n;
+    let active = fx.active;
+    let tol = fx.tol;
+    let sentinel = fx.sentinel;
+    let mask = &fx.mask;
+    let rng = &mut fx.rng;
+    // axpy_pair_rows_ratio: α = s[2]/s[1]; row 2 has a zero denominator and NaN in d and q
+    // (α = 0 must leave its x and r as they are), row 1 is masked off (NaN as well).
+    let (d, q, xa, r0, w) = (
+        host::<B>(rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
+        host::<B>(rng, &[rows, n]),
+    );
+    let (mut d, mut q) = (d, q);
+    for r in [1, 2] {
+        d[[r, 5]] = FloatOf::<B>::from_f64(f64::NAN);
+        q[[r, 7]] = FloatOf::<B>::from_f64(f64::INFINITY);
+    }
+    let mut s0 = row_scalars(rows);
+    s0[[1, 0]] = -3.0;
+    s0[[2, 0]] = 1.2;
+    s0[[1, 2]] = 0.0;
+    let (dd, dq, dw) = (up(b, &d), up(b, &q), up(b, &w));
+    for jacobi in [false, true] {
+        let (mut xd, mut rd) = (up(b, &xa), up(b, &r0));
+        let mut z = b.full::<FloatOf<B>>(&[rows, n], sentinel).expect("full");
+        let precond = jacobi.then_some(Precond {
+            w: &dw,
+            z: &mut z,
+            slot: 3,
+        });
+        // Without Jacobi, r·q into slot 4 (CG-adaptive's pair of dots).
+        let rq = (!jacobi).then_some(4);
+        let s_before = if jacobi {
+            s0.clone()
+        } else {
+            ArrayD::from_shape_fn(IxDyn(&[5, rows]), |i| {
+                if i[0] < 4 { s0[[i[0], i[1]]] } else { 0.0 }
+            })
+        };
+        let mut s = up(b, &s_before);
+        let ratio = Ratio::new(2, 1);
+        b.axpy_pair_rows_ratio(
+            &mut s, ratio, mask, &dd, &dq, &mut xd, &mut rd, 0, precond, rq,
+        )
+        .expect("axpy_pair_rows_ratio");
+        let (hx, hr, hz, sh) = (down(b, &xd), down(b, &rd), down(b, &z), down(b, &s));
+        let written: &[usize] = if jacobi { &[0, 3] } else { &[0, 4] };
+        other_slots_kept("axpy_pair_rows_ratio", &sh, &s_before, written);
+        for r in 0..rows {
+            let a: FloatOf<B> = if active[r] {
+                step_ratio(s0[[2, r]], s0[[1, r]])
+            } else {
+                FloatOf::<B>::from_f64(0.0)
+            };
+            let (mut rr, mut rz, mut rqs) = (0.0, 0.0, 0.0);
+            for i in 0..n {
+                let (ex, er) = if a == FloatOf::<B>::from_f64(0.0) {
+                    (xa[[r, i]], r0[[r, i]])
+                } else {
+                    (xa[[r, i]] + a * d[[r, i]], r0[[r, i]] - a * q[[r, i]])
+                };
+                if a == FloatOf::<B>::from_f64(0.0) {
+                    assert_eq!(hx[[r, i]], ex, "α = 0 row {r}: x changed");
+                    assert_eq!(hr[[r, i]], er, "α = 0 row {r}: r changed");
+                } else {
+                    assert!(
+                        (hx[[r, i]].as_f64() - ex.as_f64()).abs() <= tol,
+                        "x {r} {i}"
+                    );
+                    assert!(
+                        (hr[[r, i]].as_f64() - er.as_f64()).abs() <= tol,
+                        "r {r} {i}"
+                    );
+                }
+                let f = hr[[r, i]].as_f64();
+                rr += f * f;
+                rqs += f * q[[r, i]].as_f64();
+                if jacobi {
+                    let ez = w[[r, i]] * hr[[r, i]];
+                    assert_eq!(hz[[r, i]], ez, "z = w ⊙ r, row {r} {i}");
+                    rz += f * ez.as_f64();
+                }
+            }
+            assert!(
+                (sh[[0, r]] - rr).abs() <= 1e-9 * rr,
+                "r·r row {r}: {}",
+                sh[[0, r]]
+            );
+            if jacobi {
+                assert!(
+                    (sh[[3, r]] - rz).abs() <= 1e-9 * rz.abs().max(1e-300),
+                    "r·z {r}"
+                );
+            } else if rqs.is_finite() {
+                let bound = 1e-9 * rqs.abs().max(1e-300);
+                assert!((sh[[4, r]] - rqs).abs() <= bound, "r·q {r}: {}", sh[[4, r]]);
+            } else {
+                assert!(
+                    !sh[[4, r]].is_finite(),
+                    "r·q {r}: {} (q holds infinity)",
+                    sh[[4, r]]
+                );
+            }
+        }
+    }
+}
+
+/// The shapes of the per-row scalars and the mask are checked.
+fn fused_checks<B: Backend>(b: &B, fx: &Fused<B>) {
+    let rows = fx.rows;
+    let grid = fx.grid;
+    let n = fx.n;
+    let mask = &fx.mask;
+    let dx = &fx.dx;
+    // The shapes of the per-row scalars and the mask are checked.
+    let mut y = b.zeros::<FloatOf<B>>(&[rows, n]).expect("zeros");
+    let mut short = up(b, &ArrayD::<f64>::zeros(IxDyn(&[2, rows])));
+    assert!(
+        b.laplacian_dot_into(
+            &grid,
+            Boundary::DirichletZero,
+            dx,
+            &mut y,
+            mask,
+            &mut short,
+            2
+        )
+        .is_err(),
+        "slot 2 of a (2, rows) array"
+    );
+    let mut s = up(b, &row_scalars(rows));
+    let bad_mask = up(b, &ArrayD::<i32>::zeros(IxDyn(&[rows + 1])));
+    assert!(
+        b.laplacian_dot_into(
+            &grid,
+            Boundary::DirichletZero,
+            dx,
+            &mut y,
+            &bad_mask,
+            &mut s,
+            0
+        )
+        .is_err(),
+        "a mask of rows + 1 flags"
+    );
+}
