@@ -276,7 +276,12 @@ impl<P: Precision> Correlate for Cuda<P> {
         let f = self.kernel2::<T, I>("score_max")?;
         let (s32, s64) = Self::push_float(a.scale);
         let ib = bytemuck::bytes_of(&index);
-        let (i32v, i64v): (i32, i64);
+        // The rotation index at the kernel's width (I is i32 or i64).
+        let (i32v, i64v): (i32, i64) = if ib.len() == 4 {
+            (bytemuck::pod_read_unaligned(ib), 0)
+        } else {
+            (0, bytemuck::pod_read_unaligned(ib))
+        };
         let (has_mom, [m1, m2]) = match &moments {
             Some(m) => (1i32, m.scale),
             None => (0i32, [1.0; 2]),
@@ -286,70 +291,55 @@ impl<P: Precision> Correlate for Cuda<P> {
         let blocks = cfg.grid_dim.0 as usize;
         let add = self.func("ssum_add")?;
         // The kept partials buffer: one f64 per block, added in block order by `ssum_add`.
-        let mut partials = self.inner.partials.lock().map_err(|_| Error::Backend {
-            backend: "cuda",
-            message: "partials buffer lock poisoned".into(),
-        })?;
-        if partials.as_ref().is_none_or(|b| b.len() < blocks * 8) {
-            *partials = Some(
-                self.inner
-                    .stream
-                    .alloc_zeros::<u8>((blocks * 8).max(4096))
-                    .ck()?,
-            );
-        }
-        let Some(part) = partials.as_mut() else {
-            unreachable!("allocated above")
-        };
-        let mut l = self.inner.stream.launch_builder(&f);
-        l.arg(&corr.buf)
-            .arg(&a.c1.buf)
-            .arg(&a.c2.buf)
-            .arg(&a.inv_den.buf)
-            .arg(&g)
-            .arg(&a.code);
-        if std::mem::size_of::<T>() == 4 {
-            l.arg(&s32);
-        } else {
-            l.arg(&s64);
-        }
-        l.arg(&a.n)
-            .arg(&a.eps)
-            .arg(&mut best.buf)
-            .arg(&mut best_index.buf);
-        if ib.len() == 4 {
-            i32v = bytemuck::pod_read_unaligned(ib);
-            l.arg(&i32v);
-        } else {
-            i64v = bytemuck::pod_read_unaligned(ib);
-            l.arg(&i64v);
-        }
-        l.arg(&t64).arg(&mut *part).arg(&has_mom);
-        match mom_acc.as_mut() {
-            Some(a) => {
-                l.arg(&mut a.buf);
+        self.with_partials(blocks * 8, |part| {
+            let mut l = self.inner.stream.launch_builder(&f);
+            l.arg(&corr.buf)
+                .arg(&a.c1.buf)
+                .arg(&a.c2.buf)
+                .arg(&a.inv_den.buf)
+                .arg(&g)
+                .arg(&a.code);
+            if std::mem::size_of::<T>() == 4 {
+                l.arg(&s32);
+            } else {
+                l.arg(&s64);
             }
-            // The kernel does not touch `mom` without `has_mom`: any device pointer will do.
-            None => {
-                l.arg(&corr.buf);
+            l.arg(&a.n)
+                .arg(&a.eps)
+                .arg(&mut best.buf)
+                .arg(&mut best_index.buf);
+            if ib.len() == 4 {
+                l.arg(&i32v);
+            } else {
+                l.arg(&i64v);
             }
-        }
-        l.arg(&m1).arg(&m2);
-        // SAFETY: grid reads are reduced modulo the grid; outputs hold `total` values (the
-        // moments 4 per value, checked); `part` one f64 per block.
-        unsafe { l.launch(cfg) }.ck()?;
-        let nb = blocks as i64;
-        let mut l = self.inner.stream.launch_builder(&add);
-        l.arg(&*part).arg(&nb).arg(&mut ssum.buf);
-        let one = cudarc::driver::LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (crate::BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: reads the `blocks` partials the score pass wrote (same stream, in order);
-        // `ssum` holds one f64 (checked).
-        unsafe { l.launch(one) }.ck()?;
-        Ok(())
+            l.arg(&t64).arg(&mut *part).arg(&has_mom);
+            match mom_acc.as_mut() {
+                Some(a) => {
+                    l.arg(&mut a.buf);
+                }
+                // The kernel does not touch `mom` without `has_mom`: any device pointer will do.
+                None => {
+                    l.arg(&corr.buf);
+                }
+            }
+            l.arg(&m1).arg(&m2);
+            // SAFETY: grid reads are reduced modulo the grid; outputs hold `total` values (the
+            // moments 4 per value, checked); `part` one f64 per block.
+            unsafe { l.launch(cfg) }.ck()?;
+            let nb = blocks as i64;
+            let mut l = self.inner.stream.launch_builder(&add);
+            l.arg(&*part).arg(&nb).arg(&mut ssum.buf);
+            let one = cudarc::driver::LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (crate::BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: reads the `blocks` partials the score pass wrote (same stream, in order);
+            // `ssum` holds one f64 (checked).
+            unsafe { l.launch(one) }.ck()?;
+            Ok(())
+        })
     }
 
     fn combine_masked_correlations<T: Float>(
