@@ -148,7 +148,7 @@ if [ "$DRY" = 1 ]; then
   echo "dry-run: budget ${BUDGET} s for all steps (each step's timeout is clamped to what is left)"
   for lib in libcuda.so libnvrtc.so libcufft.so; do
     found=""
-    for d in ${LD_LIBRARY_PATH//:/ } /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64; do
+    for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64; do
       ls "$d"/$lib* >/dev/null 2>&1 && found="$d" && break
     done
     if [ -n "$found" ]; then echo "dry-run: $lib found in $found"
@@ -337,6 +337,8 @@ mod tests {
             .args(args)
             .env("MONOMORPH_BUDGET_S", budget)
             .env("OUT", dir.join("logs"))
+            // A GPU machine may have no LD_LIBRARY_PATH at all (`set -u` must not trip on it).
+            .env_remove("LD_LIBRARY_PATH")
             .output()
             .expect("bash");
         let text = format!(
