@@ -47,9 +47,28 @@ impl<P: Precision> Cuda<P> {
     /// Room for `k·rows·bpr` f64 partials (at least one), not initialised: the fused kernels
     /// write every (row, block) entry of each group they compute, inactive rows included, before
     /// the sums read them (no memset on the stream per call).
-    fn partials(&self, k: usize, rows: usize, bpr: usize) -> Result<CudaSlice<u8>> {
-        // SAFETY: a plain device allocation; never read before the kernel writes it (above).
-        unsafe { self.inner.stream.alloc::<u8>((k * rows * bpr).max(1) * 8) }.ck()
+    fn partials(
+        &self,
+        k: usize,
+        rows: usize,
+        bpr: usize,
+    ) -> Result<std::sync::MutexGuard<'_, Option<CudaSlice<u8>>>> {
+        // The backend's kept partials buffer (grown when smaller), not one allocation per
+        // CG iteration; the guard holds its lock until the dots are read (stream order makes
+        // the reuse across calls safe).
+        let bytes = (k * rows * bpr).max(1) * 8;
+        let mut guard = self
+            .inner
+            .partials
+            .lock()
+            .map_err(|_| monomorph_core::Error::Backend {
+                backend: "cuda",
+                message: "partials buffer lock poisoned".into(),
+            })?;
+        if guard.as_ref().is_none_or(|b| b.len() < bytes) {
+            *guard = Some(self.inner.stream.alloc_zeros::<u8>(bytes.max(4096)).ck()?);
+        }
+        Ok(guard)
     }
 
     /// A small buffer standing for an argument a kernel does not read (its flag is off).
@@ -127,7 +146,10 @@ impl<P: Precision> Cuda<P> {
         let [nz, ny, nx] = g.map(|v| v as i64);
         let (nd, per) = (grid.len() as i32, (boundary == Boundary::Periodic) as i32);
         let bpr = self.blocks_per_row(rows, n);
-        let mut partial = self.partials(1, rows, bpr)?;
+        let mut kept = self.partials(1, rows, bpr)?;
+        let Some(partial) = kept.as_mut() else {
+            unreachable!("allocated by partials")
+        };
         let f = self.kernel::<T>("laplacian_dot")?;
         let bpr64 = bpr as i64;
         row_chunks(rows, bpr, |cfg, r0| {
@@ -142,12 +164,12 @@ impl<P: Precision> Cuda<P> {
                 .arg(flags)
                 .arg(&bpr64)
                 .arg(&r0)
-                .arg(&mut partial);
+                .arg(&mut *partial);
             // SAFETY: x and y hold rows·n elements; `flags` rows ints; `partial` rows·bpr f64.
             unsafe { l.launch(cfg) }.ck()?;
             Ok(())
         })?;
-        self.finish_dots(&partial, rows, bpr, dest.0, dest.1)
+        self.finish_dots(partial, rows, bpr, dest.0, dest.1)
     }
 
     /// Square dense products of the rows where `flags` fused with `x·y`.
@@ -168,7 +190,10 @@ impl<P: Precision> Cuda<P> {
         } = dims;
         // One warp per output, 8 per block.
         let bpr = self.blocks_per_row(rows, n.saturating_mul(BLOCK as usize / 8));
-        let mut partial = self.partials(1, rows, bpr)?;
+        let mut kept = self.partials(1, rows, bpr)?;
+        let Some(partial) = kept.as_mut() else {
+            unreachable!("allocated by partials")
+        };
         let f = self.kernel::<T>("matvec_dense_dot")?;
         let (n64, pe, bpr64) = (n as i64, per_entry as i32, bpr as i64);
         row_chunks(rows, bpr, |cfg, r0| {
@@ -181,13 +206,13 @@ impl<P: Precision> Cuda<P> {
                 .arg(flags)
                 .arg(&bpr64)
                 .arg(&r0)
-                .arg(&mut partial);
+                .arg(&mut *partial);
             // SAFETY: shapes checked by the caller (square, `a` (n, n) or (rows, n, n));
             // `partial` rows·bpr f64.
             unsafe { l.launch(cfg) }.ck()?;
             Ok(())
         })?;
-        self.finish_dots(&partial, rows, bpr, dest.0, dest.1)
+        self.finish_dots(partial, rows, bpr, dest.0, dest.1)
     }
 
     /// Square CSR products of the rows where `flags` fused with `x·y`.
@@ -203,7 +228,10 @@ impl<P: Precision> Cuda<P> {
     ) -> Result<Vec<Vec<f64>>> {
         let n = a.nrows;
         let bpr = self.blocks_per_row(rows, n);
-        let mut partial = self.partials(1, rows, bpr)?;
+        let mut kept = self.partials(1, rows, bpr)?;
+        let Some(partial) = kept.as_mut() else {
+            unreachable!("allocated by partials")
+        };
         let f = self.kernel::<T>("matvec_csr_dot")?;
         let (n64, z64, pe, bpr64) = (n as i64, a.nnz() as i64, per_entry as i32, bpr as i64);
         row_chunks(rows, bpr, |cfg, r0| {
@@ -219,13 +247,13 @@ impl<P: Precision> Cuda<P> {
                 .arg(flags)
                 .arg(&bpr64)
                 .arg(&r0)
-                .arg(&mut partial);
+                .arg(&mut *partial);
             // SAFETY: shapes checked by the caller; the CSR structure was validated when it
             // was built; `partial` rows·bpr f64.
             unsafe { l.launch(cfg) }.ck()?;
             Ok(())
         })?;
-        self.finish_dots(&partial, rows, bpr, dest.0, dest.1)
+        self.finish_dots(partial, rows, bpr, dest.0, dest.1)
     }
 
     /// `y = x + βy` on the rows where `flags`, `β` from `beta` (host) or from `ratio` of the
@@ -245,7 +273,10 @@ impl<P: Precision> Cuda<P> {
     ) -> Result<Vec<Vec<f64>>> {
         let dot = !dest.is_empty();
         let bpr = self.blocks_per_row(rows, n);
-        let mut partial = self.partials(dot as usize, rows, bpr)?;
+        let mut kept = self.partials(dot as usize, rows, bpr)?;
+        let Some(partial) = kept.as_mut() else {
+            unreachable!("allocated by partials")
+        };
         let beta_dev = match beta {
             Some(b) => self.upload_small(b)?,
             None => self.unused_arg()?,
@@ -278,7 +309,7 @@ impl<P: Precision> Cuda<P> {
                     .arg(&d32)
                     .arg(&bpr64)
                     .arg(&r0)
-                    .arg(&mut partial);
+                    .arg(&mut *partial);
                 // SAFETY: x and y hold rows·n elements; `beta_dev` rows scalars unless
                 // `from_s`, then `s` is (slots, rows) with both slots checked by the caller;
                 // `partial` rows·bpr f64 when `dot`.
@@ -287,7 +318,7 @@ impl<P: Precision> Cuda<P> {
             })?;
         }
         if dot {
-            self.finish_dots(&partial, rows, bpr, dest, s)
+            self.finish_dots(partial, rows, bpr, dest, s)
         } else {
             Ok(Vec::new())
         }
@@ -775,7 +806,10 @@ impl<P: Precision> Linalg for Cuda<P> {
         }
         let groups = 1 + precond.is_some() as usize + rq.is_some() as usize;
         let bpr = self.blocks_per_row(rows, n);
-        let mut partial = self.partials(groups, rows, bpr)?;
+        let mut kept = self.partials(groups, rows, bpr)?;
+        let Some(partial) = kept.as_mut() else {
+            unreachable!("allocated by partials")
+        };
         let (no_w, mut no_z) = (self.unused_arg()?, self.unused_arg()?);
         let f = self.kernel::<T>("axpy_pair_rows_ratio")?;
         let (num, den) = (ratio.num as i64, ratio.den as i64);
@@ -805,7 +839,7 @@ impl<P: Precision> Linalg for Cuda<P> {
                 .arg(&r64)
                 .arg(&bpr64)
                 .arg(&r0)
-                .arg(&mut partial);
+                .arg(&mut *partial);
             // SAFETY: the vectors (and w, z with `pre`) hold rows·n elements; `s` is
             // (slots, rows) with every slot checked above; `partial` groups·rows·bpr f64.
             unsafe { l.launch(cfg) }.ck()?;
@@ -814,7 +848,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         let mut dest = vec![Dots::Slot(rr)];
         dest.extend(rz_slot.map(Dots::Slot));
         dest.extend(rq.map(Dots::Slot));
-        self.finish_dots(&partial, rows, bpr, &dest, Some(s))?;
+        self.finish_dots(partial, rows, bpr, &dest, Some(s))?;
         Ok(())
     }
 
