@@ -134,6 +134,9 @@ pub(crate) struct Inner {
     /// Small per-launch partials of fused ops (standardisation, MCC maxima), kept across calls
     /// so that the matching loop allocates nothing per rotation; grown on demand.
     pub(crate) partials: Mutex<Option<cudarc::driver::CudaSlice<u8>>>,
+    /// 16 bytes standing for a pointer argument a kernel does not read (its flag is off),
+    /// allocated once instead of per call.
+    pub(crate) unused: cudarc::driver::CudaSlice<u8>,
     ordinal: usize,
     name: String,
     cc: (i32, i32),
@@ -223,6 +226,7 @@ impl<P: Precision> Cuda<P> {
                 cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
             )
             .ck()? as usize;
+        let unused = stream.alloc_zeros::<u8>(16).ck()?;
         let inner = Inner {
             name: ctx.name().ck()?,
             total: ctx.total_mem().ck()? as u64,
@@ -232,6 +236,7 @@ impl<P: Precision> Cuda<P> {
             funcs: Mutex::new(HashMap::new()),
             fft: Mutex::new(HashMap::new()),
             partials: Mutex::new(None),
+            unused,
             ordinal,
             cc,
             sms,

@@ -71,12 +71,6 @@ impl<P: Precision> Cuda<P> {
         Ok(guard)
     }
 
-    /// A small buffer standing for an argument a kernel does not read (its flag is off).
-    fn unused_arg(&self) -> Result<CudaSlice<u8>> {
-        // SAFETY: a plain device allocation the kernels never dereference.
-        unsafe { self.inner.stream.alloc::<u8>(16) }.ck()
-    }
-
     /// The `active` flags as device ints.
     fn flags(&self, active: &[bool]) -> Result<CudaSlice<u8>> {
         let flags: Vec<i32> = active.iter().map(|&a| a as i32).collect();
@@ -278,10 +272,11 @@ impl<P: Precision> Cuda<P> {
             unreachable!("allocated by partials")
         };
         let beta_dev = match beta {
-            Some(b) => self.upload_small(b)?,
-            None => self.unused_arg()?,
+            Some(b) => Some(self.upload_small(b)?),
+            None => None,
         };
-        let none = self.unused_arg()?;
+        let none = &self.inner.unused;
+        let beta_dev = beta_dev.as_ref().unwrap_or(none);
         // Kernel code: 0 host factors, 1 the ratio, 2 its negation.
         let (num, den, from_s) = match ratio {
             Some(r) => (r.num as i64, r.den as i64, 1 + r.negate as i32),
@@ -292,12 +287,12 @@ impl<P: Precision> Cuda<P> {
         {
             let s_buf = match (&s, from_s) {
                 (Some(s), 1..) => &s.buf,
-                _ => &none,
+                _ => none,
             };
             row_chunks(rows, bpr, |cfg, r0| {
                 let mut l = self.inner.stream.launch_builder(&f);
                 l.arg(&x.buf)
-                    .arg(&beta_dev)
+                    .arg(beta_dev)
                     .arg(s_buf)
                     .arg(&num)
                     .arg(&den)
@@ -810,7 +805,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         let Some(partial) = kept.as_mut() else {
             unreachable!("allocated by partials")
         };
-        let (no_w, mut no_z) = (self.unused_arg()?, self.unused_arg()?);
+        let unused = &self.inner.unused;
         let f = self.kernel::<T>("axpy_pair_rows_ratio")?;
         let (num, den) = (ratio.num as i64, ratio.den as i64);
         let (n64, r64, bpr64) = (n as i64, rows as i64, bpr as i64);
@@ -831,7 +826,7 @@ impl<P: Precision> Linalg for Cuda<P> {
                 .arg(&mut r.buf);
             match &mut precond {
                 Some((w, z)) => l.arg(&w.buf).arg(&mut z.buf),
-                None => l.arg(&no_w).arg(&mut no_z),
+                None => l.arg(unused).arg(unused),
             };
             l.arg(&pre)
                 .arg(&want_rq)
