@@ -48,7 +48,7 @@ pub use backend::{
 pub use device::{DeviceInfo, DeviceKind};
 pub use dtype::{DType, Double, Element, Float, Index, Precision, Real, Single};
 pub use error::{Error, Result};
-pub use shape::{fast_shape, is_fast_len, next_fast_len};
+pub use shape::{AxisOrder, fast_shape, is_fast_len, next_fast_len};
 
 // Implementer-only items (fused-kernel arguments, host reference kernels, shape checks) stay
 // importable from the root, where the backends use them, but off its first page: they are

@@ -144,7 +144,7 @@ macro_rules! conformance_family {
         $crate::conformance_family!(@mod resample, $make;
             pad_crop_flip_roll, pad_symmetric, resample_errors, affine_identity_and_shift,
             rotate_quarter_turn_exact, spline_prefilter_interpolates, prop_rotate_back,
-            affine_reversed_is_flip_affine_flip);
+            affine_reversed_is_flip_affine_flip, affine_reversed_in_the_transposed_frame);
     };
     (filter, $make:path) => {
         $crate::conformance_family!(@mod filter, $make;
