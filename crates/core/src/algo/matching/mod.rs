@@ -91,7 +91,7 @@ use crate::algo::rotations::RotationSet;
 use crate::backend::{Arr, ArrayMeta, Backend, FloatOf, IntOf, Interpolation, WindowExtension};
 use crate::dtype::{Index, Real};
 use crate::error::{Error, Result};
-use crate::shape::fast_shape;
+use crate::shape::{AxisOrder, fast_shape};
 
 mod background;
 mod filter;
@@ -245,6 +245,15 @@ pub struct MatchParams<'a, B: Backend> {
     /// `--scheduling-mask`): tiles with no 1 are skipped, positions at 0 are not searched
     /// (score −∞, rotation index −1).
     pub scheduling_mask: Option<&'a Arr<B, FloatOf<B>>>,
+    /// How pytme would hold these arrays ([`AxisOrder`]): [`AxisOrder::Pytme`] (the default:
+    /// pytme's own arrays, e.g. the same `.npy` files) or [`AxisOrder::Reversed`] (pytme holds
+    /// the transpose, as it reads an MRC file; the rotations are then `P·R·P` of pytme's).
+    /// What pytme computes in its own axis order is computed in that frame: the rotated
+    /// template's and mask's edge test (which sample points on the box edge fall inside) and
+    /// the phase-scrambling noise. The filters carry their own
+    /// ([`FilterSpec::axis_order`](crate::algo::filters::FilterSpec::axis_order)); give both
+    /// the same frame.
+    pub pytme_frame: AxisOrder,
 }
 
 impl<'a, B: Backend> MatchParams<'a, B> {
@@ -267,6 +276,7 @@ impl<'a, B: Backend> MatchParams<'a, B> {
             background: None,
             search_box: None,
             scheduling_mask: None,
+            pytme_frame: AxisOrder::Pytme,
         }
     }
 }

@@ -3,6 +3,7 @@
 use crate::backend::{Arr, ArrayMeta, Backend, BinaryOp, BorderMode, FloatOf, Interpolation};
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
+use crate::shape::AxisOrder;
 
 use super::filter::{TemplateFilter, filter_target};
 use super::{MatchParams, Score};
@@ -269,7 +270,7 @@ pub(super) fn prepare<B: Backend>(
         }
         // pytme scrambles the template after the score's setup preprocessed it.
         if p.background.is_some() {
-            let mut bg = super::background::scramble_phases(b, &tsrc)?;
+            let mut bg = super::background::scramble_phases(b, &tsrc, p.pytme_frame)?;
             if p.interpolation == Interpolation::Cubic {
                 b.spline_prefilter(&mut bg)?;
             }
@@ -292,14 +293,21 @@ pub(super) fn prepare<B: Backend>(
 }
 
 /// Matrix and offset of the pull-back rotation about `(n − 1)/2` (rounded to f32 as pytme's
-/// float32 homogeneous matrix is, when the backend is single precision).
-pub(super) fn pull_back(r: &[f64], tshape: &[usize], single: bool) -> (Vec<f64>, Vec<f64>) {
+/// float32 homogeneous matrix is, when the backend is single precision). `R·c` is summed in
+/// pytme's axis order (`frame`: from the last axis here when pytme holds the transpose).
+pub(super) fn pull_back(
+    r: &[f64],
+    tshape: &[usize],
+    single: bool,
+    frame: AxisOrder,
+) -> (Vec<f64>, Vec<f64>) {
     let d = tshape.len();
     let round = |v: f64| if single { v as f32 as f64 } else { v };
     let m: Vec<f64> = r.iter().map(|&v| round(v)).collect();
     let c: Vec<f64> = tshape.iter().map(|&n| (n as f64 - 1.0) / 2.0).collect();
+    let order = frame.perm(d);
     let off = (0..d)
-        .map(|i| round(c[i] - (0..d).map(|j| m[i * d + j] * c[j]).sum::<f64>()))
+        .map(|i| round(c[i] - order.iter().map(|&j| m[i * d + j] * c[j]).sum::<f64>()))
         .collect();
     (m, off)
 }

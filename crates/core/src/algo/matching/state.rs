@@ -266,7 +266,14 @@ impl<B: Backend> ScoreState<B> {
         };
         match p.prerotated.as_ref().and_then(|pr| pr.masks) {
             Some(ms) => b.copy(&ms[r], mask)?,
-            None => b.affine_transform_reversed(&prep.mask, m, off, p.interpolation, mask)?,
+            None => b.affine_transform_reversed_in(
+                &prep.mask,
+                m,
+                off,
+                p.interpolation,
+                p.pytme_frame,
+                mask,
+            )?,
         }
         let n = b.sum(mask)?;
         if n.is_nan() || n <= 0.0 {
