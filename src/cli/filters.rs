@@ -14,9 +14,12 @@ use serde_json::json;
 use super::{CliError, CliResult};
 
 /// Fourier filters, as `pytme match` builds them (its flag names and defaults). Arrays are
-/// (z, y, x) as numpy and mrcfile read an MRC (pytme holds (x, y, z)); axis numbers in
-/// --wedge-axes are pytme's (0 = x, 1 = y, 2 = z), so a pytme command line means the same
-/// physical filter here. Å and degrees throughout.
+/// (z, y, x) as numpy and mrcfile read an MRC; axis numbers in --wedge-axes are pytme's for an
+/// MRC file (0 = x, 1 = y, 2 = z), so a pytme command line on MRC files means the same physical
+/// filter here. The filters are built in the frame pytme holds the data in, decided by the
+/// target's file type: an MRC transposed ((x, y, z)), a .npy as stored (then pytme's axis a is
+/// array axis a, i.e. pytme's `--wedge-axes O,T` on a 3-D .npy is `2−O,2−T` here). Å and
+/// degrees throughout.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Fourier filters (pytme match's flags)")]
 pub struct FilterArgs {
@@ -170,13 +173,24 @@ pub fn voxel_size(
 }
 
 /// The filters asked for on the command line, or `None` when none is (checked: exit 2 on a
-/// bad value or file). `voxel` is the template's voxel size in Å.
-pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterSpec>> {
+/// bad value or file). `voxel` is the template's voxel size in Å; `frame` how pytme holds the
+/// arrays (the job's [`super::matching::pytme_frame`]): the filters are built in that frame,
+/// with the wedge axes in the (z, y, x) convention of --wedge-axes whatever the frame.
+pub fn spec(
+    f: &FilterArgs,
+    ndim: usize,
+    voxel: f64,
+    frame: AxisOrder,
+) -> CliResult<Option<FilterSpec>> {
     let mut s = FilterSpec::new(voxel);
-    s.axis_order = AxisOrder::Reversed;
-    if let Some(a) = &f.wedge_axes {
-        s.wedge_axes = Some(wedge_axes(a, ndim)?);
-    }
+    s.axis_order = frame;
+    s.wedge_axes = match &f.wedge_axes {
+        Some(a) => Some(wedge_axes(a, ndim)?),
+        // pytme's default 2,0 (beam along z = array axis 0), named as array axes so that it
+        // stays that wedge in either frame; 2-D has no default (FilterSpec says so).
+        None if ndim == 3 => Some([0, 2]),
+        None => None,
+    };
     s.wedge = match &f.tilt_angles {
         None => None,
         Some(t) => {

@@ -7,7 +7,7 @@ use clap::{ArgGroup, Args, ValueEnum};
 use monomorph::algo::matching::{MatchParams, MatchResult, Score, match_template};
 use monomorph::algo::rotations::{RotationSet, Symmetry};
 use monomorph::io::{HostArray, read_euler_csv, write_mrc, write_npy, write_png};
-use monomorph::{Backend, BackendTask, FloatOf, Interpolation};
+use monomorph::{AxisOrder, Backend, BackendTask, FloatOf, Interpolation};
 use ndarray::{Array3, ArrayD};
 use serde_json::json;
 use tracing::info_span;
@@ -135,7 +135,10 @@ pub struct MatchArgs {
     /// each voxel the best score (over the same rotations, from 0) of a phase-scrambled copy
     /// of the template (numpy's default_rng(42), pytme's scramble_phases), rotated, filtered
     /// and normalised like the template, minus its mean over pytme's FFT box. About doubles
-    /// the time per rotation. Not with mcc.
+    /// the time per rotation. Not with mcc. Reproduces pytme 0.3.6's corrected scores for the
+    /// same files (one job, `-n 1`): the noise is drawn on the template as pytme holds it,
+    /// (x, y, z) when the target is an MRC file (pytme transposes MRC data), as stored for a
+    /// .npy target.
     #[arg(long, value_name = "METHOD", value_parser = parse_background)]
     pub background_correction: Option<monomorph::algo::matching::Background>,
     /// Devices to split the rotations over, e.g. `0,1,2,3` (each runs a contiguous range;
@@ -241,6 +244,22 @@ pub struct MatchJob {
     pub background: Option<monomorph::algo::matching::Background>,
     /// The search restriction (scheduling mask, search box).
     pub search: super::search::Search,
+    /// How pytme would hold the arrays, from the target's file type ([`pytme_frame`]): the
+    /// frame of everything pytme computes in its own axis order (filters, scrambling noise,
+    /// the rotation's edge test).
+    pub pytme_frame: AxisOrder,
+}
+
+/// How pytme 0.3.6 holds the data of `target`: an MRC file transposed ((x, y, z): reversed
+/// against monomorph's (z, y, x)), a `.npy` as stored. Decided once per job, from the target:
+/// the template, masks and rotations are taken in the target's frame (a template meant for an
+/// MRC tomogram is (z, y, x) here, whatever its file type).
+pub fn pytme_frame(target: &std::path::Path) -> AxisOrder {
+    if monomorph::io::is_mrc(target) {
+        AxisOrder::Reversed
+    } else {
+        AxisOrder::Pytme
+    }
 }
 
 /// Host copy of a matching result.
@@ -320,6 +339,7 @@ impl MatchJob {
         params.background = self.background;
         params.scheduling_mask = up.smask.as_ref();
         params.search_box = up.search_box.as_deref();
+        params.pytme_frame = self.pytme_frame;
         params
     }
 
@@ -626,7 +646,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         ],
         template.voxel_size,
     )?;
-    let filters = super::filters::spec(&a.filters, d, fvoxel)?;
+    let frame = pytme_frame(target_path);
+    let filters = super::filters::spec(&a.filters, d, fvoxel, frame)?;
     let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
     let search = a.search.check(&tshape)?;
     let search_json = a.search.to_json(&search);
@@ -653,6 +674,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         score_stats: a.score_stats,
         background: a.background_correction,
         search,
+        pytme_frame: frame,
     };
     let n_rot = job.rotations.len();
     let names = [
@@ -760,6 +782,10 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
                 "background_correction": a.background_correction.map(|b| b.name()),
                 "score_stats": a.score_stats,
+                "pytme_frame": match pytme_frame(a.target_path()) {
+                    AxisOrder::Reversed => "x, y, z (pytme transposes the MRC target)",
+                    AxisOrder::Pytme => "as stored (a .npy target)",
+                },
                 "target_shape": tshape, "voxel_size": voxel_size,
             }),
         );
