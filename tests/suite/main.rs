@@ -41,6 +41,8 @@ mod orientation;
 mod peaks;
 #[cfg(feature = "cli")]
 mod planted;
+#[cfg(feature = "cli")]
+mod pytme_frame;
 mod resample_fixtures;
 mod rotation_edges;
 mod rotation_sets;
