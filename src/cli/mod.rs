@@ -369,7 +369,26 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Starts rayon's global thread pool now (`RAYON_NUM_THREADS` threads, else one per core),
+/// so that threads the OS refuses (a count past a memory cap or a thread limit) are one error
+/// line naming the variable, not a panic inside the first parallel loop.
+fn start_threads() -> CliResult<()> {
+    match rayon::ThreadPoolBuilder::new().build_global() {
+        Ok(()) => Ok(()),
+        Err(e) => match std::env::var("RAYON_NUM_THREADS") {
+            Ok(n) => Err(CliError::input(format!(
+                "RAYON_NUM_THREADS={n}: cannot start that many threads ({e}), expected fewer \
+                 (or unset it: one thread per core)"
+            ))),
+            Err(_) => Err(CliError::failure(format!(
+                "cannot start the worker threads: {e}"
+            ))),
+        },
+    }
+}
+
 fn run(cli: Cli) -> CliResult<()> {
+    start_threads()?;
     let g = cli.global;
     let launched = ranks::launched_ranks().filter(|&n| n > 1);
     #[cfg(not(feature = "mpi"))]
