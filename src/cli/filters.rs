@@ -227,6 +227,11 @@ pub fn spec(
         CtfCorrectionArg::Raw => CtfCorrection::Raw,
     };
     if let Some(df) = f.defocus {
+        for (flag, v) in [("--defocus", df), ("--phase-shift", f.phase_shift)] {
+            if !v.is_finite() {
+                return Err(bad(flag, super::error::show(v), "expected a finite number"));
+            }
+        }
         s.ctf = Some(CtfSpec::Single {
             defocus: df,
             phase_shift: f.phase_shift.to_radians(),
@@ -243,6 +248,9 @@ pub fn spec(
             check_ctf_angles(p, file_angles, &f.tilt_angles, s.wedge.as_ref())?;
         }
         s.ctf = Some(CtfSpec::PerTilt(c.tilts));
+    }
+    if s.ctf.is_some() {
+        check_scope_flags(f, &s.microscope)?;
     }
     s.lowpass = f.lowpass;
     s.highpass = f.highpass;
@@ -263,6 +271,44 @@ pub fn spec(
         other => CliError::from(other),
     })?;
     Ok(Some(s))
+}
+
+/// The microscope flags a CTF uses, each under its own name, before anything is built: an
+/// acceleration voltage from 1 to 10 000 kV (`1e-300` would make every filter value
+/// non-finite), a spherical aberration from 0 to 1e10 Å, an amplitude contrast in [0, 1). A
+/// value a `--ctf-file` gave instead was checked where the file was read (naming its line).
+fn check_scope_flags(f: &FilterArgs, m: &Microscope) -> CliResult<()> {
+    let show = super::error::show;
+    let checks = [
+        (
+            "--acceleration-voltage",
+            f.acceleration_voltage,
+            m.voltage_kv,
+            (1.0..=1e4).contains(&f.acceleration_voltage),
+            "expected an acceleration voltage from 1 to 10000 kV",
+        ),
+        (
+            "--spherical-aberration",
+            f.spherical_aberration,
+            m.cs,
+            (0.0..=1e10).contains(&f.spherical_aberration),
+            "expected a spherical aberration from 0 to 1e10 Å (1000 mm)",
+        ),
+        (
+            "--amplitude-contrast",
+            f.amplitude_contrast,
+            m.amplitude_contrast,
+            (0.0..1.0).contains(&f.amplitude_contrast),
+            "expected an amplitude contrast in [0, 1)",
+        ),
+    ];
+    for (flag, given, used, ok, want) in checks {
+        // Only the flag's own value, when it is the one used.
+        if given.to_bits() == used.to_bits() && !ok {
+            return Err(bad(flag, show(given), want));
+        }
+    }
+    Ok(())
 }
 
 /// A CTF file that gives its own tilt angles must agree with the tilt series of

@@ -128,7 +128,8 @@ pub struct MatchArgs {
     /// score does not change with the rotation, or a single rotation); where no position was
     /// searched (outside --search-*/--scheduling-mask, score −∞) mean and std are NaN and
     /// z is −∞. Summed exactly (integer fixed point; the same bits for any number of MPI
-    /// ranks), 32 bytes per target voxel.
+    /// ranks or split list items; tiles of --memory-limit change the scores, and so the
+    /// statistics, at round-off), 32 bytes per target voxel.
     #[arg(long)]
     pub score_stats: bool,
     /// Background correction, as pytme's: `phase-scrambling` subtracts from the best score of
@@ -478,6 +479,13 @@ pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
     if a.list.target_list.is_some() {
         return super::list::run(g, &a);
     }
+    if a.list.peaks {
+        // Clap's `requires` does not fire for this flag here; refused rather than ignored.
+        return Err(CliError::input(
+            "--peaks: only with --target-list (peaks of many targets in one STAR file); for one \
+             target run `monomorph peaks --scores OUT/scores.npy` on the output folder",
+        ));
+    }
     #[cfg(feature = "mpi")]
     if let Some(world) = super::ranks::world() {
         return super::ranks::run_match(&world, g, &a);
@@ -613,9 +621,22 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         rotation_set(a, d)?
     };
     let rotations = match a.symmetry {
-        Some(sym) => rotations
-            .reduce_by_symmetry(sym)
-            .map_err(|e| CliError::for_flag(e, "--symmetry", sym.to_string()))?,
+        Some(sym) => {
+            let n = rotations.len();
+            let none = || {
+                CliError::input(format!(
+                    "--symmetry {sym}: leaves none of the {n} rotation(s) to search (none lies \
+                     in the group's asymmetric unit), expected a rotation set that covers it"
+                ))
+            };
+            match rotations.reduce_by_symmetry(sym) {
+                Ok(r) if r.is_empty() => return Err(none()),
+                Ok(r) => r,
+                // The library cannot build an empty set: the shape error of no rotation.
+                Err(monomorph::Error::Shape { .. }) => return Err(none()),
+                Err(e) => return Err(CliError::for_flag(e, "--symmetry", sym.to_string())),
+            }
+        }
         None => rotations,
     };
     let png_query = a.png.then(|| PeakQuery {

@@ -13,6 +13,8 @@ mod cli;
 #[cfg(feature = "cli")]
 mod cli_filters;
 #[cfg(feature = "cli")]
+mod cli_hostile;
+#[cfg(feature = "cli")]
 mod cli_peaks;
 #[cfg(feature = "cli")]
 mod cli_robust;
