@@ -10,7 +10,7 @@ use monomorph::algo::peaks::{
 };
 use monomorph::algo::rotations::{RotationSet, relion_euler_of};
 use monomorph::io::{HostArray, PeakRow, TableMeta, write_peaks_with, write_png};
-use monomorph::{Arr, Backend, BackendTask, FloatOf};
+use monomorph::{Arr, Backend, BackendTask, FloatOf, Real};
 use ndarray::{Array3, ArrayD, Ix3};
 use tracing::info_span;
 
@@ -383,12 +383,12 @@ fn false_alarm<B: Backend>(
             let sigma = if n_voxels == 0 {
                 0.0
             } else if border.iter().all(|&w| w == 0) {
-                b.std(scores)?
+                b.std(scores)?.as_f64()
             } else {
                 let inner: Vec<usize> = shape.iter().zip(&border).map(|(s, w)| s - 2 * w).collect();
                 let mut crop = b.zeros::<FloatOf<B>>(&inner)?;
                 b.crop(scores, &border, &mut crop)?;
-                b.std(&crop)?
+                b.std(&crop)?.as_f64()
             };
             (false, fallback_rotations, sigma)
         }

@@ -133,7 +133,8 @@ macro_rules! conformance_family {
     };
     (reduce, $make:path) => {
         $crate::conformance_family!(@mod reduce, $make;
-            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties, prop_reductions_f64);
+            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties, prop_reductions_f64,
+            reduce_accumulates_beyond_the_float_type);
     };
     (spectral, $make:path) => {
         $crate::conformance_family!(@mod spectral, $make;

@@ -148,7 +148,7 @@ pub(super) fn scramble_phases<B: Backend>(
             0
         }
     };
-    if sign(b.sum(&out)?) != sign(b.sum(t)?) {
+    if sign(b.sum(&out)?.as_f64()) != sign(b.sum(t)?.as_f64()) {
         b.scalar_assign(crate::backend::BinaryOp::Mul, &mut out, -1.0)?;
     }
     Ok(out)

@@ -56,8 +56,9 @@
 //! [`MatchParams::search_box`] and [`MatchParams::scheduling_mask`] restrict the positions
 //! searched: only the box (shrunk to the mask's bounding box) is tiled, tiles holding no mask
 //! voxel are skipped, and each tile reads its window plus the template's reach from the
-//! extension a whole run reads, so the searched scores are the whole run's (to round-off) and
-//! the work is proportional to the box. The maps keep the target's shape; positions not
+//! extension a whole run reads (on an axis the tile spans whole, a circular run's own grid),
+//! so the searched scores are the whole run's (to round-off) and the work is proportional to
+//! the box. The maps keep the target's shape; positions not
 //! searched hold score −∞ and rotation index −1 (pytme's fill for positions no box covered),
 //! which no peak caller reports. `ssum` sums the scored positions (the box's, no padding) over
 //! the target's voxels as usual. MCC (never tiled) scores the whole target, then marks the
@@ -500,8 +501,16 @@ pub fn match_template_raw<B: Backend>(
         // MCC is never tiled: the whole target, then the outside is marked.
         Some(r) if params.score != Score::MCC && r.restricts(&ts) => {
             let forced = params.tile_shape.as_deref();
-            let (jobs, _skipped) =
-                r.jobs(params.score, &ts, &tshape, limit, forced, sizes, fixed)?;
+            let (jobs, _skipped) = r.jobs(
+                params.score,
+                &ts,
+                &tshape,
+                params.pad_edges,
+                limit,
+                forced,
+                sizes,
+                fixed,
+            )?;
             (jobs, true)
         }
         _ => plan_jobs(
