@@ -972,7 +972,7 @@ mod tests {
                     .map(|i| {
                         state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
                         let s = stems[(state >> 33) as usize % stems.len()];
-                        let ext = if (state >> 20) % 2 == 0 {
+                        let ext = if (state >> 20).is_multiple_of(2) {
                             "mrc"
                         } else {
                             "star"
