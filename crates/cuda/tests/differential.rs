@@ -1,6 +1,9 @@
 //! CPU-vs-CUDA differential tests: the same generic algorithm run on `Cpu<P>` and `Cuda<P>`
 //! must agree. Skipped (with a line) without a device; `MONOMORPH_REQUIRE_CUDA=1` makes a
-//! skip a failure.
+//! skip a failure. With the `cpu-stand-in` feature every body runs with `Cpu<P>` in the
+//! device's place (see `common`).
+
+mod common;
 
 use monomorph_core::algo::cg::{LaplacianOperator, SolveParams, conjugate_gradient};
 use monomorph_core::algo::matching::{MatchParams, Score, match_template};
@@ -9,20 +12,7 @@ use monomorph_core::algo::rotations::RotationSet;
 use monomorph_core::testing::Lcg;
 use monomorph_core::{Backend, Boundary, Double, Memory, Precision, Single};
 use monomorph_cpu::Cpu;
-use monomorph_cuda::Cuda;
-
-fn make<P: Precision>() -> Option<Cuda<P>> {
-    match Cuda::<P>::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("MONOMORPH_REQUIRE_CUDA").as_deref() == Ok("1") {
-                panic!("MONOMORPH_REQUIRE_CUDA=1 but no CUDA backend: {e}");
-            }
-            println!("skipped: {e}");
-            None
-        }
-    }
-}
+use common::{Dev, make};
 
 fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
@@ -258,7 +248,7 @@ fn cg_paths_agree<P: Precision>(tol: f64) {
     type Pair<'a, P> = (
         &'a str,
         &'a dyn LinearOperator<Cpu<P>>,
-        &'a dyn LinearOperator<Cuda<P>>,
+        &'a dyn LinearOperator<Dev<P>>,
         &'a ndarray::ArrayD<F<P>>,
     );
     let ops: [Pair<'_, P>; 3] = [
@@ -319,8 +309,11 @@ fn cg_double() {
     cg_agrees::<Double>(1e-9);
 }
 
+/// Device-only: the CUDA device's own facts (not under the CPU stand-in).
+#[cfg(not(feature = "cpu-stand-in"))]
 #[test]
 fn device_info_is_consistent() {
+    use monomorph_cuda::Cuda;
     let Some(gpu) = make::<Single>() else { return };
     let info = gpu.info();
     let d = gpu.device();
@@ -355,7 +348,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
     for which in 0..3 {
         // Host reference.
         let mut hb = best0.clone();
-        let mut hi = ndarray::ArrayD::<IntOf<Cuda<P>>>::zeros(ndarray::IxDyn(&out));
+        let mut hi = ndarray::ArrayD::<IntOf<Dev<P>>>::zeros(ndarray::IxDyn(&out));
         let hnorm: host::Norm<'_, F<P>> = match which {
             0 => Normalization::Scaled { scale },
             1 => Normalization::Denominator {
@@ -370,7 +363,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
                 eps,
             },
         };
-        let idx = <IntOf<Cuda<P>> as Real>::from_f64(4.0);
+        let idx = <IntOf<Dev<P>> as Real>::from_f64(4.0);
         // The score moments too (one pass: each voxel's words then hold its one score).
         let mscale = [2f64.powi(50), 2f64.powi(40)];
         let mut mshape = out.to_vec();
@@ -397,7 +390,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             gpu.upload(inv_den.view()).unwrap(),
         );
         let mut db = gpu.upload(best0.view()).unwrap();
-        let mut di = gpu.zeros::<IntOf<Cuda<P>>>(&out).unwrap();
+        let mut di = gpu.zeros::<IntOf<Dev<P>>>(&out).unwrap();
         let mut ss = gpu.zeros::<f64>(&[1]).unwrap();
         let mut dm = gpu.zeros::<i64>(&mshape).unwrap();
         // The same normalisation on the device arrays (c1, then c2).

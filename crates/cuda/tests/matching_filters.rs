@@ -1,28 +1,17 @@
 //! Template matching with Fourier filters on CUDA: pytme's filter fixtures
 //! (`tests/fixtures/matching-filters`, pytme's own filter arrays) run on the GPU must agree with
 //! pytme and with the CPU. Skipped (with a line) without a device; `MONOMORPH_REQUIRE_CUDA=1`
-//! makes a skip a failure.
+//! makes a skip a failure. With the `cpu-stand-in` feature every body runs with `Cpu<P>` in
+//! the device's place (see `common`).
+
+mod common;
 
 use monomorph_core::algo::filters::SpectralFilter;
 use monomorph_core::algo::matching::{MatchParams, Prerotated, Score, match_template};
 use monomorph_core::algo::rotations::RotationSet;
 use monomorph_core::{Backend, Memory, Precision, Real, Single};
 use monomorph_cpu::Cpu;
-use monomorph_cuda::Cuda;
 use ndarray::{ArrayD, Axis, IxDyn};
-
-fn gpu() -> Option<Cuda<Single>> {
-    match Cuda::<Single>::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("MONOMORPH_REQUIRE_CUDA").as_deref() == Ok("1") {
-                panic!("MONOMORPH_REQUIRE_CUDA=1 but no CUDA backend: {e}");
-            }
-            println!("skipped: {e}");
-            None
-        }
-    }
-}
 
 /// `tests/fixtures/matching-filters` of the repository: under `MONOMORPH_FIXTURES`, else beside
 /// the sources, else under the working directory.
@@ -114,7 +103,9 @@ fn run<B: Backend>(
 /// equal to pytme's.
 #[test]
 fn filter_fixtures_on_the_gpu() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::make::<Single>() else {
+        return;
+    };
     let Some(root) = fixtures() else {
         assert!(
             std::env::var("MONOMORPH_REQUIRE_CUDA").as_deref() != Ok("1"),
