@@ -183,6 +183,8 @@ if [ "$DRY" = 1 ]; then
     n=$(timeout 20 "$t" --list 2>/dev/null | grep -c ': test$')
     echo "dry-run: $(basename "$t") runs here and holds $n tests"
   done
+  echo "dry-run: the benchmark's rows (device_bench --list):"
+  timeout 20 "$HERE/bin/device_bench" BENCH_ARGS --list 2>&1 | sed 's/^/dry-run:   /'
   echo "dry-run: device_bench without a device (its error path):"
   timeout 20 "$HERE/bin/device_bench" --quick > "$LOG/bench-dry.txt" 2>&1
   rc=$?
@@ -466,6 +468,7 @@ mod tests {
             "SKIPPED: step skip-probe (no time left",
             "dry-run:   LD_LIBRARY_PATH=",
             "dry-run:   ldconfig -p | grep -E",
+            "dry-run: the benchmark's rows (device_bench --list):",
         ] {
             assert!(out.contains(want), "missing {want:?} in:\n{out}");
         }

@@ -13,8 +13,9 @@
 //! other cases still run. The targets the figures are compared with are in
 //! `monomorph_cuda::bench`.
 //!
-//! `cargo run -p monomorph-cuda --release --example device_bench [-- --quick | --probe]`
-//! (`--probe`: `Cuda::new` and the device's facts only; exit 2 without a device).
+//! `cargo run -p monomorph-cuda --release --example device_bench [-- --quick | --probe | --list]`
+//! (`--probe`: `Cuda::new` and the device's facts only, exit 2 without a device; `--list`: the
+//! rows a run prints, without a device).
 
 use std::time::Instant;
 
@@ -455,9 +456,88 @@ fn probe(made: Result<Cuda<Single>>, new_ms: f64) -> ! {
     }
 }
 
+/// A named case of the benchmark, run on the backend it is given.
+type Case = (String, Box<dyn FnOnce(&Cuda<Single>) -> Result<Row>>);
+
+/// The benchmark's cases after `Cuda::new`, in the order run (named without a device, for
+/// `--list`).
+fn cases(quick: bool) -> Vec<Case> {
+    let nrot = if quick { 4 } else { 16 };
+    let pytom_rot = if quick { 2 } else { 8 };
+    let mut cases: Vec<Case> = vec![
+        (
+            "match 128³/32³ FLCSphericalMask".into(),
+            Box::new(move |b: &Cuda<Single>| matching(b, 128, 32, Score::FLCSphericalMask, nrot)),
+        ),
+        (
+            "match step 128³/32³ FLCSphericalMask (f32)".into(),
+            Box::new(move |b: &Cuda<Single>| match_step(b, 128, 32, if quick { 10 } else { 50 })),
+        ),
+        (
+            "match 128³/32³ FLC".into(),
+            Box::new(move |b: &Cuda<Single>| matching(b, 128, 32, Score::FLC, nrot)),
+        ),
+        (
+            "match 256³/48³ FLCSphericalMask".into(),
+            Box::new(move |b: &Cuda<Single>| {
+                matching(b, 256, 48, Score::FLCSphericalMask, nrot / 2)
+            }),
+        ),
+        (
+            "match 256³/48³ FLC".into(),
+            Box::new(move |b: &Cuda<Single>| matching(b, 256, 48, Score::FLC, nrot / 2)),
+        ),
+    ];
+    for extra in [Extra::Plain, Extra::ScoreStats, Extra::WedgeCtf] {
+        for score in [Score::FLC, Score::FLCSphericalMask] {
+            let what = match extra {
+                Extra::Plain => "",
+                Extra::ScoreStats => " --score-stats",
+                Extra::WedgeCtf => " wedge+CTF",
+            };
+            cases.push((
+                format!("pytom 462×478×250/34³ {score}{what}"),
+                Box::new(move |b: &Cuda<Single>| pytom_problem(b, score, extra, pytom_rot)),
+            ));
+        }
+    }
+    cases.extend::<Vec<Case>>(vec![
+        (
+            "pytom peaks 462×478×250".into(),
+            Box::new(move |b: &Cuda<Single>| pytom_peaks(b, if quick { 1 } else { 3 })),
+        ),
+        (
+            "CG Laplacian 256³ (f32)".into(),
+            Box::new(move |b: &Cuda<Single>| cg(b, 256, if quick { 20 } else { 100 })),
+        ),
+        (
+            "max filter 512³ size 3 (f32)".into(),
+            Box::new(move |b: &Cuda<Single>| max_filter(b, 512, 3)),
+        ),
+        (
+            "max filter 512³ size 21 (f32)".into(),
+            Box::new(move |b: &Cuda<Single>| max_filter(b, 512, 21)),
+        ),
+        (
+            "top_k 512³ k 1000 (f32)".into(),
+            Box::new(move |b: &Cuda<Single>| top_k(b, 512, 1000)),
+        ),
+    ]);
+    cases
+}
+
 fn main() {
     use std::io::Write;
     let quick = std::env::args().any(|a| a == "--quick");
+    if std::env::args().any(|a| a == "--list") {
+        // The rows a run prints, without a device (run.sh --dry-run shows them).
+        println!("{}", Table::header());
+        println!("| Cuda::new (NVRTC CUBIN + module load)");
+        for (name, _) in cases(quick) {
+            println!("| {name}");
+        }
+        std::process::exit(0);
+    }
     let t0 = Instant::now();
     let made = Cuda::<Single>::new(0);
     let new_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -484,70 +564,9 @@ fn main() {
         ))
     });
     println!("{}", row.line());
-    let nrot = if quick { 4 } else { 16 };
-    let pytom_rot = if quick { 2 } else { 8 };
-    type Case<'a> = (String, Box<dyn FnOnce() -> Result<Row> + 'a>);
-    let b = &b;
-    let mut cases: Vec<Case> = vec![
-        (
-            "match 128³/32³ FLCSphericalMask".into(),
-            Box::new(move || matching(b, 128, 32, Score::FLCSphericalMask, nrot)),
-        ),
-        (
-            "match step 128³/32³ FLCSphericalMask (f32)".into(),
-            Box::new(move || match_step(b, 128, 32, if quick { 10 } else { 50 })),
-        ),
-        (
-            "match 128³/32³ FLC".into(),
-            Box::new(move || matching(b, 128, 32, Score::FLC, nrot)),
-        ),
-        (
-            "match 256³/48³ FLCSphericalMask".into(),
-            Box::new(move || matching(b, 256, 48, Score::FLCSphericalMask, nrot / 2)),
-        ),
-        (
-            "match 256³/48³ FLC".into(),
-            Box::new(move || matching(b, 256, 48, Score::FLC, nrot / 2)),
-        ),
-    ];
-    for extra in [Extra::Plain, Extra::ScoreStats, Extra::WedgeCtf] {
-        for score in [Score::FLC, Score::FLCSphericalMask] {
-            let what = match extra {
-                Extra::Plain => "",
-                Extra::ScoreStats => " --score-stats",
-                Extra::WedgeCtf => " wedge+CTF",
-            };
-            cases.push((
-                format!("pytom 462×478×250/34³ {score}{what}"),
-                Box::new(move || pytom_problem(b, score, extra, pytom_rot)),
-            ));
-        }
-    }
-    cases.extend::<Vec<Case>>(vec![
-        (
-            "pytom peaks 462×478×250".into(),
-            Box::new(move || pytom_peaks(b, if quick { 1 } else { 3 })),
-        ),
-        (
-            "CG Laplacian 256³ (f32)".into(),
-            Box::new(move || cg(b, 256, if quick { 20 } else { 100 })),
-        ),
-        (
-            "max filter 512³ size 3 (f32)".into(),
-            Box::new(move || max_filter(b, 512, 3)),
-        ),
-        (
-            "max filter 512³ size 21 (f32)".into(),
-            Box::new(move || max_filter(b, 512, 21)),
-        ),
-        (
-            "top_k 512³ k 1000 (f32)".into(),
-            Box::new(move || top_k(b, 512, 1000)),
-        ),
-    ]);
-    for (name, case) in cases {
+    for (name, case) in cases(quick) {
         eprintln!("device_bench: {name}");
-        let row = table.run(&name, case);
+        let row = table.run(&name, || case(&b));
         println!("{}", row.line());
         let _ = std::io::stdout().flush();
     }
