@@ -139,7 +139,7 @@ macro_rules! conformance_family {
     (spectral, $make:path) => {
         $crate::conformance_family!(@mod spectral, $make;
             fft_matches_dft, fft_batch_axes, fft_pruned_equals_full, fft_plan_errors,
-            fft_inner_axes_odd_slabs, prop_fft_roundtrip);
+            fft_inner_axes_odd_slabs, fft_length_one_axes, prop_fft_roundtrip);
     };
     (resample, $make:path) => {
         $crate::conformance_family!(@mod resample, $make;
