@@ -129,6 +129,11 @@ pub fn check_plume(p: &Plume, x: &ArrayD<f64>, iterations: &[usize], what: &str)
             let theirs = p.meta["phiflow_cg_iterations"][s]
                 .as_f64()
                 .expect("cg iterations");
+            // PhiFlow's bordered CG-adaptive does not always converge (step 0 of plume3d stops
+            // after 27 iterations, not converged): only a converged run is a count to match.
+            if p.meta["phiflow_cg_converged"][s] != serde_json::Value::Bool(true) {
+                continue;
+            }
             assert!(
                 ours <= 1.1 * theirs,
                 "{what} step {s}: {ours} iterations, PhiFlow's bordered CG {theirs}"
