@@ -520,7 +520,7 @@ fn parse_spacing(spec: &str, nd: usize, lap: &str) -> CliResult<Vec<f64>> {
         )));
     }
     for &v in &vals {
-        if !(v.is_finite() && v > 0.0) || !(1.0 / (v * v)).is_finite() {
+        if !(v.is_finite() && v > 0.0 && (1.0 / (v * v)).is_finite()) {
             return Err(bad(format!("{v}: every spacing must be finite and > 0")));
         }
     }
