@@ -6,6 +6,7 @@
 mod api;
 mod background;
 mod cg;
+mod cg_pressure;
 mod cg_round_trips;
 mod cg_trust;
 #[cfg(feature = "cli")]
@@ -16,6 +17,8 @@ mod cli_filters;
 mod cli_hostile;
 #[cfg(feature = "cli")]
 mod cli_peaks;
+#[cfg(feature = "cli")]
+mod cli_pressure;
 #[cfg(feature = "cli")]
 mod cli_robust;
 #[cfg(feature = "cli")]
