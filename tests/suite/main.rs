@@ -15,6 +15,8 @@ mod cli_filters;
 #[cfg(feature = "cli")]
 mod cli_peaks;
 #[cfg(feature = "cli")]
+mod cli_pytom;
+#[cfg(feature = "cli")]
 mod cli_robust;
 #[cfg(feature = "cli")]
 mod cli_search;
@@ -26,6 +28,7 @@ mod conformance;
 mod devices;
 mod filter_fixtures;
 mod filters;
+mod fit;
 #[cfg(feature = "io")]
 mod fuzz;
 #[cfg(feature = "cli")]
@@ -41,6 +44,7 @@ mod orientation;
 mod peaks;
 #[cfg(feature = "cli")]
 mod planted;
+mod pytom_pick;
 mod resample_fixtures;
 mod rotation_edges;
 mod rotation_sets;
