@@ -83,7 +83,7 @@ pub fn voxel_size(
     };
     let other = from_run.or(sampling_rate);
     Ok(match (from_header, other) {
-        (Some(h), Some(o)) if h == 1.0 => o,
+        (Some(1.0), Some(o)) => o,
         (Some(h), _) => h,
         (None, Some(o)) => o,
         (None, None) => {
@@ -413,7 +413,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
         num_peaks,
         radius: r,
         cut_off: cut,
-        tophat: p.tophat_filter.then(|| TophatParams {
+        tophat: p.tophat_filter.then_some(TophatParams {
             connectivity: p.tophat_connectivity,
             bins: p.tophat_bins,
             n_false_positives: k,
