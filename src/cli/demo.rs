@@ -264,6 +264,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         score_stats: false,
         background: None,
         search: Default::default(),
+        pytme_frame: monomorph::AxisOrder::Pytme,
     };
     if !g.quiet {
         note!(

@@ -13,6 +13,8 @@ mod cli;
 #[cfg(feature = "cli")]
 mod cli_filters;
 #[cfg(feature = "cli")]
+mod cli_hostile;
+#[cfg(feature = "cli")]
 mod cli_peaks;
 #[cfg(feature = "cli")]
 mod cli_pytom;
@@ -44,6 +46,8 @@ mod orientation;
 mod peaks;
 #[cfg(feature = "cli")]
 mod planted;
+#[cfg(feature = "cli")]
+mod pytme_frame;
 mod pytom_pick;
 mod resample_fixtures;
 mod rotation_edges;

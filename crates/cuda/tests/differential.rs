@@ -1434,7 +1434,8 @@ fn standardize_on<P: Precision, B: Backend<Precision = P>>(gpu: &B, tol: f64) {
             .array::<F<P>>(shape)
             .mapv(|v| v * F::<P>::from_f64(3.0) + F::<P>::from_f64(1.5));
         let mask = ball::<F<P>>(shape);
-        let n: f64 = mask.iter().map(|v| v.as_f64()).sum();
+        // The mask sum in the accumulator type, as the matching loop passes it.
+        let n = <P::Accum as monomorph_core::Real>::from_f64(mask.iter().map(|v| v.as_f64()).sum());
         // Constant inside the mask (random outside it): zeros.
         let flat = ndarray::Zip::from(&t).and(&mask).map_collect(|&v, &m| {
             if m.as_f64() > 0.0 {

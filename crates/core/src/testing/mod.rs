@@ -133,7 +133,8 @@ macro_rules! conformance_family {
     };
     (reduce, $make:path) => {
         $crate::conformance_family!(@mod reduce, $make;
-            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties, prop_reductions_f64);
+            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties, prop_reductions_f64,
+            reduce_accumulates_beyond_the_float_type);
     };
     (spectral, $make:path) => {
         $crate::conformance_family!(@mod spectral, $make;
@@ -144,7 +145,7 @@ macro_rules! conformance_family {
         $crate::conformance_family!(@mod resample, $make;
             pad_crop_flip_roll, pad_symmetric, resample_errors, affine_identity_and_shift,
             rotate_quarter_turn_exact, spline_prefilter_interpolates, prop_rotate_back,
-            affine_reversed_is_flip_affine_flip);
+            affine_reversed_is_flip_affine_flip, affine_reversed_in_the_transposed_frame);
     };
     (filter, $make:path) => {
         $crate::conformance_family!(@mod filter, $make;

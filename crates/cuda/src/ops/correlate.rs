@@ -487,7 +487,7 @@ impl<P: Precision> Correlate for Cuda<P> {
     fn standardize_masked<T: Float>(
         &self,
         t: &mut CudaArray<T>,
-        mask: Option<(&CudaArray<T>, f64)>,
+        mask: Option<(&CudaArray<T>, P::Accum)>,
         scratch: &mut CudaArray<T>,
     ) -> Result<()> {
         check_standardize_masked(t.shape(), mask.map(|(m, _)| m.shape()), scratch.shape())?;
@@ -495,8 +495,9 @@ impl<P: Precision> Correlate for Cuda<P> {
         if len == 0 {
             return Ok(());
         }
+        // The kernels accumulate in double (the accumulator type of every precision set).
         let (has_mask, n) = match mask {
-            Some((_, n)) => (1i32, n),
+            Some((_, n)) => (1i32, n.as_f64()),
             None => (0i32, len as f64),
         };
         // At most 1024 partials: pass 2's blocks each add them all.
