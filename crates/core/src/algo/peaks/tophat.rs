@@ -284,7 +284,7 @@ where
         b.upload_owned(host.mapv(|v| if v.is_finite() { v } else { T::zero() }))?
     };
     let (_, map_std) = b.mean_std(&src)?;
-    let map_std = T::from_f64(map_std).as_f64();
+    let map_std = T::from_f64(crate::dtype::Real::as_f64(map_std)).as_f64();
     let t = white_tophat(b, &src, p.connectivity)?;
     let th = b.download(&t)?;
     let values: Vec<T> = th
