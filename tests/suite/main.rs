@@ -19,6 +19,7 @@ mod cli_hostile;
 mod cli_peaks;
 #[cfg(feature = "cli")]
 mod cli_pressure;
+mod cli_pytom;
 #[cfg(feature = "cli")]
 mod cli_robust;
 #[cfg(feature = "cli")]
@@ -31,6 +32,7 @@ mod conformance;
 mod devices;
 mod filter_fixtures;
 mod filters;
+mod fit;
 #[cfg(feature = "io")]
 mod fuzz;
 #[cfg(feature = "cli")]
@@ -48,6 +50,7 @@ mod peaks;
 mod planted;
 #[cfg(feature = "cli")]
 mod pytme_frame;
+mod pytom_pick;
 mod resample_fixtures;
 mod rotation_edges;
 mod rotation_sets;
