@@ -680,7 +680,7 @@ pub trait Linalg:
         let (rows, _) = check_stencil("stencil_dot", st, x.shape(), y.shape())?;
         check_active("stencil_dot", active, rows)?;
         self.stencil(st, x, y)?;
-        let mut out = self.dot_rows(x, y)?;
+        let mut out = rows_f64(self.dot_rows(x, y)?);
         mask_rows(&mut out, active);
         Ok(out)
     }
