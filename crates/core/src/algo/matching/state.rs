@@ -16,7 +16,7 @@ use crate::backend::{
 use crate::dtype::{Float, Real};
 use crate::error::{Error, Result};
 
-use super::plan::Job;
+use super::job::Job;
 use super::prepare::{Prepared, standardize_masked};
 use super::{MatchParams, Score};
 
