@@ -8,7 +8,8 @@ use monomorph::error::fmt_bytes;
 use monomorph::io::{HostArray, Volume, read_array};
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, Global};
+use super::error::{CliError, CliResult};
+use super::global::Global;
 
 /// Reads a `.npy` or MRC input named by flag `flag`, checking that it is `dims`-D (any of) and
 /// holds only finite values.
@@ -640,4 +641,11 @@ mod tests {
             check_distinct(&[("--out", other.clone()), ("--png", other)], &[]).expect_err("twice");
         assert!(e.message.contains("--png"), "{}", e.message);
     }
+}
+
+/// Prints one line on stderr; a closed or full stderr is ignored (there is nowhere left to
+/// report it).
+pub fn complain(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

@@ -14,8 +14,9 @@ use monomorph::{Arr, Backend, BackendTask, FloatOf};
 use ndarray::{Array3, ArrayD, Ix3};
 use tracing::info_span;
 
+use super::error::{CliError, CliResult};
+use super::global::Global;
 use super::output::{Outputs, check_distinct, check_out_file, read_npy_input};
-use super::{CliError, CliResult, Global};
 
 /// Options of `monomorph peaks`.
 #[derive(Args, Debug, Clone)]
