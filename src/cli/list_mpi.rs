@@ -248,7 +248,7 @@ fn run_item(ctx: &Ctx<'_>, k: usize, control: &Control<'_>) -> CliResult<Local> 
         job: &job.job,
         range: it.range.clone(),
         control,
-        worker: rank as usize,
+        worker: 0,
     };
     let part = p.timings.time("total", || monomorph::dispatch(opts, task));
     let part = rank_outcome(control, part, ta.memory_limit)?;

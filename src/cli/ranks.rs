@@ -350,8 +350,9 @@ mod with_mpi {
             let t0 = std::time::Instant::now();
             let local = {
                 let _s = info_span!("match_part").entered();
+                // One control per rank: the rank is its worker 0.
                 job.job
-                    .run_range(b, ranges[rank as usize].clone(), &control, rank as usize)
+                    .run_range(b, ranges[rank as usize].clone(), &control, 0)
             };
             let match_s = t0.elapsed().as_secs_f64();
             let local = super::rank_outcome(&control, local, mem);

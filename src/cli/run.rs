@@ -11,6 +11,7 @@ use monomorph::work::{
     Control, Done, Failure, JobSource, Loader, MatchJob, Plan, Ran, RunError, Serial, Threads,
 };
 use serde_json::json;
+use tracing::info_span;
 
 use super::error::{CliError, CliResult};
 use super::global::Global;
@@ -130,9 +131,9 @@ impl Exec {
             RunError::Worker(f) => f,
         };
         let e = match (&self, f.injected, &f.error) {
-            (Exec::Threads(_), true, _) => CliError::failure(format!(
+            (Exec::Threads(t), true, _) => CliError::failure(format!(
                 "injected failure after {} rotations (MONOMORPH_TEST_FAIL_DEVICE)",
-                test_hook(None).map_or(0, |h| h.steps)
+                test_hook(Some(&t.devices)).map_or(0, |h| h.steps)
             )),
             (Exec::Serial(_), true, monomorph::Error::Cancelled { done, .. }) => CliError::failure(
                 format!("injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"),
@@ -166,7 +167,9 @@ fn run_one(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
     let jobs = vec![job.job.clone()];
     let t0 = Instant::now();
     let mut matched = None;
+    let _span = info_span!("match", score = %job.job.score, rotations = p.n_rot).entered();
     let ran = p.timings.time("total", || {
+        let _s = info_span!("match_template").entered();
         exec.run(&jobs, &plan, &control, |done| {
             let (match_s, t1) = (t0.elapsed().as_secs_f64(), Instant::now());
             let finish = Finish {

@@ -24,6 +24,7 @@
 //! are taken over the non-NaN values. A map whose non-NaN values are all equal (or that is all
 //! NaN) has no peaks, like scikit-image's constant ("trivial") image.
 
+mod false_alarm;
 mod oversample;
 mod pytme;
 mod refine;
@@ -40,6 +41,7 @@ use crate::dtype::{Float, Index};
 use crate::error::{Error, Result, fmt_shape};
 use crate::shape::{expect_nonempty, expect_shape};
 
+pub use false_alarm::{FalseAlarm, RunStats, false_alarm};
 pub use oversample::oversample_peaks;
 pub use pytme::{
     PytmeParams, RecursiveMask, call_peaks_fast, call_peaks_maximum_filter, call_peaks_recursive,
