@@ -9,7 +9,8 @@
 //! use monomorph::ndarray::Array2;
 //!
 //! // Any algorithm is a generic function over the backend…
-//! fn total<B: Backend>(b: &B, host: &Array2<f32>) -> monomorph::Result<f64> {
+//! // (sums come in the backend's accumulator type, `AccumOf<B>`: f64 for both precisions)
+//! fn total<B: Backend>(b: &B, host: &Array2<f32>) -> monomorph::Result<AccumOf<B>> {
 //!     let a = b.upload_array(host)?;
 //!     b.sum(&a)
 //! }
@@ -34,7 +35,7 @@
 //!     type Output = f64;
 //!     fn run<B: Backend>(self, b: &B) -> monomorph::Result<f64> {
 //!         let a = b.upload_array(&monomorph::ndarray::Array1::from_vec(self.0))?;
-//!         b.sum(&a)
+//!         Ok(b.sum(&a)?.as_f64())
 //!     }
 //! }
 //!

@@ -13,9 +13,12 @@ use serde_json::json;
 use super::error::{CliError, CliResult};
 
 /// Fourier filters, as `pytme match` builds them (its flag names and defaults). Arrays are
-/// (z, y, x) as numpy and mrcfile read an MRC (pytme holds (x, y, z)); axis numbers in
-/// --wedge-axes are pytme's (0 = x, 1 = y, 2 = z), so a pytme command line means the same
-/// physical filter here. Å and degrees throughout.
+/// (z, y, x) as numpy and mrcfile read an MRC; axis numbers in --wedge-axes are pytme's for an
+/// MRC file (0 = x, 1 = y, 2 = z), so a pytme command line on MRC files means the same physical
+/// filter here. The filters are built in the frame pytme holds the data in, decided by the
+/// target's file type: an MRC transposed ((x, y, z)), a .npy as stored (then pytme's axis a is
+/// array axis a, i.e. pytme's `--wedge-axes O,T` on a 3-D .npy is `2−O,2−T` here). Å and
+/// degrees throughout.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Fourier filters (pytme match's flags)")]
 pub struct FilterArgs {
@@ -169,13 +172,24 @@ pub fn voxel_size(
 }
 
 /// The filters asked for on the command line, or `None` when none is (checked: exit 2 on a
-/// bad value or file). `voxel` is the template's voxel size in Å.
-pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterSpec>> {
+/// bad value or file). `voxel` is the template's voxel size in Å; `frame` how pytme holds the
+/// arrays (the job's [`super::matching::pytme_frame`]): the filters are built in that frame,
+/// with the wedge axes in the (z, y, x) convention of --wedge-axes whatever the frame.
+pub fn spec(
+    f: &FilterArgs,
+    ndim: usize,
+    voxel: f64,
+    frame: AxisOrder,
+) -> CliResult<Option<FilterSpec>> {
     let mut s = FilterSpec::new(voxel);
-    s.axis_order = AxisOrder::Reversed;
-    if let Some(a) = &f.wedge_axes {
-        s.wedge_axes = Some(wedge_axes(a, ndim)?);
-    }
+    s.axis_order = frame;
+    s.wedge_axes = match &f.wedge_axes {
+        Some(a) => Some(wedge_axes(a, ndim)?),
+        // pytme's default 2,0 (beam along z = array axis 0), named as array axes so that it
+        // stays that wedge in either frame; 2-D has no default (FilterSpec says so).
+        None if ndim == 3 => Some([0, 2]),
+        None => None,
+    };
     s.wedge = match &f.tilt_angles {
         None => None,
         Some(t) => {
@@ -212,6 +226,11 @@ pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterS
         CtfCorrectionArg::Raw => CtfCorrection::Raw,
     };
     if let Some(df) = f.defocus {
+        for (flag, v) in [("--defocus", df), ("--phase-shift", f.phase_shift)] {
+            if !v.is_finite() {
+                return Err(bad(flag, super::error::show(v), "expected a finite number"));
+            }
+        }
         s.ctf = Some(CtfSpec::Single {
             defocus: df,
             phase_shift: f.phase_shift.to_radians(),
@@ -228,6 +247,9 @@ pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterS
             check_ctf_angles(p, file_angles, &f.tilt_angles, s.wedge.as_ref())?;
         }
         s.ctf = Some(CtfSpec::PerTilt(c.tilts));
+    }
+    if s.ctf.is_some() {
+        check_scope_flags(f, &s.microscope)?;
     }
     s.lowpass = f.lowpass;
     s.highpass = f.highpass;
@@ -248,6 +270,44 @@ pub fn spec(f: &FilterArgs, ndim: usize, voxel: f64) -> CliResult<Option<FilterS
         other => CliError::from(other),
     })?;
     Ok(Some(s))
+}
+
+/// The microscope flags a CTF uses, each under its own name, before anything is built: an
+/// acceleration voltage from 1 to 10 000 kV (`1e-300` would make every filter value
+/// non-finite), a spherical aberration from 0 to 1e10 Å, an amplitude contrast in [0, 1). A
+/// value a `--ctf-file` gave instead was checked where the file was read (naming its line).
+fn check_scope_flags(f: &FilterArgs, m: &Microscope) -> CliResult<()> {
+    let show = super::error::show;
+    let checks = [
+        (
+            "--acceleration-voltage",
+            f.acceleration_voltage,
+            m.voltage_kv,
+            (1.0..=1e4).contains(&f.acceleration_voltage),
+            "expected an acceleration voltage from 1 to 10000 kV",
+        ),
+        (
+            "--spherical-aberration",
+            f.spherical_aberration,
+            m.cs,
+            (0.0..=1e10).contains(&f.spherical_aberration),
+            "expected a spherical aberration from 0 to 1e10 Å (1000 mm)",
+        ),
+        (
+            "--amplitude-contrast",
+            f.amplitude_contrast,
+            m.amplitude_contrast,
+            (0.0..1.0).contains(&f.amplitude_contrast),
+            "expected an amplitude contrast in [0, 1)",
+        ),
+    ];
+    for (flag, given, used, ok, want) in checks {
+        // Only the flag's own value, when it is the one used.
+        if given.to_bits() == used.to_bits() && !ok {
+            return Err(bad(flag, show(given), want));
+        }
+    }
+    Ok(())
 }
 
 /// A CTF file that gives its own tilt angles must agree with the tilt series of

@@ -43,7 +43,7 @@ pub const STAR_COLUMNS: [&str; 2] = ["_rlnTomoReconstructedTomogram", "_rlnMicro
 /// Reads `--target-list`: its entries with resolved paths and unique folder names.
 pub fn read_list(list: &Path) -> CliResult<Vec<Entry>> {
     let err = |m: String| CliError::input(format!("--target-list {}: {m}", list.display()));
-    let text = std::fs::read_to_string(list).map_err(|e| err(format!("cannot read: {e}")))?;
+    let text = monomorph::io::read_text_file(list).map_err(|e| err(io_message(e)))?;
     let star = list
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("star"));
@@ -64,19 +64,29 @@ pub fn read_list(list: &Path) -> CliResult<Vec<Entry>> {
         list.parent().map(Path::to_path_buf).unwrap_or_default()
     };
     let mut entries: Vec<Entry> = Vec::with_capacity(given.len());
+    // Path → line of its first entry: one look-up per entry (a list of 200 000 targets must
+    // not take minutes before its first error).
+    let mut seen: std::collections::HashMap<PathBuf, usize> =
+        std::collections::HashMap::with_capacity(given.len());
     for (line, g) in given {
+        if monomorph::io::star::star_quote(&g).is_none() {
+            return Err(err(format!(
+                "line {line}: {g:?} cannot be written as a STAR value (particles.star names \
+                 each target), expected a path without control characters"
+            )));
+        }
         let p = Path::new(&g);
         let path = if p.is_absolute() {
             p.to_path_buf()
         } else {
             base.join(p)
         };
-        if let Some(first) = entries.iter().find(|e| e.path == path) {
+        if let Some(first) = seen.get(&path) {
             return Err(err(format!(
-                "line {line}: {g} is listed twice (also on line {}), expected each target once",
-                first.line
+                "line {line}: {g} is listed twice (also on line {first}), expected each target once"
             )));
         }
+        seen.insert(path.clone(), line);
         entries.push(Entry {
             given: g,
             path,
@@ -91,6 +101,14 @@ pub fn read_list(list: &Path) -> CliResult<Vec<Entry>> {
     Ok(entries)
 }
 
+/// The message of a library error without the path (the caller names the file).
+fn io_message(e: monomorph::Error) -> String {
+    match e {
+        monomorph::Error::Io { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
 /// The lines of a text list that name targets: (line number, path).
 fn text_paths(text: &str) -> Vec<(usize, String)> {
     text.lines()
@@ -102,54 +120,21 @@ fn text_paths(text: &str) -> Vec<(usize, String)> {
 }
 
 /// The values of a STAR file's first loop with a column of [`STAR_COLUMNS`] (the preferred
-/// column when it has several), each once: (line number, path).
+/// column when it has several), each once: (line number, path). Read by the one STAR reader
+/// ([`monomorph::io::star`], RELION's quoting rules).
 fn star_paths(text: &str) -> Result<Vec<(usize, String)>, String> {
-    let lines: Vec<&str> = text.lines().collect();
+    let blocks = monomorph::io::star::parse_star(Path::new(""), text).map_err(io_message)?;
     let mut seen_cols: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        if lines[i].trim() != "loop_" {
-            i += 1;
+    for l in blocks.iter().flat_map(|b| &b.loops) {
+        seen_cols.extend(l.columns.iter().cloned());
+        let Some(c) = STAR_COLUMNS.iter().find_map(|c| l.column(c)) else {
             continue;
-        }
-        i += 1;
-        let mut cols = Vec::new();
-        while i < lines.len() {
-            let l = lines[i].trim();
-            if l.starts_with('_') {
-                cols.push(l.split_whitespace().next().unwrap_or("").to_string());
-            } else if !(l.is_empty() || l.starts_with('#')) {
-                break;
-            }
-            i += 1;
-        }
-        let col = STAR_COLUMNS
-            .iter()
-            .find_map(|c| cols.iter().position(|x| x == c));
-        seen_cols.extend(cols.iter().cloned());
-        let mut rows = Vec::new();
-        while i < lines.len() {
-            let l = lines[i].trim();
-            if l.is_empty() || l.starts_with("data_") || l == "loop_" || l.starts_with('_') {
-                break;
-            }
-            if !l.starts_with('#') {
-                rows.push((i + 1, star_tokens(l)));
-            }
-            i += 1;
-        }
-        let Some(c) = col else { continue };
+        };
+        let mut once = std::collections::HashSet::new();
         let mut out: Vec<(usize, String)> = Vec::new();
-        for (n, toks) in rows {
-            let v = toks.get(c).ok_or_else(|| {
-                format!(
-                    "line {n}: {} values, expected {} (one per column)",
-                    toks.len(),
-                    cols.len()
-                )
-            })?;
-            if !out.iter().any(|(_, o)| o == v) {
-                out.push((n, v.clone()));
+        for (n, row) in &l.rows {
+            if once.insert(row[c].as_str()) {
+                out.push((*n, row[c].clone()));
             }
         }
         return Ok(out);
@@ -164,38 +149,6 @@ fn star_paths(text: &str) -> Result<Vec<(usize, String)>, String> {
          (_rlnTomoName names a tomogram, it is not a file)",
         STAR_COLUMNS.join(" or ")
     ))
-}
-
-/// A STAR data line's values: white-space separated, `"…"` / `'…'` quoted values kept whole.
-fn star_tokens(l: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut chars = l.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-            continue;
-        }
-        let mut v = String::new();
-        if c == '"' || c == '\'' {
-            chars.next();
-            for d in chars.by_ref() {
-                if d == c {
-                    break;
-                }
-                v.push(d);
-            }
-        } else {
-            while let Some(&d) = chars.peek() {
-                if d.is_whitespace() {
-                    break;
-                }
-                v.push(d);
-                chars.next();
-            }
-        }
-        out.push(v);
-    }
-    out
 }
 
 /// The stem of a target file: its name without a compression and a format extension.
@@ -227,17 +180,33 @@ fn stem(p: &Path) -> String {
 /// getting `-2`, `-3`, … (the first number that leaves every name unique). Stable: depends
 /// only on the list's order.
 pub fn unique_names(paths: &[PathBuf]) -> Vec<String> {
+    use std::collections::{HashMap, HashSet};
     let stems: Vec<String> = paths.iter().map(|p| stem(p)).collect();
-    let mut taken: std::collections::HashSet<String> =
-        ["particles.star", "list.json"].map(String::from).into();
+    let mut taken: HashSet<String> = ["particles.star", "list.json"].map(String::from).into();
+    // Stems still to come, and per stem the next number to try: a name tried and refused
+    // stays refused (taken, or held unnumbered by a later path until that path takes it), so
+    // each stem resumes where it stopped and a list of many equal stems stays linear.
+    let mut later: HashMap<&str, usize> = HashMap::new();
+    for s in &stems {
+        *later.entry(s.as_str()).or_default() += 1;
+    }
+    let mut next: HashMap<&str, usize> = HashMap::new();
     let mut out = Vec::with_capacity(paths.len());
-    for (i, s) in stems.iter().enumerate() {
-        // A stem that another path holds unnumbered later is never given to this one.
+    for s in &stems {
+        if let Some(c) = later.get_mut(s.as_str()) {
+            *c -= 1;
+        }
         let mut name = s.clone();
-        let mut k = 2;
-        while taken.contains(&name) || (name != *s && stems[i + 1..].contains(&name)) {
-            name = format!("{s}-{k}");
-            k += 1;
+        if taken.contains(&name) {
+            let k = next.entry(s.as_str()).or_insert(2);
+            loop {
+                name = format!("{s}-{k}");
+                *k += 1;
+                // A stem that another path holds unnumbered later is never given to this one.
+                if !taken.contains(&name) && later.get(name.as_str()).is_none_or(|&c| c == 0) {
+                    break;
+                }
+            }
         }
         taken.insert(name.clone());
         out.push(name);
@@ -309,6 +278,10 @@ pub fn precheck(
             list,
             e,
         ));
+    }
+    if let Some(f) = q.and_then(|q| q.oversampling) {
+        super::peaks::check_oversampling_memory(&p.tshape, f)
+            .map_err(|err| in_list(err, list, e))?;
     }
     Ok(JobSize {
         voxels,
@@ -546,6 +519,66 @@ mod tests {
         assert_eq!(names, ["tomo", "tomo-3", "tomo-2", "x", "tomo-4"]);
     }
 
+    /// The rule of [`unique_names`], spelled out the slow way.
+    fn unique_names_slowly(paths: &[PathBuf]) -> Vec<String> {
+        let stems: Vec<String> = paths.iter().map(|p| stem(p)).collect();
+        let mut taken: Vec<String> = vec!["particles.star".into(), "list.json".into()];
+        let mut out = Vec::new();
+        for (i, s) in stems.iter().enumerate() {
+            let mut name = s.clone();
+            let mut k = 2;
+            while taken.contains(&name) || (name != *s && stems[i + 1..].contains(&name)) {
+                name = format!("{s}-{k}");
+                k += 1;
+            }
+            taken.push(name.clone());
+            out.push(name);
+        }
+        out
+    }
+
+    #[test]
+    fn unique_names_follow_the_rule_on_tricky_lists() {
+        let stems = [
+            "tomo",
+            "tomo-2",
+            "tomo-3",
+            "x",
+            "tomo-2-2",
+            "particles",
+            "list",
+        ];
+        let mut state = 7u64;
+        for n in [1usize, 2, 5, 9, 20, 40] {
+            for _ in 0..50 {
+                let paths: Vec<PathBuf> = (0..n)
+                    .map(|i| {
+                        state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        let s = stems[(state >> 33) as usize % stems.len()];
+                        let ext = if (state >> 20).is_multiple_of(2) {
+                            "mrc"
+                        } else {
+                            "star"
+                        };
+                        PathBuf::from(format!("d{i}/{s}.{ext}"))
+                    })
+                    .collect();
+                assert_eq!(
+                    unique_names(&paths),
+                    unique_names_slowly(&paths),
+                    "{paths:?}"
+                );
+            }
+        }
+        // Many equal stems: linear, and as before.
+        let many: Vec<PathBuf> = (0..20_000)
+            .map(|i| PathBuf::from(format!("d{i}/t.mrc")))
+            .collect();
+        let names = unique_names(&many);
+        assert_eq!(names[0], "t");
+        assert_eq!(names[19_999], "t-20000");
+    }
+
     #[test]
     fn star_lists_take_the_path_column_once_per_value() {
         let text = "data_optics\nloop_\n_rlnOpticsGroup #1\n1\n\ndata_micrographs\nloop_\n\
@@ -557,5 +590,15 @@ mod tests {
         );
         let e = star_paths("data_\nloop_\n_rlnTomoName #1\nTS_1\n").unwrap_err();
         assert!(e.contains("_rlnTomoName"), "{e}");
+        // RELION's quoting: quotes inside a quoted path, `#` inside a value.
+        let text = "data_\nloop_\n_rlnMicrographName #1\n\"my \"dir\"/t.mrc\"\na#b.mrc\n";
+        let v = star_paths(text).unwrap();
+        assert_eq!(
+            v,
+            vec![
+                (4, "my \"dir\"/t.mrc".to_string()),
+                (5, "a#b.mrc".to_string())
+            ]
+        );
     }
 }

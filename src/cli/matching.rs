@@ -9,7 +9,7 @@ use monomorph::algo::rotations::{RotationSet, Symmetry};
 use monomorph::dispatch::{BackendChoice, DefaultBackend, DispatchOptions};
 use monomorph::io::{read_euler_csv, write_mrc, write_npy, write_png};
 use monomorph::work::{FailAfter, MatchJob, Part, Restriction};
-use monomorph::{Backend, BackendTask, FloatOf, Interpolation};
+use monomorph::{AxisOrder, Backend, BackendTask, FloatOf, Interpolation};
 use ndarray::{Array3, ArrayD};
 use serde_json::json;
 use tracing::info_span;
@@ -130,14 +130,18 @@ pub struct MatchArgs {
     /// score does not change with the rotation, or a single rotation); where no position was
     /// searched (outside --search-*/--scheduling-mask, score −∞) mean and std are NaN and
     /// z is −∞. Summed exactly (integer fixed point; the same bits for any number of MPI
-    /// ranks), 32 bytes per target voxel.
+    /// ranks or split list items; tiles of --memory-limit change the scores, and so the
+    /// statistics, at round-off), 32 bytes per target voxel.
     #[arg(long)]
     pub score_stats: bool,
     /// Background correction, as pytme's: `phase-scrambling` subtracts from the best score of
     /// each voxel the best score (over the same rotations, from 0) of a phase-scrambled copy
     /// of the template (numpy's default_rng(42), pytme's scramble_phases), rotated, filtered
     /// and normalised like the template, minus its mean over pytme's FFT box. About doubles
-    /// the time per rotation. Not with mcc.
+    /// the time per rotation. Not with mcc. Reproduces pytme 0.3.6's corrected scores for the
+    /// same files (one job, `-n 1`): the noise is drawn on the template as pytme holds it,
+    /// (x, y, z) when the target is an MRC file (pytme transposes MRC data), as stored for a
+    /// .npy target.
     #[arg(long, value_name = "METHOD", value_parser = parse_background)]
     pub background_correction: Option<monomorph::algo::matching::Background>,
     /// Devices to split the rotations over, e.g. `0,1,2,3` (each runs a contiguous range;
@@ -424,6 +428,18 @@ pub fn match_error(e: monomorph::Error, memory_limit: Option<u64>) -> CliError {
     }
 }
 
+/// How pytme 0.3.6 holds the data of `target`: an MRC file transposed ((x, y, z): reversed
+/// against monomorph's (z, y, x)), a `.npy` as stored. Decided once per job, from the target:
+/// the template, masks and rotations are taken in the target's frame (a template meant for an
+/// MRC tomogram is (z, y, x) here, whatever its file type).
+pub fn pytme_frame(target: &std::path::Path) -> AxisOrder {
+    if monomorph::io::is_mrc(target) {
+        AxisOrder::Reversed
+    } else {
+        AxisOrder::Pytme
+    }
+}
+
 /// Reads and checks the inputs of `monomorph match` (creates nothing).
 pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     check_out_dir("--out", &a.out)?;
@@ -492,9 +508,22 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         rotation_set(a, d)?
     };
     let rotations = match a.symmetry {
-        Some(sym) => rotations
-            .reduce_by_symmetry(sym)
-            .map_err(|e| CliError::for_flag(e, "--symmetry", sym.to_string()))?,
+        Some(sym) => {
+            let n = rotations.len();
+            let none = || {
+                CliError::input(format!(
+                    "--symmetry {sym}: leaves none of the {n} rotation(s) to search (none lies \
+                     in the group's asymmetric unit), expected a rotation set that covers it"
+                ))
+            };
+            match rotations.reduce_by_symmetry(sym) {
+                Ok(r) if r.is_empty() => return Err(none()),
+                Ok(r) => r,
+                // The library cannot build an empty set: the shape error of no rotation.
+                Err(monomorph::Error::Shape { .. }) => return Err(none()),
+                Err(e) => return Err(CliError::for_flag(e, "--symmetry", sym.to_string())),
+            }
+        }
         None => rotations,
     };
     let png_query = a.png.then(|| PeakQuery {
@@ -525,7 +554,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         ],
         template.voxel_size,
     )?;
-    let filters = super::filters::spec(&a.filters, d, fvoxel)?;
+    let frame = pytme_frame(target_path);
+    let filters = super::filters::spec(&a.filters, d, fvoxel, frame)?;
     let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
     let search = a.search.check(&tshape)?;
     let search_json = a.search.to_json(&search);
@@ -552,6 +582,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         ranges: search.ranges,
     };
     job.precision = g.dispatch(None).precision;
+    job.pytme_frame = frame;
     let n_rot = job.rotations.len();
     let names = [
         "scores.npy",
@@ -848,6 +879,10 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
                 "background_correction": a.background_correction.map(|b| b.name()),
                 "score_stats": a.score_stats,
+                "pytme_frame": match pytme_frame(a.target_path()) {
+                    AxisOrder::Reversed => "x, y, z (pytme transposes the MRC target)",
+                    AxisOrder::Pytme => "as stored (a .npy target)",
+                },
                 "target_shape": tshape, "voxel_size": voxel_size,
             }),
         );

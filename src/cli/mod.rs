@@ -245,7 +245,43 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Starts rayon's global thread pool now (`RAYON_NUM_THREADS` threads, else one per core),
+/// so that threads the OS refuses (a count past a memory cap or a thread limit) are one error
+/// line naming the variable, not a panic inside the first parallel loop.
+fn start_threads() -> CliResult<()> {
+    // Each thread maps a stack (2 MiB, rayon's default) and a signal stack: a count whose
+    // stacks cannot fit is refused before any is spawned (a thread whose signal stack fails
+    // to map panics inside std, out of reach of the error below).
+    if let Ok(n) = std::env::var("RAYON_NUM_THREADS")
+        && let Ok(k) = n.trim().parse::<u64>()
+        && let Some(avail) = output::available_memory()
+    {
+        let need = k.saturating_mul((2 << 20) + (64 << 10));
+        if need > avail {
+            return Err(CliError::input(format!(
+                "RAYON_NUM_THREADS={n}: {k} threads need about {} of stacks but only {} are \
+                 available, expected fewer (or unset it: one thread per core)",
+                monomorph::error::fmt_bytes(need),
+                monomorph::error::fmt_bytes(avail)
+            )));
+        }
+    }
+    match rayon::ThreadPoolBuilder::new().build_global() {
+        Ok(()) => Ok(()),
+        Err(e) => match std::env::var("RAYON_NUM_THREADS") {
+            Ok(n) => Err(CliError::input(format!(
+                "RAYON_NUM_THREADS={n}: cannot start that many threads ({e}), expected fewer \
+                 (or unset it: one thread per core)"
+            ))),
+            Err(_) => Err(CliError::failure(format!(
+                "cannot start the worker threads: {e}"
+            ))),
+        },
+    }
+}
+
 fn run(cli: Cli) -> CliResult<()> {
+    start_threads()?;
     let g = cli.global;
     let launched = ranks::launched_ranks().filter(|&n| n > 1);
     #[cfg(not(feature = "mpi"))]

@@ -13,10 +13,11 @@ use super::error::{CliError, CliResult};
 
 /// The RELION Euler angles `[rot, tilt, psi]` (degrees) of a STAR file: every row of the first
 /// table (a `loop_`, or a block of `_label value` pairs for one seed) that has
-/// `_rlnAngleRot`, `_rlnAngleTilt` and `_rlnAnglePsi`.
+/// `_rlnAngleRot`, `_rlnAngleTilt` and `_rlnAnglePsi`. Read by the one STAR reader
+/// ([`monomorph::io::star`], RELION's quoting rules), so quoted names and `#` inside names
+/// are values, as in monomorph's own `particles.star`.
 pub fn read_star_angles(flag: &str, path: &Path) -> CliResult<Vec<[f64; 3]>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::input(format!("{flag} {}: cannot read: {e}", path.display())))?;
+    let text = monomorph::io::read_text_file(path).map_err(|e| CliError::from(e).about(flag))?;
     parse_star_angles(&text).map_err(|m| CliError::input(format!("{flag} {}: {m}", path.display())))
 }
 
@@ -24,79 +25,38 @@ const ANGLES: [&str; 3] = ["_rlnAngleRot", "_rlnAngleTilt", "_rlnAnglePsi"];
 
 /// [`read_star_angles`] on the text of a STAR file; the error names the line.
 pub fn parse_star_angles(text: &str) -> Result<Vec<[f64; 3]>, String> {
-    let lines: Vec<(usize, &str)> = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.split('#').next().unwrap_or("").trim()))
-        .collect();
-    let mut i = 0;
-    while i < lines.len() {
-        let l = lines[i].1;
-        if l == "loop_" {
-            // Labels, then rows until a blank line, a new block or another loop.
-            let mut labels = Vec::new();
-            i += 1;
-            while i < lines.len() && lines[i].1.starts_with('_') {
-                labels.push(lines[i].1.split_whitespace().next().unwrap_or(""));
-                i += 1;
+    let blocks = monomorph::io::star::parse_star(Path::new(""), text).map_err(|e| match e {
+        monomorph::Error::Io { message, .. } => message,
+        other => other.to_string(),
+    })?;
+    for b in &blocks {
+        for l in &b.loops {
+            let cols: Vec<Option<usize>> = ANGLES.iter().map(|a| l.column(a)).collect();
+            let [Some(r), Some(t), Some(p)] = cols[..] else {
+                continue;
+            };
+            if l.rows.is_empty() {
+                return Err("the table with the angles has no rows".into());
             }
-            let cols: Vec<Option<usize>> = ANGLES
+            return l
+                .rows
                 .iter()
-                .map(|a| labels.iter().position(|l| l == a))
+                .map(|(no, v)| Ok([num(&v[r], *no)?, num(&v[t], *no)?, num(&v[p], *no)?]))
                 .collect();
-            let mut rows = Vec::new();
-            while i < lines.len() {
-                let (no, l) = lines[i];
-                if l.is_empty() {
-                    if rows.is_empty() {
-                        i += 1;
-                        continue;
-                    }
-                    break;
-                }
-                if l.starts_with("data_") || l == "loop_" || l.starts_with('_') {
-                    break;
-                }
-                if let [Some(r), Some(t), Some(p)] = cols[..] {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    if f.len() != labels.len() {
-                        return Err(format!(
-                            "line {no}: {} values, expected {} (one per label)",
-                            f.len(),
-                            labels.len()
-                        ));
-                    }
-                    rows.push([num(f[r], no)?, num(f[t], no)?, num(f[p], no)?]);
-                }
-                i += 1;
-            }
-            if cols.iter().all(Option::is_some) {
-                if rows.is_empty() {
-                    return Err("the table with the angles has no rows".into());
-                }
-                return Ok(rows);
-            }
-            continue;
         }
         // A block of `_label value` pairs (one seed).
-        if l.starts_with('_') {
-            let mut vals: [Option<f64>; 3] = [None; 3];
-            while i < lines.len() && lines[i].1.starts_with('_') {
-                let (no, l) = lines[i];
-                let mut f = l.split_whitespace();
-                let (label, value) = (f.next().unwrap_or(""), f.next());
-                if let Some(k) = ANGLES.iter().position(|a| *a == label) {
-                    let v = value.ok_or_else(|| format!("line {no}: {label} has no value"))?;
-                    vals[k] = Some(num(v, no)?);
-                }
-                i += 1;
-            }
-            if let [Some(r), Some(t), Some(p)] = vals {
-                return Ok(vec![[r, t, p]]);
-            }
-            continue;
+        let vals: Vec<Option<(&String, usize)>> = ANGLES
+            .iter()
+            .map(|a| {
+                b.pairs
+                    .iter()
+                    .find(|(k, _, _)| k == a)
+                    .map(|(_, v, ln)| (v, *ln))
+            })
+            .collect();
+        if let [Some(r), Some(t), Some(p)] = vals[..] {
+            return Ok(vec![[num(r.0, r.1)?, num(t.0, t.1)?, num(p.0, p.1)?]]);
         }
-        i += 1;
     }
     Err("no table with _rlnAngleRot, _rlnAngleTilt and _rlnAnglePsi".into())
 }
@@ -110,14 +70,70 @@ fn num(s: &str, line: usize) -> Result<f64, String> {
     }
 }
 
+/// The most rotations a cone search may produce (the library's bound, as for
+/// `--angular-step`).
+const MAX_CONE_ROTATIONS: usize = 50_000_000;
+
+/// The number of rotations pytme's cone set has for these angles (`k` directions × `m`
+/// in-plane angles, as [`RotationSet::cone`] counts them), as a float (no overflow).
+fn cone_count(cone: f64, step: f64, inplane: f64) -> (f64, f64) {
+    let m = (360.0 / inplane).round_ties_even().max(1.0);
+    let k = if cone <= 0.0 {
+        1.0
+    } else {
+        let cap = 2.0 * std::f64::consts::PI * (1.0 - cone.to_radians().cos());
+        (cap / step.to_radians().powi(2)).ceil().max(1.0)
+    };
+    (k, m)
+}
+
 /// The seeds of `--orientations` with a cone of `cone` degrees around each, the cone sampled
 /// every `step` degrees and spun every `inplane` degrees (pytme's `get_cone_rotations`).
+/// Each angle is checked under its own flag, and the size of the set before it is built.
 pub fn cone_set(path: &Path, cone: f64, step: f64, inplane: f64) -> CliResult<RotationSet> {
+    let show = super::error::show;
+    if !(cone.is_finite() && (0.0..=180.0).contains(&cone)) {
+        return Err(CliError::input(format!(
+            "--orientations-cone {}: expected a half-angle from 0 to 180 degrees",
+            show(cone)
+        )));
+    }
+    for (flag, v) in [
+        ("--angular-step", step),
+        ("--orientations-inplane-step", inplane),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(CliError::input(format!(
+                "{flag} {}: expected a positive number of degrees",
+                show(v)
+            )));
+        }
+    }
     let angles = read_star_angles("--orientations", path)?;
     let seeds = RotationSet::from_relion_euler(&angles)
         .map_err(|e| CliError::from(e).about(format!("--orientations {}", path.display())))?;
+    let (k, m) = cone_count(cone, step, inplane);
+    let total = seeds.len() as f64 * (k * m + 1.0);
+    let (flag, value) = if m >= k {
+        ("--orientations-inplane-step", inplane)
+    } else {
+        ("--angular-step", step)
+    };
+    if total > MAX_CONE_ROTATIONS as f64 {
+        return Err(CliError::input(format!(
+            "{flag} {}: the cone search (--orientations-cone {}) would hold {total:e} rotations \
+             ({k} directions × {m} in-plane angles + 1, for each of {} seed(s)), more than the \
+             {MAX_CONE_ROTATIONS} a search may have, expected a coarser step",
+            show(value),
+            show(cone),
+            seeds.len()
+        )));
+    }
+    // 72 bytes of matrix per rotation, held twice while the set is built: checked before
+    // allocating, against the memory this process may still take (a `ulimit -v` included).
+    super::output::check_memory(flag, &show(value), Some(total as u128 * 2 * 9 * 8))?;
     RotationSet::around_seeds(&seeds, cone, step, inplane)
-        .map_err(|e| CliError::for_flag(e, "--orientations-cone", super::error::show(cone)))
+        .map_err(|e| CliError::for_flag(e, "--orientations-cone", show(cone)))
 }
 
 /// pytme's own set for `step` (`--angular-sampling-set pytme`): built in, or read from pytme's
@@ -151,6 +167,7 @@ pub fn pytme_set(step: f64, data: Option<&Path>) -> CliResult<RotationSet> {
 
 fn read_pytme_npy(p: &Path, len: usize) -> CliResult<Vec<[f64; 4]>> {
     let what = format!("--pytme-data {}", p.display());
+    monomorph::io::check_regular_file(p).map_err(|e| CliError::from(e).about("--pytme-data"))?;
     let a: ndarray::ArrayD<f64> = ndarray_npy::read_npy(p)
         .map_err(|e| CliError::input(format!("{what}: cannot read a float64 .npy: {e}")))?;
     let a = a
@@ -191,5 +208,12 @@ mod tests {
         let e = parse_star_angles("loop_\n_rlnAngleRot\n_rlnAngleTilt\n_rlnAnglePsi\n1 2\n")
             .unwrap_err();
         assert!(e.contains("2 values"), "{e}");
+        // Quoted names and `#` inside a name (monomorph's own particles.star) are values.
+        let t = "data_particles\nloop_\n_rlnMicrographName #1\n_rlnAngleRot #2\n\
+                 _rlnAngleTilt #3\n_rlnAnglePsi #4\n\"a b.mrc\" 1 2 3\nc#d.mrc 4 5 6\n";
+        assert_eq!(
+            parse_star_angles(t).unwrap(),
+            vec![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+        );
     }
 }

@@ -249,8 +249,18 @@ impl Outputs {
         self.commit_renames()
     }
 
-    /// The renames of [`Outputs::commit`], after its checks.
+    /// The renames of [`Outputs::commit`], after its checks. They run under an exclusive lock
+    /// on the destination folders, so two runs writing the same `--out` at once commit one
+    /// after the other and the folder holds one run's complete set, never one run's
+    /// `scores.npy` beside the other's `run.json`.
     fn commit_renames(&mut self) -> CliResult<()> {
+        let _lock = DirLocks::take(self.staged.iter().map(|(_, _, d)| d.clone())).map_err(|e| {
+            let (flag, _, dest) = &self.staged[0];
+            CliError::failure(format!(
+                "{flag} {}: cannot lock its folder for the final renames: {e}",
+                dest.display()
+            ))
+        })?;
         if self.staged.len() > 1
             && let Some((flag, _, dest)) = self.staged.last()
             && dest.exists()
@@ -307,25 +317,61 @@ fn renamable(dest: &Path) -> Option<PathBuf> {
     }
 }
 
-/// The temporary name of output `dest`: `.NAME.tmp-<pid>.EXT` beside it (the extensions kept
-/// so that writers choosing a format by extension still see it).
+/// The temporary name of output `dest`: `.NAME.tmp-<pid>-<n>.EXT` beside it (the extensions
+/// kept so that writers choosing a format by extension still see it; `n` counts the names
+/// made by this process, so two output sets of one process never share one). The name is cut
+/// at the first `.` after its first character, whatever that character's width (`é.csv`).
 fn temp_name(dest: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let pid = std::process::id();
     let name = dest.file_name().unwrap_or_default();
     let tmp = match name.to_str() {
         Some(s) => {
-            let cut = s[1..].find('.').map_or(s.len(), |i| i + 1);
-            format!(".{}.tmp-{pid}{}", &s[..cut], &s[cut..])
+            let first = s.chars().next().map_or(0, char::len_utf8);
+            let cut = s[first..].find('.').map_or(s.len(), |i| i + first);
+            format!(".{}.tmp-{pid}-{n}{}", &s[..cut], &s[cut..])
         }
         None => {
             let ext = dest
                 .extension()
                 .map(|e| format!(".{}", e.to_string_lossy()))
                 .unwrap_or_default();
-            format!(".monomorph.tmp-{pid}{ext}")
+            format!(".monomorph.tmp-{pid}-{n}{ext}")
         }
     };
     dest.with_file_name(tmp)
+}
+
+/// Holds an exclusive `flock` on each of `dirs` (sorted, so two processes never wait on each
+/// other crosswise) until dropped. The OS releases it when the process ends, however it ends,
+/// and it creates no file: nothing is left behind.
+struct DirLocks {
+    _held: Vec<std::fs::File>,
+}
+
+impl DirLocks {
+    fn take(dests: impl Iterator<Item = PathBuf>) -> std::io::Result<Self> {
+        let mut dirs: Vec<PathBuf> = dests
+            .map(|d| {
+                let parent = d
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."))
+                    .to_path_buf();
+                std::fs::canonicalize(&parent).unwrap_or(parent)
+            })
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        let mut held = Vec::with_capacity(dirs.len());
+        for d in dirs {
+            let f = std::fs::File::open(&d)?;
+            f.lock()?;
+            held.push(f);
+        }
+        Ok(DirLocks { _held: held })
+    }
 }
 
 /// Creates and removes a probe file in `dir`: an unwritable folder is an input error now
@@ -483,12 +529,38 @@ pub fn opt_path_json(p: &Option<PathBuf>) -> Value {
     p.as_deref().map_or(Value::Null, path_json)
 }
 
-/// Memory the OS can give this process now (Linux `MemAvailable`), when it says.
+/// Memory the OS can give this process now, when it says: Linux `MemAvailable`, and no more
+/// than the address space a limit (`ulimit -v`, `RLIMIT_AS`) leaves beside what the process
+/// already maps.
 pub fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb.saturating_mul(1024))
+    let avail = kb.saturating_mul(1024);
+    Some(match address_space_left() {
+        Some(left) => avail.min(left),
+        None => avail,
+    })
+}
+
+/// The address space this process may still map under its limit (`RLIMIT_AS` minus
+/// `VmSize`), `None` when unlimited or unknown.
+fn address_space_left() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    // "Max address space  <soft> <hard> bytes"
+    let soft: u64 = line
+        .trim_start_matches("Max address space")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let vm = status.lines().find(|l| l.starts_with("VmSize:"))?;
+    let kb: u64 = vm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(soft.saturating_sub(kb.saturating_mul(1024)))
 }
 
 /// Checks, before allocating, that `need` bytes fit in the available memory; else an input
@@ -511,6 +583,13 @@ pub fn check_memory(flag: &str, value: &str, need: Option<u128>) -> CliResult<()
             "{flag} {value}: needs more memory than a 64-bit machine can address, expected a smaller value"
         ))),
     }
+}
+
+/// Prints one line on stderr; a closed or full stderr is ignored (there is nowhere left to
+/// report it).
+pub fn complain(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 #[cfg(test)]
@@ -538,17 +617,76 @@ mod tests {
         move |p| std::fs::write(p, text).map_err(|e| monomorph::io::io_err(p, e.to_string()))
     }
 
+    /// `temp_name(dest)` with its counter replaced by `N`.
+    fn tmp(dest: &str) -> String {
+        let t = temp_name(Path::new(dest)).to_string_lossy().into_owned();
+        let pid = format!(".tmp-{}-", std::process::id());
+        let at = t.find(&pid).expect("the pid") + pid.len();
+        let digits = t[at..].chars().take_while(char::is_ascii_digit).count();
+        format!("{}N{}", &t[..at], &t[at + digits..])
+    }
+
     #[test]
     fn temp_names_keep_the_extensions_and_hide() {
         let pid = std::process::id();
-        let t = temp_name(Path::new("d/particles.star"));
-        assert_eq!(t, PathBuf::from(format!("d/.particles.tmp-{pid}.star")));
-        let t = temp_name(Path::new("scores.mrc.gz"));
-        assert_eq!(t, PathBuf::from(format!(".scores.tmp-{pid}.mrc.gz")));
-        let t = temp_name(Path::new("d/.hidden.npy"));
-        assert_eq!(t, PathBuf::from(format!("d/..hidden.tmp-{pid}.npy")));
-        let t = temp_name(Path::new("plain"));
-        assert_eq!(t, PathBuf::from(format!(".plain.tmp-{pid}")));
+        assert_eq!(
+            tmp("d/particles.star"),
+            format!("d/.particles.tmp-{pid}-N.star")
+        );
+        assert_eq!(tmp("scores.mrc.gz"), format!(".scores.tmp-{pid}-N.mrc.gz"));
+        assert_eq!(tmp("d/.hidden.npy"), format!("d/..hidden.tmp-{pid}-N.npy"));
+        assert_eq!(tmp("plain"), format!(".plain.tmp-{pid}-N"));
+        // A first character of several bytes (this panicked, cutting inside it).
+        assert_eq!(tmp("é.csv"), format!(".é.tmp-{pid}-N.csv"));
+        assert_eq!(tmp("d/日本.png"), format!("d/.日本.tmp-{pid}-N.png"));
+        assert_eq!(tmp("ü"), format!(".ü.tmp-{pid}-N"));
+        // Two names for one destination differ.
+        assert_ne!(temp_name(Path::new("x.npy")), temp_name(Path::new("x.npy")));
+    }
+
+    #[test]
+    fn two_output_sets_committed_at_once_leave_one_complete_set() {
+        // Each writer stages three files holding its own mark, then both commit together;
+        // afterwards every file must hold the same mark (seen mixed without the folder lock).
+        let dir = scratch("race");
+        let files = ["scores.npy", "rotation_index.npy", "run.json"];
+        let mut mixed = 0;
+        for _ in 0..300 {
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let hs: Vec<_> = ["A", "B"]
+                .into_iter()
+                .map(|mark| {
+                    let (dir, barrier) = (dir.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        let mut o = Outputs::in_dir("--out", &dir).expect("in_dir");
+                        for f in files {
+                            o.stage(f, |p| {
+                                std::fs::write(p, mark)
+                                    .map_err(|e| monomorph::io::io_err(p, e.to_string()))
+                            })
+                            .expect("stage");
+                        }
+                        barrier.wait();
+                        o.commit().expect("commit");
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().expect("writer");
+            }
+            let marks: Vec<String> = files
+                .iter()
+                .map(|f| std::fs::read_to_string(dir.join(f)).expect("read"))
+                .collect();
+            if marks.iter().any(|m| *m != marks[0]) {
+                mixed += 1;
+            }
+        }
+        assert_eq!(mixed, 0, "{mixed} of 300 trials left a mixed set");
+        assert_eq!(
+            names(&dir),
+            ["rotation_index.npy", "run.json", "scores.npy"]
+        );
     }
 
     #[test]
@@ -641,11 +779,4 @@ mod tests {
             check_distinct(&[("--out", other.clone()), ("--png", other)], &[]).expect_err("twice");
         assert!(e.message.contains("--png"), "{}", e.message);
     }
-}
-
-/// Prints one line on stderr; a closed or full stderr is ignored (there is nowhere left to
-/// report it).
-pub fn complain(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

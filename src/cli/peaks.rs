@@ -56,7 +56,10 @@ pub struct PeaksArgs {
     /// DFT interpolant sampled F times finer around each peak (upsampled DFT,
     /// Guizar-Sicairos 2008; a region of ceil(1.5 F) samples per axis), precision 1/F voxel.
     /// Written as fractional coordinates in the CSV and STAR (_rlnCoordinateX/Y/Z). Positions
-    /// not searched (-inf, a restricted match) count as 0 in the interpolant.
+    /// not searched (-inf, a restricted match) count as 0 in the interpolant, and a position
+    /// never moves from its voxel towards a neighbour not searched (it stays in the searched
+    /// box). Refused with NaN in the map (--allow-nan) and, before allocating, when the
+    /// memory it needs (a 3-D map at the maximum factor: about 17 GB) is not available.
     #[arg(long, value_name = "F")]
     pub peak_oversampling: Option<f64>,
     /// Only peaks scoring above Y × the map maximum.
@@ -201,6 +204,65 @@ impl PeakQuery {
     }
 }
 
+/// The bytes `--peak-oversampling f` needs on a map of `shape` (the upsampled DFT of
+/// [`oversample_peaks`], in f64 on the host): the map as f64 and its downloaded copy, the
+/// largest pair of consecutive contraction stages (complex f64) and one kernel. `None` on
+/// overflow.
+pub fn oversampling_bytes(shape: &[usize], f: f64) -> Option<u128> {
+    let u = (f * 1.5).ceil().max(1.0) as u128;
+    let n: u128 = shape.iter().map(|&x| x as u128).product();
+    let mut stages = vec![n];
+    let mut cur: Vec<u128> = shape.iter().map(|&x| x as u128).collect();
+    for a in (0..cur.len()).rev() {
+        cur[a] = u;
+        stages.push(cur.iter().product());
+    }
+    let pair = stages.windows(2).map(|w| w[0] + w[1]).max()?;
+    let longest = shape.iter().copied().max()? as u128;
+    16u128
+        .checked_mul(pair)?
+        .checked_add(16 * n)?
+        .checked_add(16 * u * longest)
+}
+
+/// Checks before allocating that `--peak-oversampling f` fits in the memory this process may
+/// take on a map of `shape` (a `ulimit -v` included): else exit 2 naming the flag.
+pub fn check_oversampling_memory(shape: &[usize], f: f64) -> CliResult<()> {
+    super::output::check_memory(
+        "--peak-oversampling",
+        &super::error::show(f),
+        oversampling_bytes(shape, f),
+    )
+}
+
+/// Keeps sub-voxel positions inside the searched box: a coordinate may not move from its
+/// voxel towards a neighbour that was not searched (−∞, a restricted match), where the
+/// interpolant only sees the zeros standing in for it. Moves across the map's edge keep
+/// pytme's periodic interpolant.
+fn keep_in_searched(host: &ArrayD<f64>, peaks: &[Peak], sub: &mut [Vec<f64>]) {
+    for (p, pos) in peaks.iter().zip(sub.iter_mut()) {
+        for (a, x) in pos.iter_mut().enumerate() {
+            let at = p.coord[a] as f64;
+            let step: isize = if *x > at {
+                1
+            } else if *x < at {
+                -1
+            } else {
+                continue;
+            };
+            let next = p.coord[a] as isize + step;
+            if next < 0 || next as usize >= host.shape()[a] {
+                continue;
+            }
+            let mut idx = p.coord.clone();
+            idx[a] = next as usize;
+            if host[idx.as_slice()] == f64::NEG_INFINITY {
+                *x = at;
+            }
+        }
+    }
+}
+
 /// RELION's Euler angles in degrees of a row-major rotation acting on the array's index order
 /// (`[rot, tilt, psi]`; 2-D `[0, 0, psi]`): see `monomorph::algo::rotations`, "Frames".
 pub fn euler_of(m: &[f64]) -> [f64; 3] {
@@ -318,7 +380,14 @@ pub fn call<B: Backend>(
         attach_rotations(b, &mut peaks, &shape, ri, rots.view())?;
     }
     let subvoxel = match q.oversampling {
-        Some(f) => Some(oversample_peaks(b, scores, &peaks, f)?),
+        Some(f) => {
+            let mut sub = oversample_peaks(b, scores, &peaks, f)?;
+            if !peaks.is_empty() {
+                let host = b.download(scores)?.mapv(super::output::f64_of);
+                keep_in_searched(&host, &peaks, &mut sub);
+            }
+            Some(sub)
+        }
         None => None,
     };
     Ok(Called {
@@ -523,6 +592,21 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
             "--scores {}: shape {shape:?}, expected a non-empty 2-D or 3-D map",
             a.scores.display()
         )));
+    }
+    if let Some(f) = a.peak_oversampling {
+        // Sub-voxel positions interpolate the whole map: NaN (accepted by --allow-nan for
+        // calling) would make every position NaN.
+        let nan = vol.data.count_nan();
+        if nan > 0 {
+            return Err(CliError::input(format!(
+                "--peak-oversampling {}: needs a score map without NaN, but --scores {} holds \
+                 {nan} (accepted for calling by --allow-nan), expected no --peak-oversampling \
+                 or a map without NaN",
+                super::error::show(f),
+                a.scores.display()
+            )));
+        }
+        check_oversampling_memory(&shape, f)?;
     }
     let (rotation_index, rotations) = match (&a.rotation_index, &a.rotations) {
         (Some(ri), Some(r)) => {

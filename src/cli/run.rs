@@ -25,6 +25,13 @@ use super::trace::progress;
 
 /// Runs `monomorph match`.
 pub fn run_match(g: &Global, a: MatchArgs) -> CliResult<()> {
+    if a.list.target_list.is_none() && a.list.peaks {
+        // Clap's `requires` does not fire for this flag here; refused rather than ignored.
+        return Err(CliError::input(
+            "--peaks: only with --target-list (peaks of many targets in one STAR file); for one \
+             target run `monomorph peaks --scores OUT/scores.npy` on the output folder",
+        ));
+    }
     #[cfg(feature = "mpi")]
     if let Some(world) = super::ranks::world() {
         return match a.list.target_list {

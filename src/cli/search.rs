@@ -24,9 +24,9 @@ pub struct SearchArgs {
     pub scheduling_mask: Option<PathBuf>,
     /// Search only positions START..STOP (STOP excluded, 0-based voxels; either end may be
     /// left out) along z, array axis 0 (3-D only), as pytom-match-pick's --search-z (e.g. the
-    /// ice layer). The target is cropped to the box plus the template's reach on every axis, so
-    /// the work is the box's plus that margin and the scores inside equal a full run's; the
-    /// outputs keep the
+    /// ice layer). The target is cropped to the box plus the template's reach on the axes the
+    /// box cuts (an axis searched whole keeps a full run's circular grid), so the work is the
+    /// box's plus that margin and the scores inside equal a full run's; the outputs keep the
     /// target's shape, with score -inf and rotation index -1 outside (not searched).
     #[arg(long, value_name = "START:STOP", value_parser = parse_range, help_heading = "Restricting the search")]
     pub search_z: Option<Range>,

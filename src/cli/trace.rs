@@ -108,6 +108,16 @@ pub fn init(verbose: u8, quiet: bool, trace: Option<&Path>) -> CliResult<TraceGu
                     path.display()
                 ))
             })?;
+            // A zero-byte write costs nothing on a file or a pipe, but fails at once where
+            // every write will (`/dev/full`): an error naming the flag now, before any work
+            // and before any output is committed.
+            let mut probe = &f;
+            if let Err(e) = probe.write(&[]).and_then(|_| probe.flush()) {
+                return Err(CliError::input(format!(
+                    "--trace {}: cannot write the trace file: {e}, expected a writable file",
+                    path.display()
+                )));
+            }
             let failed = Arc::new(Mutex::new(None));
             let writer = TraceFile {
                 file: f,

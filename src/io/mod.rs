@@ -27,6 +27,45 @@ pub use table::{
     write_peaks, write_peaks_with,
 };
 
+/// Checks, without opening it, that `path` is a regular file (or a link to one): a FIFO, a
+/// socket, a device or a folder is refused with an [`Error::Io`] naming the file, since opening
+/// a FIFO with no writer blocks forever and a device never ends. `stat` does not block.
+pub fn check_regular_file(path: &Path) -> Result<()> {
+    let m = std::fs::metadata(path).map_err(|e| io_err(path, format!("cannot read: {e}")))?;
+    if m.is_file() {
+        return Ok(());
+    }
+    let what = if m.is_dir() {
+        "a folder"
+    } else {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            let t = m.file_type();
+            if t.is_fifo() {
+                "a FIFO (named pipe)"
+            } else if t.is_socket() {
+                "a socket"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else {
+                "not a regular file"
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            "not a regular file"
+        }
+    };
+    Err(io_err(path, format!("is {what}, expected a regular file")))
+}
+
+/// Reads a text input after [`check_regular_file`]; errors name the file.
+pub fn read_text_file(path: &Path) -> Result<String> {
+    check_regular_file(path)?;
+    std::fs::read_to_string(path).map_err(|e| io_err(path, format!("cannot read: {e}")))
+}
+
 /// An [`Error::Io`] for `path`.
 pub fn io_err(path: &Path, message: impl Into<String>) -> Error {
     Error::Io {
@@ -138,6 +177,7 @@ pub(crate) fn with_source<T>(
     read: impl FnOnce(&mut dyn Read, &stream::Extent) -> std::result::Result<T, String>,
 ) -> Result<T> {
     let codec = classify(path).map_or(Codec::Plain, |(_, c)| c);
+    check_regular_file(path)?;
     let mut file =
         std::fs::File::open(path).map_err(|e| io_err(path, format!("cannot read: {e}")))?;
     let len = file

@@ -1,7 +1,13 @@
-//! A STAR file reader (RELION, stopgap, Warp, GCTF): data blocks holding `_name value` pairs
-//! and `loop_` tables. Values are whitespace-separated; a value in single or double quotes may
-//! hold spaces; `#` starts a comment outside quotes (RELION writes `_rlnName #3`). Every
-//! value remembers its line, so callers can name the line in an error.
+//! The STAR reader of monomorph (RELION, stopgap, Warp, GCTF, `--orientations`,
+//! `--target-list`): data blocks holding `_name value` pairs and `loop_` tables, read with
+//! RELION's rules (`nextTokenInSTAR`, `src/strings.cpp`). Values are separated by white space;
+//! a value that starts with `"` or `'` runs to the next same quote followed by white space or
+//! the line's end (so `"it's"` and `'say "hi"'` hold their inner quotes, and a quote inside an
+//! unquoted value is an ordinary character); `#` starts a comment only where a value would
+//! start (`a#b` is one value, RELION writes `_rlnName #3`). A quoted value is never a
+//! keyword or a label (`"data_x"` and `"_x"` are values). Every value remembers its line, so
+//! callers can name the line in an error. [`star_quote`] writes a value back so that RELION
+//! (and this reader) read it unchanged.
 
 use std::path::Path;
 
@@ -53,37 +59,84 @@ impl StarBlock {
     }
 }
 
-fn tokens(line: &str) -> Vec<String> {
+/// One value of a line: its text and whether it was quoted.
+struct Token {
+    text: String,
+    quoted: bool,
+}
+
+/// The values of one line by RELION's rules (module docs); an unclosed quote is an error
+/// message.
+fn tokens(line: &str) -> std::result::Result<Vec<Token>, String> {
+    let c: Vec<char> = line.chars().collect();
+    let space = |ch: char| ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n';
     let mut out = Vec::new();
-    let mut chars = line.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-        } else if c == '#' {
+    let mut i = 0;
+    while i < c.len() {
+        if space(c[i]) {
+            i += 1;
+            continue;
+        }
+        if c[i] == '#' {
             break;
-        } else if c == '"' || c == '\'' {
-            chars.next();
-            let mut v = String::new();
-            for d in chars.by_ref() {
-                if d == c {
+        }
+        if c[i] == '"' || c[i] == '\'' {
+            let q = c[i];
+            let start = i + 1;
+            let mut end = None;
+            let mut j = start;
+            while j < c.len() {
+                if c[j] == q && (j + 1 == c.len() || space(c[j + 1])) {
+                    end = Some(j);
                     break;
                 }
-                v.push(d);
+                j += 1;
             }
-            out.push(v);
+            let Some(e) = end else {
+                return Err(format!("a value opened with {q} is not closed on its line"));
+            };
+            out.push(Token {
+                text: c[start..e].iter().collect(),
+                quoted: true,
+            });
+            i = e + 1;
         } else {
-            let mut v = String::new();
-            while let Some(&d) = chars.peek() {
-                if d.is_whitespace() {
-                    break;
-                }
-                v.push(d);
-                chars.next();
+            let start = i;
+            while i < c.len() && !space(c[i]) {
+                i += 1;
             }
-            out.push(v);
+            out.push(Token {
+                text: c[start..i].iter().collect(),
+                quoted: false,
+            });
         }
     }
-    out
+    Ok(out)
+}
+
+/// `value` as a STAR file must hold it for RELION's reader (and [`parse_star`]) to read it
+/// back unchanged: as is when it can stand alone, else in double quotes, else (a `"` followed
+/// by white space inside) in single quotes. `None` when no quoting can hold it: a control
+/// character (a line break, a tab: RELION turns tabs into spaces), or both quotes followed by
+/// white space.
+pub fn star_quote(value: &str) -> Option<String> {
+    if value.chars().any(char::is_control) {
+        return None;
+    }
+    let plain = !value.is_empty()
+        && !value.contains(' ')
+        && !value.starts_with(['"', '\'', '#', '_', ';'])
+        && !value.starts_with("data_")
+        && value != "loop_";
+    if plain {
+        return Some(value.to_string());
+    }
+    // Inside quotes q, a q followed by a space would end the value early.
+    let fits = |q: char| !value.contains(&format!("{q} "));
+    ['"', '\'']
+        .into_iter()
+        .find(|&q| fits(q))
+        .map(|q| format!("{q}{value}{q}"))
 }
 
 /// Parses STAR text into its blocks; `path` names the file in errors. A loop row with the
@@ -95,9 +148,12 @@ pub fn parse_star(path: &Path, text: &str) -> Result<Vec<StarBlock>> {
     let mut in_loop = false;
     for (i, raw) in text.lines().enumerate() {
         let ln = i + 1;
-        let t = tokens(raw);
-        let Some(first) = t.first() else { continue };
-        if let Some(name) = first.strip_prefix("data_") {
+        let t = tokens(raw).map_err(|m| io_err(path, format!("line {ln}: {m}")))?;
+        let Some(head) = t.first() else { continue };
+        let keyword = !head.quoted;
+        let t: Vec<String> = t.into_iter().map(|k| k.text).collect();
+        let first = &t[0];
+        if let Some(name) = first.strip_prefix("data_").filter(|_| keyword) {
             blocks.push(StarBlock {
                 name: name.to_string(),
                 ..StarBlock::default()
@@ -109,12 +165,12 @@ pub fn parse_star(path: &Path, text: &str) -> Result<Vec<StarBlock>> {
             blocks.push(StarBlock::default());
         }
         let b = blocks.last_mut().expect("pushed above");
-        if first == "loop_" {
+        if keyword && first == "loop_" {
             b.loops.push(StarLoop::default());
             in_loop = true;
             continue;
         }
-        if first.starts_with('_') {
+        if keyword && first.starts_with('_') {
             match b.loops.last_mut() {
                 Some(l) if in_loop && l.rows.is_empty() => l.columns.push(first.clone()),
                 _ => {
@@ -140,7 +196,7 @@ pub fn parse_star(path: &Path, text: &str) -> Result<Vec<StarBlock>> {
                         ),
                     ));
                 }
-                l.rows.push((ln, t));
+                l.rows.push((ln, t.clone()));
             }
             _ => {
                 return Err(io_err(
@@ -172,6 +228,54 @@ mod tests {
         assert_eq!(b[0].value("_rlnA"), Some(("1", 7)));
         assert_eq!(b[1].name, "");
         assert_eq!(b[1].value("_x"), Some(("3", 13)));
+    }
+
+    #[test]
+    fn relions_token_rules() {
+        let text =
+            "data_\nloop_\n_a #1\n_b #2\na#b \"it's\"\n'say \"hi\"' x #c\n\"data_x\" \"_y\"\n";
+        let b = parse_star(Path::new("t.star"), text).unwrap();
+        assert_eq!(b.len(), 1, "a quoted data_ value is no block");
+        let l = &b[0].loops[0];
+        assert_eq!(l.rows[0].1, ["a#b", "it's"]);
+        assert_eq!(l.rows[1].1[0], "say \"hi\"");
+        assert_eq!(l.rows[2].1, ["data_x", "_y"]);
+        // A quote inside a quoted value ends it only before white space.
+        let b = parse_star(Path::new("t.star"), "data_\n_a \"x\"y\" z\n").unwrap();
+        assert_eq!(b[0].value("_a"), Some(("x\"y", 2)));
+        let e = parse_star(Path::new("t.star"), "data_\n_a \"open\n").unwrap_err();
+        assert!(e.to_string().contains("line 2") && e.to_string().contains("not closed"));
+    }
+
+    #[test]
+    fn quoting_writes_what_the_reader_reads() {
+        for v in [
+            "plain",
+            "a b",
+            "it's",
+            "a\" b",
+            "a\" b 'c",
+            "\"q",
+            "'q",
+            "#x",
+            "a#b",
+            "_x",
+            "data_x",
+            "loop_",
+            "",
+            "x\"",
+            "é 日本",
+        ] {
+            let q = star_quote(v).unwrap_or_else(|| panic!("{v:?} must be writable"));
+            let text = format!("data_\nloop_\n_v #1\n_w #2\n{q} 1\n");
+            let b = parse_star(Path::new("t.star"), &text).unwrap();
+            assert_eq!(b[0].loops[0].rows[0].1[0], v, "{v:?} written as {q}");
+        }
+        assert_eq!(star_quote("plain").as_deref(), Some("plain"));
+        assert_eq!(star_quote("a b").as_deref(), Some("\"a b\""));
+        assert!(star_quote("a\" b' c").is_none());
+        assert!(star_quote("line\nbreak").is_none());
+        assert!(star_quote("tab\there").is_none());
     }
 
     #[test]

@@ -130,13 +130,12 @@ pub fn peaks_star_many(groups: &[MicrographPeaks<'_>], ndim: usize, comments: &[
     star_text(groups, ndim, comments)
 }
 
-/// A STAR value: quoted when it holds white space or starts with a quote-like character.
+/// A STAR value as RELION reads it back ([`super::star::star_quote`]); a value no quoting can
+/// hold (a control character, both quotes followed by a space) is written with its control
+/// characters escaped: callers that name files refuse such names before writing
+/// (`--target-list`).
 fn star_value(m: &str) -> String {
-    if m.is_empty() || m.contains(char::is_whitespace) || m.starts_with(['"', '\'', '_', '#']) {
-        format!("\"{}\"", m.replace('"', "'"))
-    } else {
-        m.to_string()
-    }
+    super::star::star_quote(m).unwrap_or_else(|| format!("\"{}\"", m.escape_default()))
 }
 
 fn star_text(groups: &[MicrographPeaks<'_>], ndim: usize, comments: &[String]) -> String {
@@ -259,8 +258,7 @@ pub fn write_peaks_with(
 /// error naming its line (so `10,20` on line 1 is an error, not a header).
 pub fn read_euler_csv(path: impl AsRef<Path>) -> Result<Vec<[f64; 3]>> {
     let path = path.as_ref();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| io_err(path, format!("cannot read: {e}")))?;
+    let text = super::read_text_file(path)?;
     parse_euler_csv(&text).map_err(|m| io_err(path, m))
 }
 

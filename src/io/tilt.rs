@@ -64,7 +64,7 @@ pub struct CtfFile {
 }
 
 fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| io_err(path, format!("cannot read: {e}")))
+    super::read_text_file(path)
 }
 
 fn number(path: &Path, line: usize, s: &str) -> Result<f64> {
@@ -72,6 +72,44 @@ fn number(path: &Path, line: usize, s: &str) -> Result<f64> {
         .ok()
         .filter(|v| v.is_finite())
         .ok_or_else(|| io_err(path, format!("line {line}: '{s}' is not a finite number")))
+}
+
+/// The microscope values a CTF file may give, checked where they are read so that a bad one
+/// is reported naming the file and line (not the flag it overrides).
+#[derive(Clone, Copy)]
+enum Scope {
+    /// Acceleration voltage in kV.
+    Voltage,
+    /// Spherical aberration in mm (as files give it).
+    Cs,
+    /// Amplitude contrast fraction.
+    Amplitude,
+}
+
+/// `v` for `what`, read at `line`: an acceleration voltage from 1 to 10 000 kV, a spherical
+/// aberration from 0 to 1 000 mm, an amplitude contrast in [0, 1).
+fn scope_value(path: &Path, line: usize, what: Scope, v: f64) -> Result<f64> {
+    let (ok, name, want) = match what {
+        Scope::Voltage => (
+            (1.0..=1e4).contains(&v),
+            "acceleration voltage",
+            "from 1 to 10000 kV",
+        ),
+        Scope::Cs => (
+            (0.0..=1e3).contains(&v),
+            "spherical aberration",
+            "from 0 to 1000 mm",
+        ),
+        Scope::Amplitude => ((0.0..1.0).contains(&v), "amplitude contrast", "in [0, 1)"),
+    };
+    if ok {
+        Ok(v)
+    } else {
+        Err(io_err(
+            path,
+            format!("line {line}: {name} {v}, expected {want}"),
+        ))
+    }
 }
 
 fn extension(path: &Path) -> String {
@@ -131,6 +169,15 @@ pub fn parse_tilt_angles(path: &Path, text: &str) -> Result<TiltAngles> {
             .split(|c: char| c.is_whitespace() || c == ',')
             .filter(|f| !f.is_empty())
             .collect();
+        if fields.is_empty() {
+            return Err(io_err(
+                path,
+                format!(
+                    "line {}: '{line}' holds no value, expected a tilt angle",
+                    i + 1
+                ),
+            ));
+        }
         if rows.is_empty() && header.is_none() && fields[0].parse::<f64>().is_err() {
             header = Some(fields.iter().map(|f| f.to_ascii_lowercase()).collect());
             continue;
@@ -260,13 +307,19 @@ pub fn parse_ctffind(path: &Path, text: &str) -> Result<CtfFile> {
             continue;
         }
         if line.starts_with('#') {
+            let ln = i + 1;
+            let scope = |key: &str, what: Scope| {
+                header_value(line, key)
+                    .map(|v| scope_value(path, ln, what, v))
+                    .transpose()
+            };
             out.pixel_size = header_value(line, "pixel size:").or(out.pixel_size);
-            out.voltage_kv = header_value(line, "acceleration voltage:").or(out.voltage_kv);
-            out.cs = header_value(line, "spherical aberration:")
+            out.voltage_kv = scope("acceleration voltage:", Scope::Voltage)?.or(out.voltage_kv);
+            out.cs = scope("spherical aberration:", Scope::Cs)?
                 .map(|mm| mm * 1e7)
                 .or(out.cs);
             out.amplitude_contrast =
-                header_value(line, "amplitude contrast:").or(out.amplitude_contrast);
+                scope("amplitude contrast:", Scope::Amplitude)?.or(out.amplitude_contrast);
             continue;
         }
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -315,9 +368,35 @@ fn star_column(path: &Path, l: &StarLoop, c: usize, scale: f64) -> Result<Vec<f6
         .collect()
 }
 
-/// A number from a block: a `_name value` pair or the first row of a loop column.
-fn star_number(path: &Path, b: &StarBlock, name: &str) -> Result<Option<f64>> {
-    b.value(name).map(|(v, ln)| number(path, ln, v)).transpose()
+/// A number from a block: a `_name value` pair or the first row of a loop column, with its
+/// line.
+fn star_number(path: &Path, b: &StarBlock, name: &str) -> Result<Option<(f64, usize)>> {
+    b.value(name)
+        .map(|(v, ln)| number(path, ln, v).map(|x| (x, ln)))
+        .transpose()
+}
+
+/// The loop with column `col`: when several blocks hold one (a file of several tilt series),
+/// an error naming the blocks (pytme refuses such a file too), never the first read alone.
+fn one_block<'a>(path: &Path, blocks: &'a [StarBlock], col: &str) -> Result<Option<&'a StarLoop>> {
+    let with: Vec<&StarBlock> = blocks
+        .iter()
+        .filter(|b| b.loop_with(col).is_some())
+        .collect();
+    if with.len() > 1 {
+        let names: Vec<String> = with.iter().map(|b| format!("data_{}", b.name)).collect();
+        return Err(io_err(
+            path,
+            format!(
+                "holds {} tilt series ({} in blocks {}), expected one: write the one matched \
+                 to its own file",
+                with.len(),
+                col,
+                names.join(", ")
+            ),
+        ));
+    }
+    Ok(with.first().and_then(|b| b.loop_with(col)).map(|(l, _)| l))
 }
 
 /// The one block of a stopgap wedge list, refusing a list of several tomograms.
@@ -356,17 +435,17 @@ pub fn parse_tilt_star(path: &Path, text: &str) -> Result<TiltAngles> {
     let found = if let Some(l) = stopgap_loop(path, &blocks)? {
         Some((l, "_tilt_angle", "_exposure"))
     } else {
-        [
+        let mut found = None;
+        for (a, d) in [
             ("_wrpAxisAngle", "_wrpDose"),
             ("_rlnTomoNominalStageTiltAngle", "_rlnMicrographPreExposure"),
-        ]
-        .iter()
-        .find_map(|&(a, d)| {
-            blocks
-                .iter()
-                .find_map(|b| b.loop_with(a))
-                .map(|(l, _)| (l, a, d))
-        })
+        ] {
+            if let Some(l) = one_block(path, &blocks, a)? {
+                found = Some((l, a, d));
+                break;
+            }
+        }
+        found
     };
     let Some((l, a, d)) = found else {
         return Err(io_err(
@@ -405,6 +484,14 @@ pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
                 None => Ok(None),
             }
         };
+        let scope = |name: &str, what: Scope| -> Result<Option<f64>> {
+            match (l.column(name), l.rows.first()) {
+                (Some(c), Some((ln, r))) => {
+                    scope_value(path, *ln, what, number(path, *ln, &r[c])?).map(Some)
+                }
+                _ => Ok(None),
+            }
+        };
         let mut out = empty_ctf();
         out.tilts = defocus
             .iter()
@@ -415,19 +502,20 @@ pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
                 phase_shift: 0.0,
             })
             .collect();
-        out.voltage_kv = first("_voltage", 1.0)?;
-        out.cs = first("_cs", 1e7)?;
-        out.amplitude_contrast = first("_amp_contrast", 1.0)?;
+        out.voltage_kv = scope("_voltage", Scope::Voltage)?;
+        out.cs = scope("_cs", Scope::Cs)?.map(|mm| mm * 1e7);
+        out.amplitude_contrast = scope("_amp_contrast", Scope::Amplitude)?;
         out.pixel_size = first("_pixelsize", 1.0)?;
         out.angles = Some(star_column(path, l, col("_tilt_angle")?, 1.0)?);
         return Ok(out);
     }
-    let Some((l, u)) = blocks.iter().find_map(|b| b.loop_with("_rlnDefocusU")) else {
+    let Some(l) = one_block(path, &blocks, "_rlnDefocusU")? else {
         return Err(io_err(
             path,
             "no loop with _rlnDefocusU, expected a RELION/GCTF STAR file or a stopgap wedge list",
         ));
     };
+    let u = l.column("_rlnDefocusU").expect("found");
     let (v, ang, ps, tilt) = (
         l.column("_rlnDefocusV"),
         l.column("_rlnDefocusAngle"),
@@ -453,7 +541,7 @@ pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
     if out.tilts.is_empty() {
         return Err(io_err(path, "the _rlnDefocusU loop has no rows"));
     }
-    let any = |name: &str| -> Result<Option<f64>> {
+    let any = |name: &str| -> Result<Option<(f64, usize)>> {
         for b in &blocks {
             if let Some(x) = star_number(path, b, name)? {
                 return Ok(Some(x));
@@ -461,12 +549,17 @@ pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
         }
         Ok(None)
     };
-    out.voltage_kv = any("_rlnVoltage")?;
-    out.cs = any("_rlnSphericalAberration")?.map(|mm| mm * 1e7);
-    out.amplitude_contrast = any("_rlnAmplitudeContrast")?;
+    let scope = |name: &str, what: Scope| -> Result<Option<f64>> {
+        any(name)?
+            .map(|(v, ln)| scope_value(path, ln, what, v))
+            .transpose()
+    };
+    out.voltage_kv = scope("_rlnVoltage", Scope::Voltage)?;
+    out.cs = scope("_rlnSphericalAberration", Scope::Cs)?.map(|mm| mm * 1e7);
+    out.amplitude_contrast = scope("_rlnAmplitudeContrast", Scope::Amplitude)?;
     out.pixel_size = match any("_rlnImagePixelSize")? {
-        Some(p) => Some(p),
-        None => any("_rlnDetectorPixelSize")?,
+        Some((p, _)) => Some(p),
+        None => any("_rlnDetectorPixelSize")?.map(|(p, _)| p),
     };
     out.angles = tilt.is_some().then_some(angles);
     Ok(out)
@@ -554,6 +647,13 @@ pub fn parse_warp_xml(path: &Path, text: &str) -> Result<WarpTiltSeries> {
             "no <Angles> element: not a Warp/M tilt series",
         ));
     };
+    if angles.is_empty() {
+        let at = child("Angles").map_or(0, line);
+        return Err(io_err(
+            path,
+            format!("line {at}: <Angles> holds no tilt angle, expected one per tilt"),
+        ));
+    }
     let n = angles.len();
     let sized = |name: &str, v: Vec<f64>| -> Result<Vec<f64>> {
         if v.len() != n {
@@ -630,11 +730,26 @@ pub fn parse_warp_xml(path: &Path, text: &str) -> Result<WarpTiltSeries> {
     let mut params = Vec::new();
     if let Some(ctf) = child("CTF") {
         for p in ctf.children().filter(|c| c.has_tag_name("Param")) {
-            if let (Some(k), Some(v)) = (p.attribute("Name"), p.attribute("Value"))
-                && let Ok(x) = v.parse::<f64>()
-            {
-                params.push((k.to_string(), x));
-            }
+            let (Some(k), Some(v)) = (p.attribute("Name"), p.attribute("Value")) else {
+                continue;
+            };
+            // The parameters monomorph uses must be numbers ("200kV" or "2,0" is an error
+            // naming the line, never a silent fall-back to the flag's default).
+            let x = match k {
+                "Voltage" => scope_value(path, line(p), Scope::Voltage, number(path, line(p), v)?)?,
+                "Cs" => scope_value(path, line(p), Scope::Cs, number(path, line(p), v)?)?,
+                "Amplitude" => {
+                    scope_value(path, line(p), Scope::Amplitude, number(path, line(p), v)?)?
+                }
+                "PixelSize" | "Defocus" | "DefocusDelta" | "DefocusAngle" | "PhaseShift" => {
+                    number(path, line(p), v)?
+                }
+                _ => match v.parse::<f64>() {
+                    Ok(x) => x,
+                    Err(_) => continue,
+                },
+            };
+            params.push((k.to_string(), x));
         }
     }
     let keep = |v: Vec<f64>| -> Vec<f64> {
@@ -728,10 +843,19 @@ impl Mdoc {
                 phase_shift: 0.0,
             })
             .collect();
+        let voltage_line = self
+            .sections
+            .iter()
+            .flat_map(|(_, _, pairs)| pairs)
+            .chain(&self.header)
+            .find(|(k, _, _)| k == "Voltage")
+            .map_or(0, |(_, _, ln)| *ln);
         out.voltage_kv = match self.column(path, "Voltage")? {
             Some(v) => v.first().copied(),
             None => self.header_number(path, "Voltage")?,
-        };
+        }
+        .map(|v| scope_value(path, voltage_line, Scope::Voltage, v))
+        .transpose()?;
         out.pixel_size = self.header_number(path, "PixelSpacing")?;
         out.angles = self.column(path, "TiltAngle")?;
         Ok(out)

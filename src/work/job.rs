@@ -13,7 +13,7 @@ use crate::algo::matching::{
 use crate::algo::rotations::RotationSet;
 use crate::dispatch::PrecisionChoice;
 use crate::host_array::HostArray;
-use crate::{Arr, Backend, Error, FloatOf, Index, IntOf, Interpolation, Real, Result};
+use crate::{Arr, AxisOrder, Backend, Error, FloatOf, Index, IntOf, Interpolation, Real, Result};
 
 use super::control::Control;
 use super::part::{Maps, Part};
@@ -62,6 +62,9 @@ pub struct MatchJob {
     pub search: Restriction,
     /// The precision the executors run the job in (their options' precision is replaced).
     pub precision: PrecisionChoice,
+    /// How pytme holds the arrays ([`MatchParams::pytme_frame`]): the frame of the scrambling
+    /// noise and the rotation's edge test. Filters take theirs from their spec.
+    pub pytme_frame: AxisOrder,
 }
 
 /// A job's arrays on one backend, and the filters built there (whitening reads the target).
@@ -78,8 +81,9 @@ pub struct Uploaded<B: Backend> {
 
 impl MatchJob {
     /// A job with pytme's defaults: no masks, cubic interpolation, circular correlation, no
-    /// filter, no limit, no statistics, no background, the whole target; double precision for
-    /// float64/int64 targets, else single ([`PrecisionChoice::of_input`]).
+    /// filter, no limit, no statistics, no background, the whole target, the arrays in pytme's
+    /// order ([`AxisOrder::Pytme`]); double precision for float64/int64 targets, else single
+    /// ([`PrecisionChoice::of_input`]).
     pub fn new(
         target: HostArray,
         template: HostArray,
@@ -101,6 +105,7 @@ impl MatchJob {
             score_stats: false,
             background: None,
             search: Restriction::default(),
+            pytme_frame: AxisOrder::Pytme,
         }
     }
 
@@ -139,6 +144,7 @@ impl MatchJob {
         p.background = self.background;
         p.scheduling_mask = up.scheduling_mask.as_ref();
         p.search_box = self.search.ranges.as_deref();
+        p.pytme_frame = self.pytme_frame;
         p
     }
 

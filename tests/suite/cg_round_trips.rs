@@ -119,15 +119,15 @@ impl Elementwise for Counting {
 }
 
 impl Reduce for Counting {
-    fn sum<T: Real>(&self, a: &A<T>) -> R<f64> {
+    fn sum<T: Real>(&self, a: &A<T>) -> R<AccumOf<Self>> {
         self.sync();
         self.cpu.sum(a)
     }
-    fn sum_sq<T: Float>(&self, a: &A<T>) -> R<f64> {
+    fn sum_sq<T: Float>(&self, a: &A<T>) -> R<AccumOf<Self>> {
         self.sync();
         self.cpu.sum_sq(a)
     }
-    fn dot<T: Float>(&self, a: &A<T>, b: &A<T>) -> R<f64> {
+    fn dot<T: Float>(&self, a: &A<T>, b: &A<T>) -> R<AccumOf<Self>> {
         self.sync();
         self.cpu.dot(a, b)
     }
@@ -151,15 +151,15 @@ impl Reduce for Counting {
         self.sync();
         self.cpu.count_nonfinite(a)
     }
-    fn sum_rows<T: Float>(&self, a: &A<T>) -> R<Vec<f64>> {
+    fn sum_rows<T: Float>(&self, a: &A<T>) -> R<Vec<AccumOf<Self>>> {
         self.sync();
         self.cpu.sum_rows(a)
     }
-    fn dot_rows<T: Float>(&self, a: &A<T>, b: &A<T>) -> R<Vec<f64>> {
+    fn dot_rows<T: Float>(&self, a: &A<T>, b: &A<T>) -> R<Vec<AccumOf<Self>>> {
         self.sync();
         self.cpu.dot_rows(a, b)
     }
-    fn sum_sq_rows<T: Float>(&self, a: &A<T>) -> R<Vec<f64>> {
+    fn sum_sq_rows<T: Float>(&self, a: &A<T>) -> R<Vec<AccumOf<Self>>> {
         self.sync();
         self.cpu.sum_sq_rows(a)
     }

@@ -211,13 +211,15 @@ fn an_unusable_trace_file_is_an_error_naming_trace_never_a_panic() {
     ] {
         fails(&["--trace", p(&bad), "devices"], 2, &["--trace"]);
     }
-    // Known only when written, at the end: exit 1 naming --trace, after the command's output.
+    // A file every write to fails (/dev/full) is found by a zero-byte write at the start:
+    // exit 2 naming --trace, before the command runs (it used to commit the outputs, print
+    // success, then fail with exit 1).
     let o = fails(
         &["--trace", "/dev/full", "devices"],
-        1,
+        2,
         &["--trace", "/dev/full"],
     );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("devices:"));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("devices:"));
 }
 
 #[test]

@@ -13,6 +13,8 @@ mod cli;
 #[cfg(feature = "cli")]
 mod cli_filters;
 #[cfg(feature = "cli")]
+mod cli_hostile;
+#[cfg(feature = "cli")]
 mod cli_peaks;
 #[cfg(feature = "cli")]
 mod cli_robust;
@@ -41,6 +43,8 @@ mod orientation;
 mod peaks;
 #[cfg(feature = "cli")]
 mod planted;
+#[cfg(feature = "cli")]
+mod pytme_frame;
 mod resample_fixtures;
 mod rotation_edges;
 mod rotation_sets;

@@ -2,10 +2,12 @@
 //! copies them stripped into a git-ignored bundle folder with a `run.sh`, ready to carry to a
 //! GPU machine that has a driver and the CUDA 13 libraries but no Rust.
 //!
-//! `run.sh` runs every test binary with `MONOMORPH_REQUIRE_CUDA=1` (a skip is a failure) and
-//! the short benchmark table ([`RUN_SH`]), each step under a timeout clamped to one budget so
-//! that the whole script ends within 8 minutes of a 15-minute lease, writing logs under `$OUT`
-//! when set (else `./logs`). `run.sh --dry-run` shows every step's timeout and error path
+//! `run.sh` runs, most informative first, the device probe (`Cuda::new`: driver, NVRTC, cuFFT,
+//! CUBIN compile and load), the conformance, differential and fixture tests with
+//! `MONOMORPH_REQUIRE_CUDA=1` (a skip is a failure), the short benchmark table, then the tests
+//! a GPU adds nothing to ([`RUN_SH`]), each step under a timeout clamped to one budget so that
+//! the whole script ends within 8 minutes of a 15-minute lease, writing logs under `$OUT` when
+//! set (else `./logs`). `run.sh --dry-run` shows every step's timeout, skip and error path
 //! without a GPU. The benchmark's figures are compared with the reasoned H200 targets in
 //! `monomorph_cuda::bench`'s documentation.
 
@@ -23,7 +25,8 @@ pub struct Args {
     /// Pass `--quick` to the benchmark (fewer rotations and iterations).
     #[arg(long)]
     quick: bool,
-    /// Copy `tests/fixtures/matching` into the bundle (for a run outside the working tree).
+    /// Copy `tests/fixtures/matching` and `tests/fixtures/matching-filters` into the bundle
+    /// (for a run outside the working tree).
     #[arg(long)]
     fixtures: bool,
 }
@@ -79,13 +82,18 @@ fn copy_stripped(src: &Path, dst: &Path) -> anyhow::Result<()> {
 /// The bundle's script. Every step runs under `timeout` clamped to what is left of one
 /// budget (`MONOMORPH_BUDGET_S`, default 450 s), so the whole script ends within 8 minutes
 /// (450 s + 5 s kill grace + summary) even when a step hangs, and says which step timed out.
+/// The steps, most informative first: `nvidia-smi` with the loader's view of the CUDA
+/// libraries (`ldconfig -p`, `LD_LIBRARY_PATH`), the device probe (`device_bench --probe`:
+/// `Cuda::new` and its time), conformance, differential, the other GPU test binaries, the
+/// benchmark, then the unit and NVRTC compile tests (both verified without a GPU).
 /// `run.sh --dry-run` (or `MONOMORPH_DRY_RUN=1`) runs no GPU work: for every step it prints
 /// its timeout and command, lists the tests of each binary, shows which CUDA libraries are
-/// found and what their absence does, runs the benchmark's no-device error path, and
-/// proves the timeout path on a stub step.
+/// found and what their absence does, runs the probe's and the benchmark's no-device error
+/// paths, and proves the timeout and the out-of-budget skip paths on stub steps.
 pub const RUN_SH: &str = r#"#!/usr/bin/env bash
-# monomorph CUDA bundle: unit + conformance + differential tests, the short benchmark, then the
-# NVRTC compile tests. Needs an NVIDIA driver and the CUDA 13 libraries (libnvrtc, libcufft).
+# monomorph CUDA bundle: the device probe (Cuda::new), conformance + differential + fixture
+# tests, the short benchmark, then the unit and NVRTC compile tests. Needs an NVIDIA driver and
+# the CUDA 13 libraries (libnvrtc, libcufft).
 # Usage: run.sh [--dry-run]   (or MONOMORPH_DRY_RUN=1); MONOMORPH_BUDGET_S caps the whole run.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -100,7 +108,8 @@ export MONOMORPH_REQUIRE_CUDA=1 MONOMORPH_REQUIRE_NVRTC=1
 for d in "$HERE/fixtures" "$HERE/../tests/fixtures"; do
   [ -d "$d/matching" ] && { export MONOMORPH_FIXTURES="$(cd "$d" && pwd)"; break; }
 done
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/targets/sbsa-linux/lib; do
+# GPU containers mount the driver's libraries (libcuda) under /usr/local/nvidia.
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/targets/sbsa-linux/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
 done
 for d in $(timeout 20 python3 -c 'import sys,glob; [print(p) for s in sys.path for p in glob.glob(s+"/nvidia/*/lib")]' 2>/dev/null); do
@@ -108,6 +117,14 @@ for d in $(timeout 20 python3 -c 'import sys,glob; [print(p) for s in sys.path f
 done
 status=0
 summary=""
+# What the dynamic loader finds of the CUDA libraries, and the search path it was given: a
+# failed Cuda::new is diagnosed by the same run.
+loader_log() {
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-<unset>}"
+  echo "ldconfig -p | grep -E 'libcuda|libnvrtc|libcufft':"
+  { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -E 'libcuda|libnvrtc|libcufft' \
+    || echo "  (none in the loader cache)"
+}
 # step NAME CAP_S LOGFILE CMD...: runs CMD under a timeout of min(CAP_S, budget left), logs it,
 # and records one summary row. Exit 124/137 = timed out.
 step() {
@@ -148,17 +165,26 @@ if [ "$DRY" = 1 ]; then
   echo "dry-run: budget ${BUDGET} s for all steps (each step's timeout is clamped to what is left)"
   for lib in libcuda.so libnvrtc.so libcufft.so; do
     found=""
-    for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64; do
+    for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
       ls "$d"/$lib* >/dev/null 2>&1 && found="$d" && break
     done
     if [ -n "$found" ]; then echo "dry-run: $lib found in $found"
     else echo "dry-run: $lib NOT found: every CUDA test fails (MONOMORPH_REQUIRE_CUDA=1 makes a skip a failure) and device_bench exits 2"; fi
   done
-  echo "dry-run: pytme fixtures: ${MONOMORPH_FIXTURES:-NOT found (pytme_fixtures_on_the_gpu fails under MONOMORPH_REQUIRE_CUDA=1)}"
+  echo "dry-run: pytme fixtures: ${MONOMORPH_FIXTURES:-NOT found (pytme_fixtures_on_the_gpu and filter_fixtures_on_the_gpu fail under MONOMORPH_REQUIRE_CUDA=1)}"
+  echo "dry-run: the nvidia-smi step also logs the loader's view:"
+  loader_log | sed 's/^/dry-run:   /'
+  echo "dry-run: the probe (Cuda::new) without a device (its error path):"
+  timeout 60 "$HERE/bin/device_bench" --probe > "$LOG/probe-dry.txt" 2>&1
+  rc=$?
+  head -5 "$LOG/probe-dry.txt"
+  echo "dry-run: device_bench --probe exit code $rc here (2: no device; 0: Cuda::new worked)"
   for t in "$HERE"/tests/*; do
     n=$(timeout 20 "$t" --list 2>/dev/null | grep -c ': test$')
     echo "dry-run: $(basename "$t") runs here and holds $n tests"
   done
+  echo "dry-run: the benchmark's rows (device_bench --list):"
+  timeout 20 "$HERE/bin/device_bench" BENCH_ARGS --list 2>&1 | sed 's/^/dry-run:   /'
   echo "dry-run: device_bench without a device (its error path):"
   timeout 20 "$HERE/bin/device_bench" --quick > "$LOG/bench-dry.txt" 2>&1
   rc=$?
@@ -167,26 +193,35 @@ if [ "$DRY" = 1 ]; then
   echo "dry-run: the timeout path, on a stub step that hangs:"
   DRY=0
   step timeout-probe 1 "$LOG/timeout-probe.log" sleep 30
-  DRY=1 status=0 summary=""
+  echo "dry-run: the skip path, on a stub step with no budget left:"
+  B0=$BUDGET BUDGET=0
+  step skip-probe 1 "$LOG/skip-probe.log" true
+  BUDGET=$B0 DRY=1 status=0 summary=""
 fi
 
-step nvidia-smi 15 "$LOG/nvidia-smi.txt" bash -c 'nvidia-smi || true'
-# Fast and GPU-bound first; the NVRTC compile tests (verified without a GPU too) last.
+export -f loader_log 2>/dev/null
+step nvidia-smi 15 "$LOG/nvidia-smi.txt" bash -c 'nvidia-smi || true; loader_log'
+# The device probe first: Cuda::new (driver, NVRTC, cuFFT, the CUBIN) tells why everything
+# after it would fail.
+step probe 60 "$LOG/probe.txt" "$HERE/bin/device_bench" --probe
+# Then the GPU tests, most informative first; the unit and NVRTC compile tests (verified
+# without a GPU too) after the benchmark.
 order=""
-for pat in 'lib-*' 'test-conformance*' 'test-differential*'; do
+for pat in 'test-conformance*' 'test-differential*'; do
   for t in "$HERE"/tests/$pat; do [ -e "$t" ] && order="$order $t"; done
 done
 for t in "$HERE"/tests/*; do
-  case " $order " in *" $t "*) ;; *) case "$(basename "$t")" in test-kernels*) ;; *) order="$order $t" ;; esac ;; esac
+  case " $order " in *" $t "*) ;; *) case "$(basename "$t")" in test-kernels*|lib-*) ;; *) order="$order $t" ;; esac ;; esac
 done
 for t in $order; do
   name="$(basename "$t")"
-  case "$name" in lib-*) cap=30 ;; test-conformance*) cap=120 ;; test-differential*) cap=150 ;; *) cap=60 ;; esac
+  case "$name" in test-conformance*) cap=120 ;; test-differential*) cap=150 ;; *) cap=60 ;; esac
   step "$name" $cap "$LOG/$name.log" "$t"
 done
 step device_bench 150 "$LOG/bench.txt" "$HERE/bin/device_bench" BENCH_ARGS
-for t in "$HERE"/tests/test-kernels*; do
-  [ -e "$t" ] && step "$(basename "$t")" 120 "$LOG/$(basename "$t").log" "$t"
+for t in "$HERE"/tests/lib-* "$HERE"/tests/test-kernels*; do
+  case "$(basename "$t")" in lib-*) cap=30 ;; *) cap=120 ;; esac
+  [ -e "$t" ] && step "$(basename "$t")" $cap "$LOG/$(basename "$t").log" "$t"
 done
 if [ "$DRY" = 1 ]; then
   echo "dry-run: done in $(( $(date +%s) - START )) s; nothing ran on a GPU"
@@ -236,9 +271,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // The pytme fixtures the differential tests compare the GPU with (≈ 9 MiB): run.sh finds
     // them in the carried working tree (`../tests/fixtures`); `--fixtures` copies them in for
     // a bundle run elsewhere.
-    let fixtures = Path::new("tests/fixtures/matching");
-    if a.fixtures && fixtures.is_dir() {
-        copy_dir(fixtures, &a.out.join("fixtures").join("matching"))?;
+    for sub in ["matching", "matching-filters"] {
+        let fixtures = Path::new("tests/fixtures").join(sub);
+        if a.fixtures && fixtures.is_dir() {
+            copy_dir(&fixtures, &a.out.join("fixtures").join(sub))?;
+        }
     }
     let script = RUN_SH.replace("BENCH_ARGS", if a.quick { "--quick" } else { "" });
     let run_sh = a.out.join("run.sh");
@@ -319,6 +356,10 @@ mod tests {
         );
         write(&dir.join("tests/test-conformance"), "sleep 100");
         write(
+            &dir.join("tests/test-differential"),
+            "echo 'test result: ok. 3 passed'",
+        );
+        write(
             &dir.join("tests/test-kernels"),
             "echo 'test x ... FAILED'; exit 101",
         );
@@ -362,7 +403,10 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("SKIPPED: step device_bench"), "{out}");
-        assert!(out.contains("| lib-monomorph_cuda | rc=0"), "{out}");
+        // The probe ran before the hanging conformance step; the unit tests come after the
+        // benchmark, so they are skipped too.
+        assert!(out.contains("| probe | rc=1"), "{out}");
+        assert!(out.contains("SKIPPED: step lib-monomorph_cuda"), "{out}");
         assert!(
             took < Duration::from_secs(6 + 5 + 5),
             "took {took:?}\n{out}"
@@ -381,6 +425,13 @@ mod tests {
             "the table is still printed: {out}"
         );
         assert!(out.contains("| test-kernels | rc=101"), "{out}");
+        assert!(out.contains("| lib-monomorph_cuda | rc=0"), "{out}");
+        // The nvidia-smi step logs the loader's view of the CUDA libraries.
+        let smi = std::fs::read_to_string(dir.join("logs/nvidia-smi.txt")).unwrap();
+        assert!(
+            smi.contains("LD_LIBRARY_PATH=") && smi.contains("ldconfig -p"),
+            "{smi}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -392,15 +443,32 @@ mod tests {
         let dir = stub_bundle("dry");
         let (rc, out, took) = run(&dir, &["--dry-run"], "450");
         assert_eq!(rc, 0, "{out}");
-        for want in [
+        let wants = [
             "dry-run: step nvidia-smi, timeout 15 s",
-            "dry-run: step lib-monomorph_cuda, timeout 30 s",
+            "dry-run: step probe, timeout 60 s",
             "dry-run: step test-conformance, timeout 120 s",
+            "dry-run: step test-differential, timeout 150 s",
             "dry-run: step device_bench, timeout 150 s",
+            "dry-run: step lib-monomorph_cuda, timeout 30 s",
             "dry-run: step test-kernels, timeout 120 s",
+        ];
+        // Every step, in the order that tells the most first.
+        let mut at = 0;
+        for want in wants {
+            let i = out[at..]
+                .find(want)
+                .unwrap_or_else(|| panic!("missing {want:?} (in this order) in:\n{out}"));
+            at += i + want.len();
+        }
+        for want in [
             "dry-run: test-conformance runs here and holds 2 tests",
             "device_bench exit code 1",
+            "device_bench --probe exit code 1",
             "TIMEOUT: step timeout-probe exceeded its 1 s timeout",
+            "SKIPPED: step skip-probe (no time left",
+            "dry-run:   LD_LIBRARY_PATH=",
+            "dry-run:   ldconfig -p | grep -E",
+            "dry-run: the benchmark's rows (device_bench --list):",
         ] {
             assert!(out.contains(want), "missing {want:?} in:\n{out}");
         }

@@ -175,13 +175,19 @@ impl<T: Float> Element for Complex<T> {
 ///
 /// Spectra are `num_complex::Complex<Self::Float>` ([`ComplexOf`](crate::ComplexOf) of a
 /// backend): the complex type is derived from the float type so that no backend can pair `f32`
-/// scores with `Complex<f64>` spectra. Sums and dot products accumulate in `f64` whatever the
-/// precision (the [`Reduce`](crate::Reduce) ops return `f64`).
+/// scores with `Complex<f64>` spectra. Sums and dot products accumulate in
+/// [`Accum`](Precision::Accum), the overflow-safe type (`f64` for both sets today).
 pub trait Precision: 'static + Send + Sync + Debug + Default + Copy {
     /// Scores, volumes, solves.
     type Float: Float;
     /// Index maps (best rotation per voxel).
     type Int: Index;
+    /// The overflow-safe accumulator of sums and dot products: what the
+    /// [`Reduce`](crate::Reduce) ops return ([`AccumOf`](crate::AccumOf) of a backend), the
+    /// dot products of conjugate gradients and the moments of the standardisations are
+    /// computed in. `f64` for [`Single`] and [`Double`]; a reduced-precision set (`f16`
+    /// scores) would name its own here, and nothing else changes.
+    type Accum: Float;
     /// `"single"` or `"double"`.
     const NAME: &'static str;
 }
@@ -196,10 +202,12 @@ pub struct Double;
 impl Precision for Single {
     type Float = f32;
     type Int = i32;
+    type Accum = f64;
     const NAME: &'static str = "single";
 }
 impl Precision for Double {
     type Float = f64;
     type Int = i64;
+    type Accum = f64;
     const NAME: &'static str = "double";
 }

@@ -9,7 +9,7 @@
 //!
 //! ## Start here
 //! * [`prelude`]: one `use` for a generic function — the traits, the type aliases
-//!   ([`Arr`], [`FloatOf`], [`ComplexOf`], [`IntOf`]), the op enums and every algorithm entry
+//!   ([`Arr`], [`FloatOf`], [`ComplexOf`], [`IntOf`], [`AccumOf`]), the op enums and every algorithm entry
 //!   point with its parameters and result.
 //! * [`Backend`]: the contract, and the conventions every op follows (in [`backend`]).
 //! * [`Transfer`]: `upload_array` / `download_as`, host arrays of any real type and dimension.
@@ -41,14 +41,14 @@ pub use ndarray;
 pub use num_complex;
 
 pub use backend::{
-    Arr, ArrayMeta, Backend, BackendTypes, BinaryOp, BorderMode, Boundary, ComplexOf, Correlate,
-    CsrMatrix, Elementwise, FftPlan, Filter, FloatOf, IntOf, Interpolation, Linalg, Memory,
-    PadMode, Reduce, Resample, Spectral, Transfer, UnaryOp,
+    AccumOf, Arr, ArrayMeta, Backend, BackendTypes, BinaryOp, BorderMode, Boundary, ComplexOf,
+    Correlate, CsrMatrix, Elementwise, FftPlan, Filter, FloatOf, IntOf, Interpolation, Linalg,
+    Memory, PadMode, Reduce, Resample, Spectral, Transfer, UnaryOp,
 };
 pub use device::{DeviceInfo, DeviceKind};
 pub use dtype::{DType, Double, Element, Float, Index, Precision, Real, Single};
 pub use error::{Error, Result};
-pub use shape::{fast_shape, is_fast_len, next_fast_len};
+pub use shape::{AxisOrder, fast_shape, is_fast_len, next_fast_len};
 
 // Implementer-only items (fused-kernel arguments, host reference kernels, shape checks) stay
 // importable from the root, where the backends use them, but off its first page: they are
@@ -71,7 +71,7 @@ pub mod prelude {
     pub use crate::algo::peaks::{Peak, PeakParams, find_peaks, find_peaks_with_rotations};
     pub use crate::algo::rotations::RotationSet;
     pub use crate::backend::{
-        Arr, ArrayMeta, Backend, BackendTypes, BinaryOp, BorderMode, Boundary, ComplexOf,
+        AccumOf, Arr, ArrayMeta, Backend, BackendTypes, BinaryOp, BorderMode, Boundary, ComplexOf,
         Correlate, CsrMatrix, Elementwise, FftPlan, Filter, FloatOf, IntOf, Interpolation, Linalg,
         Memory, PadMode, Reduce, Resample, Spectral, Transfer, UnaryOp,
     };

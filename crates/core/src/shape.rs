@@ -2,6 +2,30 @@
 
 use crate::error::{Error, Result, fmt_shape};
 
+/// How the arrays here relate to the arrays pytme holds for the same data: pytme reads an MRC
+/// file as `mrcfile data.T`, i.e. (x, y, z), where numpy, mrcfile and monomorph hold (z, y, x);
+/// a `.npy` it holds as stored. Whatever pytme computes in its own axis order (the rfft half
+/// grid its filters live on, the normal draws of its phase scrambling, the summation order
+/// of a rotated sample's coordinate) is reproduced by computing it in that frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AxisOrder {
+    /// The arrays are in pytme's order (axis 0 = x of an MRC file; a `.npy` as stored).
+    Pytme,
+    /// The arrays are pytme's reversed: (z, y, x), as numpy/mrcfile and monomorph read an MRC.
+    #[default]
+    Reversed,
+}
+
+impl AxisOrder {
+    /// `perm[a]` = the array axis of pytme's axis `a`, for `ndim` axes.
+    pub fn perm(self, ndim: usize) -> Vec<usize> {
+        match self {
+            AxisOrder::Pytme => (0..ndim).collect(),
+            AxisOrder::Reversed => (0..ndim).rev().collect(),
+        }
+    }
+}
+
 /// The smallest `m >= n` of the form 2^a·3^b·5^c·7^d·11^e·13^f with e + f ≤ 1.
 ///
 /// This is pyFFTW's `next_fast_len`, the rule pytme uses to pad the target, so circular

@@ -127,7 +127,7 @@ struct Win {
     i64 per[MM_MAXD];
 };
 
-#define MM_GATHER(n, T)                                                                     \
+#define MM_GATHER_WIN(n, T)                                                                 \
     extern "C" __global__ void gather_window_##n(const T *s, T *d, Win w, int ext,           \
                                                  i64 total) {                               \
         GRID_LOOP(i, total) {                                                               \
@@ -155,7 +155,7 @@ struct Win {
             d[i] = zero ? (T)0 : s[off];                                                    \
         }                                                                                   \
     }
-MM_FLOATS(MM_GATHER)
+MM_FLOATS(MM_GATHER_WIN)
 
 // dst[offset + j] = src[j] (g.src = block shape, g.dst = destination shape, g.p = offset).
 #define MM_INSERT(n, E)                                                                     \
@@ -177,7 +177,8 @@ MM_INSERT(b8, u64)
 MM_INSERT(b16, B16)
 
 // pytme's MCC (Padfield masked NCC), two passes without a host round trip: pass 1 writes
-// per-block maxima of the denominator and of the overlap, pass 2 reduces them and scores.
+// per-block maxima of the denominator and of the overlap, reduce_partials2 reduces them once,
+// pass 2 scores.
 template <typename T>
 __device__ __forceinline__ void mm_mcc_terms(i64 i, const T *c_fm, const T *c_tt,
                                              const T *c_f2m, const T *c_tt2, const T *c_tm,
@@ -231,13 +232,8 @@ __device__ __forceinline__ void mm_block_max2(double a, double b, double *out_a,
                                              const T *c_f2m, const T *c_tt2, const T *c_tm, \
                                              double sc, double ep, double ratio, i64 len,   \
                                              const double *pmax, i64 nblocks) {             \
-        double md = 0.0, mo = -1.0 / 0.0;                                                   \
-        for (i64 k = threadIdx.x; k < nblocks; k += blockDim.x) {                           \
-            md = fmax(md, pmax[k]);                                                         \
-            mo = fmax(mo, pmax[nblocks + k]);                                               \
-        }                                                                                   \
-        double max_den, max_ov;                                                             \
-        mm_block_max2(md, mo, &max_den, &max_ov);                                           \
+        /* Both maxima, reduced once by reduce_partials2 (op 1) after pass 1. */            \
+        const double max_den = pmax[2 * nblocks], max_ov = pmax[2 * nblocks + 1];           \
         GRID_LOOP(i, len) {                                                                 \
             double ov, fm, tt, den;                                                         \
             mm_mcc_terms<T>(i, c_fm, c_tt, c_f2m, c_tt2, c_tm, sc, ep, ov, fm, tt, den);    \
@@ -276,8 +272,8 @@ MM_FLOATS(MM_SPECMUL)
 // pytme's standardisation of a rotated template on the device (core's
 // Correlate::standardize_masked), in two launches with no host round trip. Pass 1: per-block
 // f64 partials of s1 = sum p and s2 = sum t*p, p = t*m rounded to T (p = t without a mask).
-// Pass 2: every block adds the partials in the same order (deterministic), derives mean and
-// 1/sigma as the host does, and writes t = (t - mean) * (1/sigma) * m, or zeros when the
+// reduce_partials2 adds the partials once, in a fixed order (deterministic). Pass 2: every
+// block derives mean and 1/sigma from those two sums as the host does, and writes t = (t - mean) * (1/sigma) * m, or zeros when the
 // template is constant inside the mask.
 __device__ __forceinline__ void mm_block_sum2(double a, double b, double *out_a, double *out_b) {
     __shared__ double sa[MM_BLOCK];
@@ -295,6 +291,31 @@ __device__ __forceinline__ void mm_block_sum2(double a, double b, double *out_a,
     *out_a = sa[0];
     *out_b = sb[0];
     __syncthreads();
+}
+
+// The two per-block partial lists of a two-pass kernel (partial[0, nb) and partial[nb, 2nb))
+// reduced once, in a fixed order, into partial[2nb] and partial[2nb + 1], for every block of
+// the second pass to read: op 0 sums (standardisation), op 1 takes maxima (MCC; the first
+// list's maximum starts at 0, the second's at -inf). One block of MM_BLOCK threads: the same
+// order every block of the second pass used when each re-reduced all the partials itself.
+extern "C" __global__ void reduce_partials2(double *partial, i64 nb, int op) {
+    double a = 0.0, b = op ? -1.0 / 0.0 : 0.0;
+    for (i64 k = threadIdx.x; k < nb; k += blockDim.x) {
+        if (op) {
+            a = fmax(a, partial[k]);
+            b = fmax(b, partial[nb + k]);
+        } else {
+            a += partial[k];
+            b += partial[nb + k];
+        }
+    }
+    double ra, rb;
+    if (op) mm_block_max2(a, b, &ra, &rb);
+    else mm_block_sum2(a, b, &ra, &rb);
+    if (threadIdx.x == 0) {
+        partial[2 * nb] = ra;
+        partial[2 * nb + 1] = rb;
+    }
 }
 
 #define MM_STD(n, T)                                                                        \
@@ -316,13 +337,8 @@ __device__ __forceinline__ void mm_block_sum2(double a, double b, double *out_a,
     extern "C" __global__ void std_apply_##n(T *t, const T *m, int has_mask, i64 len,        \
                                              double nn, const double *partial,              \
                                              i64 nblocks) {                                 \
-        double a = 0.0, b = 0.0;                                                            \
-        for (i64 k = threadIdx.x; k < nblocks; k += blockDim.x) {                           \
-            a += partial[k];                                                                \
-            b += partial[nblocks + k];                                                      \
-        }                                                                                   \
-        double s1, s2;                                                                      \
-        mm_block_sum2(a, b, &s1, &s2);                                                      \
+        /* Both sums, reduced once by reduce_partials2 (op 0) after pass 1. */              \
+        const double s1 = partial[2 * nblocks], s2 = partial[2 * nblocks + 1];              \
         const double mean = s1 / nn;                                                        \
         const double e2 = s2 / nn;                                                          \
         /* Rust's f64::max: NaN gives 0 (fmax returns the non-NaN operand). */              \

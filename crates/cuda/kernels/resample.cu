@@ -76,8 +76,9 @@ struct Affine {
     i64 dst[MM_MAXD];
     double m[MM_MAXD * MM_MAXD];
     double off[MM_MAXD];
-    // 1: pytme's reversed frame, flip(affine(flip(src))): the coordinate y of the mirrored
-    // output index is tested, and src is read at (n - 1) - y.
+    // bit 1: pytme's reversed frame, flip(affine(flip(src))): the coordinate y of the mirrored
+    // output index is tested, and src is read at (n - 1) - y. bit 2: y is summed from the last
+    // axis to the first (pytme holds the transposed arrays).
     i64 rev;
 };
 
@@ -97,9 +98,11 @@ __device__ void mm_affine(const T *s, T *d, Affine g, int order, i64 total) {
         for (i64 h = 0; h < g.nd && !constant; ++h) {
             // scipy's order: start from the offset, add o_l * m[h][l] axis by axis; no FMA
             // contraction, so edge points (exactly 0 or n - 1) land on scipy's side.
+            const bool rev = (g.rev & 1) != 0, backward = (g.rev & 2) != 0;
             double cc = g.off[h];
-            for (i64 l = 0; l < g.nd; ++l) {
-                const i64 ol = g.rev ? g.dst[l] - 1 - o[l] : o[l];
+            for (i64 q = 0; q < g.nd; ++q) {
+                const i64 l = backward ? g.nd - 1 - q : q;
+                const i64 ol = rev ? g.dst[l] - 1 - o[l] : o[l];
                 cc = __dadd_rn(cc, __dmul_rn((double)ol, g.m[h * g.nd + l]));
             }
             const i64 len = g.src[h];
@@ -107,7 +110,7 @@ __device__ void mm_affine(const T *s, T *d, Affine g, int order, i64 total) {
                 constant = true;
                 break;
             }
-            if (g.rev) cc = __dsub_rn((double)(len - 1), cc);
+            if (rev) cc = __dsub_rn((double)(len - 1), cc);
             const double fl = floor(cc);
             const i64 start = (i64)fl - order / 2;
             const double x = cc - fl;

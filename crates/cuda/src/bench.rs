@@ -1,8 +1,18 @@
 //! The table printed by the device benchmark (`examples/device_bench.rs`, run by the device
 //! bundle's `run.sh`), and the targets its figures are compared with.
 //!
-//! A case that fails is a row of the table **and** makes the benchmark exit non-zero
-//! ([`Table::exit_code`]), so a GPU run cannot pass with errors hidden in a table.
+//! A case that fails, or panics, is a row of the table **and** makes the benchmark exit
+//! non-zero ([`Table::exit_code`]), so a GPU run cannot pass with errors hidden in a table.
+//! Rows are printed as their cases finish ([`Table::run`]): a case that hangs loses only the
+//! rows after it.
+//!
+//! # Figures users compare
+//!
+//! Template matching on GPUs is compared by the wall time of one tomogram and by orientations
+//! per second. pytom-match-pick publishes 193 s for a 462×478×250 tomogram with a 34³ template
+//! at 12.85° (its angle list of [`PYTOM_ROTATIONS_12_85`] rotations) on one GTX 1080 Ti; the
+//! benchmark runs that problem (FLC and FLCSphericalMask; plain, with score statistics, with
+//! a wedge and a CTF) and projects the search's wall time ([`Projection`]).
 //!
 //! # Reasoned targets for an H200 (to be measured when a device is lent)
 //!
@@ -54,6 +64,50 @@
 //!   compaction; each pass reads the 537 MB map once (≈ 0.13 ms at 4.2 TB/s), and 2 KiB of
 //!   histogram plus ≤ 5096 candidates cross to the host.
 
+/// Rotations of pytom-match-pick's 12.85° angle list (`angles_12.85_7112.txt`).
+pub const PYTOM_ROTATIONS_12_85: usize = 7112;
+
+/// pytom-match-pick's published wall time (s) of that search on a 462×478×250 tomogram with
+/// a 34³ template, one GTX 1080 Ti.
+pub const PYTOM_1080TI_SECONDS: f64 = 193.0;
+
+/// pytom-match-pick's timing problem: the tomogram's shape (array axes) and the template's
+/// edge.
+pub const PYTOM_PROBLEM: ([usize; 3], usize) = ([462, 478, 250], 34);
+
+/// A search of `rotations` rotations projected from a measured time per rotation and the
+/// one-off setup (the target's spectra, plans, statistics).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Projection {
+    /// Rotations per second of the loop.
+    pub rotations_per_s: f64,
+    /// Projected wall time of the whole search in seconds (setup + rotations).
+    pub wall_s: f64,
+}
+
+impl Projection {
+    /// The projection from `per_rotation_ms` and `setup_ms`.
+    pub fn new(per_rotation_ms: f64, setup_ms: f64, rotations: usize) -> Projection {
+        Projection {
+            rotations_per_s: 1e3 / per_rotation_ms,
+            wall_s: (setup_ms + per_rotation_ms * rotations as f64) / 1e3,
+        }
+    }
+}
+
+/// Peak DRAM bandwidth in GB/s from the device's memory clock (kHz, as
+/// `CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE` gives it) and bus width (bits): two transfers per
+/// clock. `None` when the driver reports nothing usable.
+pub fn peak_bandwidth_gbs(memory_clock_khz: i64, bus_width_bits: i64) -> Option<f64> {
+    (memory_clock_khz > 0 && bus_width_bits > 0)
+        .then(|| 2.0 * memory_clock_khz as f64 * 1e3 * (bus_width_bits as f64 / 8.0) / 1e9)
+}
+
+/// Width of the case column when rows are printed one by one.
+const CASE_W: usize = 52;
+/// Width of the figure column when rows are printed one by one.
+const VALUE_W: usize = 22;
+
 /// One row of the benchmark table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -89,6 +143,16 @@ impl Row {
     }
 }
 
+impl Row {
+    /// The row as one line of the streamed table (fixed column widths, see [`Table::header`]).
+    pub fn line(&self) -> String {
+        format!(
+            "| {:CASE_W$} | {:VALUE_W$} | {}",
+            self.case, self.value, self.note
+        )
+    }
+}
+
 /// The benchmark's table: rows in the order run.
 #[derive(Debug, Default, Clone)]
 pub struct Table {
@@ -103,6 +167,41 @@ impl Table {
             Ok(r) => r,
             Err(e) => Row::failed(case, e),
         });
+    }
+
+    /// The header of the streamed table (the widths of [`Row::line`]).
+    pub fn header() -> String {
+        format!(
+            "| {:CASE_W$} | {:VALUE_W$} | note\n|{}|{}|------",
+            "case",
+            "time",
+            "-".repeat(CASE_W + 2),
+            "-".repeat(VALUE_W + 2)
+        )
+    }
+
+    /// Runs one case and adds its row: the row it returns, a FAILED row with its error, or a
+    /// FAILED row naming the panic when it panics (the other cases still run). Returns the
+    /// row, to be printed at once.
+    pub fn run<E: std::fmt::Display>(
+        &mut self,
+        case: &str,
+        f: impl FnOnce() -> Result<Row, E>,
+    ) -> &Row {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        self.rows.push(match outcome {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Row::failed(case, e),
+            Err(payload) => {
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-string payload".into());
+                Row::failed(case, format!("panicked: {msg}"))
+            }
+        });
+        self.rows.last().expect("just pushed")
     }
 
     /// The number of failed cases.
@@ -166,6 +265,51 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("| c    | 2 ms"), "{out}");
+    }
+
+    #[test]
+    fn a_panicking_case_is_a_failed_row_and_the_next_case_runs() {
+        let mut t = Table::default();
+        let r = t.run::<String>("boom", || panic!("index out of bounds: 7"));
+        assert!(r.failed, "{r:?}");
+        assert_eq!(r.value, "FAILED");
+        assert!(r.note.contains("panicked: index out of bounds: 7"), "{r:?}");
+        let r = t.run::<String>("next", || {
+            Ok(Row::ok("next", "3 ms", "bound 2 ms, ratio 1.5"))
+        });
+        assert!(!r.failed);
+        let r = t.run("err", || Err::<Row, _>(format!("cuFFT error {}", 5)));
+        assert!(r.line().starts_with("| err "), "{}", r.line());
+        assert_eq!((t.failures(), t.exit_code()), (2, 1));
+        // Streamed lines line up with the header: the same column bars.
+        let bars = |l: &str| -> Vec<usize> {
+            l.char_indices()
+                .filter(|c| c.1 == '|')
+                .map(|c| c.0)
+                .take(3)
+                .collect()
+        };
+        let h = Table::header();
+        for l in h.lines() {
+            assert_eq!(
+                bars(l),
+                bars(&t.rows[1].line()),
+                "{h}\n{}",
+                t.rows[1].line()
+            );
+        }
+    }
+
+    #[test]
+    fn projections_and_bandwidth() {
+        // 50 ms per rotation and 2 s of setup: 20 rotations/s, 2 + 7112 × 0.05 s.
+        let p = Projection::new(50.0, 2000.0, PYTOM_ROTATIONS_12_85);
+        assert!((p.rotations_per_s - 20.0).abs() < 1e-12);
+        assert!((p.wall_s - (2.0 + 355.6)).abs() < 1e-9, "{p:?}");
+        // H100 SXM: 2619 MHz, 5120 bits ⇒ ≈ 3352 GB/s.
+        let bw = peak_bandwidth_gbs(2_619_000, 5120).unwrap();
+        assert!((bw - 3352.32).abs() < 0.01, "{bw}");
+        assert_eq!(peak_bandwidth_gbs(0, 5120), None);
     }
 
     #[test]

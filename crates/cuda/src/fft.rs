@@ -254,18 +254,30 @@ fn step(l: Layout, double: bool, stream: &Arc<CudaStream>) -> Result<Step> {
         (Kind::C2R, true) => fft_sys::cufftType::CUFFT_Z2D,
         (_, true) => fft_sys::cufftType::CUFFT_Z2Z,
     };
-    let plan = CudaFft::plan_many(
-        &l.n,
-        Some(&l.in_embed),
-        l.istride,
-        l.idist,
-        Some(&l.out_embed),
-        l.ostride,
-        l.odist,
-        ty,
-        l.batch,
-        stream.clone(),
-    )
+    let make = || {
+        CudaFft::plan_many(
+            &l.n,
+            Some(&l.in_embed),
+            l.istride,
+            l.idist,
+            Some(&l.out_embed),
+            l.ostride,
+            l.odist,
+            ty,
+            l.batch,
+            stream.clone(),
+        )
+    };
+    let plan = match make() {
+        // cuFFT allocates its work area with the driver's allocator, outside the stream-ordered
+        // pool, which keeps what it reserved (its release threshold is raised): after large
+        // frees the pool may hold the memory cuFFT needs. Give it back and try once more.
+        Err(e) if is_alloc_failure(e.0) => {
+            trim_pool(stream)?;
+            make()
+        }
+        other => other,
+    }
     .map_err(|e| Error::from(CudaError::from(e)))?;
     Ok(Step {
         plan: Mutex::new(plan),
@@ -277,6 +289,27 @@ fn step(l: Layout, double: bool, stream: &Arc<CudaStream>) -> Result<Step> {
         complex_align: l.complex_align,
         scratch: Mutex::new(None),
     })
+}
+
+/// Whether a cuFFT status is its failure to allocate a plan's work area.
+pub(crate) fn is_alloc_failure(r: fft_sys::cufftResult) -> bool {
+    r == fft_sys::cufftResult::CUFFT_ALLOC_FAILED
+}
+
+/// Returns the unused memory of the device's stream-ordered pool to the driver (after the
+/// stream's pending frees complete), for an allocation made outside the pool.
+fn trim_pool(stream: &Arc<CudaStream>) -> Result<()> {
+    let ctx = stream.context();
+    stream.synchronize().ck()?;
+    if !ctx.has_async_alloc() {
+        return Ok(());
+    }
+    // SAFETY: the device handle comes from a live context; trimming releases only memory no
+    // allocation holds (the stream was synchronised, so its frees have completed).
+    unsafe {
+        let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device()).ck()?;
+        cudarc::driver::result::mem_pool::trim_to(pool, 0).ck()
+    }
 }
 
 /// The forward and inverse layouts for `shape` over `axes` (validated, ascending). A

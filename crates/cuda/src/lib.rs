@@ -148,11 +148,29 @@ pub(crate) struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // cuFFT plans must go before the context; errors parked by drops are dropped with it.
+        // After a sticky device error (a faulting kernel, an illegal address) every later
+        // call fails, cuFFT's plan destroy included, and cudarc's plan destructor unwraps
+        // that failure: the process would abort (a test binary losing its summary). A
+        // poisoned context's plans are leaked instead; the process cannot use it again.
+        let healthy = self.stream.synchronize().is_ok() && self.ctx.check_err().is_ok();
         if let Ok(mut m) = self.fft.lock() {
-            m.clear();
+            release_plans(&mut m, healthy);
         }
         if let Ok(mut p) = self.partials.lock() {
             p.take();
+        }
+    }
+}
+
+/// Empties the plan cache: drops the plans when the context is `healthy`, leaks them when it
+/// is poisoned (so that neither this cache's reference nor any clone a caller still holds
+/// ever runs a cuFFT destroy that can only fail).
+pub(crate) fn release_plans<K, T>(cache: &mut HashMap<K, Arc<T>>, healthy: bool) {
+    if healthy {
+        cache.clear();
+    } else {
+        for (_, plan) in cache.drain() {
+            std::mem::forget(plan);
         }
     }
 }
@@ -372,5 +390,42 @@ impl<P: Precision> Backend for Cuda<P> {
                 i.kernel_image
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts its drops (a cuFFT plan's destroy).
+    struct Plan<'a>(&'a AtomicUsize);
+
+    impl Drop for Plan<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn plans_of_a_poisoned_context_are_leaked_not_destroyed() {
+        let destroyed = AtomicUsize::new(0);
+        let mut cache = HashMap::new();
+        cache.insert(1, Arc::new(Plan(&destroyed)));
+        cache.insert(2, Arc::new(Plan(&destroyed)));
+        // A caller's clone outlives the backend: dropping it must not destroy either.
+        let held = cache[&1].clone();
+        release_plans(&mut cache, false);
+        assert!(cache.is_empty());
+        drop(held);
+        assert_eq!(destroyed.load(Ordering::SeqCst), 0, "a plan was destroyed");
+        // A healthy context destroys them (the caller's clone when it goes).
+        cache.insert(3, Arc::new(Plan(&destroyed)));
+        cache.insert(4, Arc::new(Plan(&destroyed)));
+        let held = cache[&3].clone();
+        release_plans(&mut cache, true);
+        assert_eq!(destroyed.load(Ordering::SeqCst), 1);
+        drop(held);
+        assert_eq!(destroyed.load(Ordering::SeqCst), 2);
     }
 }

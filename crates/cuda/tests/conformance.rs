@@ -3,35 +3,24 @@
 //!
 //! Without a usable CUDA device every suite test prints a skip line and passes; with
 //! `MONOMORPH_REQUIRE_CUDA=1` (set by the device bundle's `run.sh`) a skip is a failure, so a
-//! GPU run cannot pass vacuously.
+//! GPU run cannot pass vacuously. With the `cpu-stand-in` feature the suite is instantiated
+//! with `Cpu<P>` in the device's place (see `common`).
 
-use monomorph_core::{Double, Error, Precision, Single};
+mod common;
+
+use monomorph_core::{Double, Error, Single};
 use monomorph_cuda::Cuda;
 
-/// The backend on device 0, or `None` (with a skip line) when this machine has no CUDA.
-fn make<P: Precision>() -> Option<Cuda<P>> {
-    match Cuda::<P>::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("MONOMORPH_REQUIRE_CUDA").as_deref() == Ok("1") {
-                panic!("MONOMORPH_REQUIRE_CUDA=1 but no CUDA backend: {e}");
-            }
-            println!("skipped: {e}");
-            None
-        }
-    }
-}
-
 mod single {
-    fn make() -> Option<monomorph_cuda::Cuda<super::Single>> {
-        super::make()
+    fn make() -> Option<super::common::Dev<super::Single>> {
+        super::common::make()
     }
     monomorph_core::backend_test_suite!(make);
 }
 
 mod double {
-    fn make() -> Option<monomorph_cuda::Cuda<super::Double>> {
-        super::make()
+    fn make() -> Option<super::common::Dev<super::Double>> {
+        super::common::make()
     }
     monomorph_core::backend_test_suite!(make);
 }

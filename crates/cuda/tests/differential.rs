@@ -1,7 +1,11 @@
 //! CPU-vs-CUDA differential tests: the same generic algorithm run on `Cpu<P>` and `Cuda<P>`
 //! must agree. Skipped (with a line) without a device; `MONOMORPH_REQUIRE_CUDA=1` makes a
-//! skip a failure.
+//! skip a failure. With the `cpu-stand-in` feature every body runs with `Cpu<P>` in the
+//! device's place (see `common`).
 
+mod common;
+
+use common::{Dev, make};
 use monomorph_core::algo::cg::{LaplacianOperator, SolveParams, conjugate_gradient};
 use monomorph_core::algo::matching::{MatchParams, Score, match_template};
 use monomorph_core::algo::peaks::{PeakParams, find_peaks};
@@ -9,20 +13,6 @@ use monomorph_core::algo::rotations::RotationSet;
 use monomorph_core::testing::Lcg;
 use monomorph_core::{Backend, Boundary, Double, Memory, Precision, Single};
 use monomorph_cpu::Cpu;
-use monomorph_cuda::Cuda;
-
-fn make<P: Precision>() -> Option<Cuda<P>> {
-    match Cuda::<P>::new(0) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("MONOMORPH_REQUIRE_CUDA").as_deref() == Ok("1") {
-                panic!("MONOMORPH_REQUIRE_CUDA=1 but no CUDA backend: {e}");
-            }
-            println!("skipped: {e}");
-            None
-        }
-    }
-}
 
 fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
@@ -258,7 +248,7 @@ fn cg_paths_agree<P: Precision>(tol: f64) {
     type Pair<'a, P> = (
         &'a str,
         &'a dyn LinearOperator<Cpu<P>>,
-        &'a dyn LinearOperator<Cuda<P>>,
+        &'a dyn LinearOperator<Dev<P>>,
         &'a ndarray::ArrayD<F<P>>,
     );
     let ops: [Pair<'_, P>; 3] = [
@@ -319,8 +309,11 @@ fn cg_double() {
     cg_agrees::<Double>(1e-9);
 }
 
+/// Device-only: the CUDA device's own facts (not under the CPU stand-in).
+#[cfg(not(feature = "cpu-stand-in"))]
 #[test]
 fn device_info_is_consistent() {
+    use monomorph_cuda::Cuda;
     let Some(gpu) = make::<Single>() else { return };
     let info = gpu.info();
     let d = gpu.device();
@@ -355,7 +348,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
     for which in 0..3 {
         // Host reference.
         let mut hb = best0.clone();
-        let mut hi = ndarray::ArrayD::<IntOf<Cuda<P>>>::zeros(ndarray::IxDyn(&out));
+        let mut hi = ndarray::ArrayD::<IntOf<Dev<P>>>::zeros(ndarray::IxDyn(&out));
         let hnorm: host::Norm<'_, F<P>> = match which {
             0 => Normalization::Scaled { scale },
             1 => Normalization::Denominator {
@@ -370,7 +363,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
                 eps,
             },
         };
-        let idx = <IntOf<Cuda<P>> as Real>::from_f64(4.0);
+        let idx = <IntOf<Dev<P>> as Real>::from_f64(4.0);
         // The score moments too (one pass: each voxel's words then hold its one score).
         let mscale = [2f64.powi(50), 2f64.powi(40)];
         let mut mshape = out.to_vec();
@@ -397,7 +390,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             gpu.upload(inv_den.view()).unwrap(),
         );
         let mut db = gpu.upload(best0.view()).unwrap();
-        let mut di = gpu.zeros::<IntOf<Cuda<P>>>(&out).unwrap();
+        let mut di = gpu.zeros::<IntOf<Dev<P>>>(&out).unwrap();
         let mut ss = gpu.zeros::<f64>(&[1]).unwrap();
         let mut dm = gpu.zeros::<i64>(&mshape).unwrap();
         // The same normalisation on the device arrays (c1, then c2).
@@ -826,121 +819,225 @@ fn matching_tiled() {
 
 // ------------------------------------------------------------------ pytme fixtures on the GPU
 
-/// `tests/fixtures` of the repository: `MONOMORPH_FIXTURES`, else beside the sources, else
-/// under the working directory (the device machine runs the bundle from a copy of the tree).
-fn fixtures() -> Option<std::path::PathBuf> {
-    let mut c: Vec<std::path::PathBuf> = Vec::new();
-    if let Ok(p) = std::env::var("MONOMORPH_FIXTURES") {
-        c.push(p.into());
-    }
-    c.push(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures"));
-    c.push("tests/fixtures".into());
-    c.into_iter().find(|p| p.join("matching").is_dir())
+/// A little-endian i32 word of an MRC header.
+fn mrc_word(h: &[u8], i: usize) -> i32 {
+    i32::from_le_bytes(h[4 * i..4 * i + 4].try_into().unwrap())
 }
 
-fn npy(dir: &std::path::Path, name: &str) -> Option<ndarray::ArrayD<f32>> {
-    let p = dir.join(name);
-    p.exists()
-        .then(|| ndarray_npy::read_npy(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+/// An MRC volume of mode 2 (f32) in file order `(z, y, x)` (sections, rows, columns), as the
+/// command line reads it; anything else is a failure naming the file.
+fn read_mrc(path: &std::path::Path) -> ndarray::ArrayD<f32> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        bytes.len() >= 1024,
+        "{}: shorter than a header",
+        path.display()
+    );
+    let (nx, ny, nz) = (
+        mrc_word(&bytes, 0),
+        mrc_word(&bytes, 1),
+        mrc_word(&bytes, 2),
+    );
+    let (mode, ext) = (mrc_word(&bytes, 3), mrc_word(&bytes, 23));
+    let axes = [
+        mrc_word(&bytes, 16),
+        mrc_word(&bytes, 17),
+        mrc_word(&bytes, 18),
+    ];
+    assert!(
+        mode == 2 && axes == [1, 2, 3] && nx > 0 && ny > 0 && nz > 0 && ext >= 0,
+        "{}: mode {mode}, axes {axes:?}, size {nx}×{ny}×{nz}: only f32 in x, y, z order here",
+        path.display()
+    );
+    let shape = [nz as usize, ny as usize, nx as usize];
+    let n: usize = shape.iter().product();
+    let start = 1024 + ext as usize;
+    let data = bytes
+        .get(start..start + 4 * n)
+        .unwrap_or_else(|| panic!("{}: truncated data", path.display()));
+    let v: Vec<f32> = data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&shape), v).unwrap()
 }
 
-/// Every pytme fixture case (pytme's own rotated templates, so only the score maths differ)
-/// on the GPU: the CUDA map agrees with pytme's within the case's tolerance, and with the CPU.
+/// Every pytme fixture case under `tests/fixtures/matching`, each by the files it holds:
+///
+/// * a library case (`target.npy`, pytme's own rotated templates, so only the score maths
+///   differ): the device's map agrees with pytme's within the case's tolerance, and with the
+///   CPU's;
+/// * a command-line case (`target.mrc`, `rotations.npy` in file order, pytme's ssum in its
+///   case.json: `3d_flc_nonfast`): run through the library with the backend's own rotation,
+///   the device's map agrees with the CPU's and its ssum (over the whole FFT grid) with pytme's.
+///
+/// A folder of neither layout fails the test, so that a fixture added later is run or seen.
 #[test]
 fn pytme_fixtures_on_the_gpu() {
     let Some(gpu) = make::<Single>() else { return };
-    let Some(root) = fixtures() else {
-        assert!(
-            std::env::var("MONOMORPH_REQUIRE_CUDA").as_deref() != Ok("1"),
-            "MONOMORPH_REQUIRE_CUDA=1 but tests/fixtures/matching was not found (MONOMORPH_FIXTURES)"
-        );
-        println!("skipped: tests/fixtures/matching not found");
+    let Some(root) = common::fixtures("matching") else {
         return;
     };
     let cpu = Cpu::<Single>::new();
-    let mut cases = 0;
-    for entry in std::fs::read_dir(root.join("matching")).unwrap() {
-        let dir = entry.unwrap().path();
-        if !dir.join("case.json").exists() {
-            continue;
+    let (mut library, mut cli) = (Vec::new(), Vec::new());
+    for dir in common::case_dirs(&root) {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        if dir.join("target.npy").exists() {
+            library_case_on_the_gpu(&gpu, &cpu, &dir, &name);
+            library.push(name);
+        } else if dir.join("target.mrc").exists() {
+            cli_case_on_the_gpu(&gpu, &cpu, &dir, &name);
+            cli.push(name);
+        } else {
+            panic!("{name}: neither target.npy (a library case) nor target.mrc (a CLI case)");
         }
-        let meta: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.join("case.json"))
-                .unwrap()
-                .replace("-Infinity", "null")
-                .replace("Infinity", "null")
-                .replace("NaN", "null"),
-        )
-        .unwrap();
-        let name = meta["name"].as_str().unwrap_or("?").to_string();
-        let score: Score = meta["score"].as_str().unwrap().parse().unwrap();
-        let pad = meta["pad_target_edges"].as_bool().unwrap();
-        let target = npy(&dir, "target.npy").unwrap();
-        let template = npy(&dir, "template.npy").unwrap();
-        let rot = npy(&dir, "rotations.npy").unwrap();
-        let rot = rot.into_dimensionality::<ndarray::Ix3>().unwrap();
-        let rotations = RotationSet::from_array(rot.view()).unwrap();
-        let want = npy(&dir, "scores.npy").unwrap();
-        let split = |a: ndarray::ArrayD<f32>| -> Vec<ndarray::ArrayD<f32>> {
-            a.axis_iter(ndarray::Axis(0))
-                .map(|v| v.to_owned())
-                .collect()
-        };
-        let rt = split(npy(&dir, "rotated_templates.npy").unwrap());
-        let rm = npy(&dir, "rotated_masks.npy").map(split);
-        let mask = npy(&dir, "template_mask.npy");
-        let tmask = npy(&dir, "target_mask.npy");
-        macro_rules! go {
-            ($b:expr) => {{
-                let b = $b;
-                let t = b.upload(target.view()).unwrap();
-                let m = b.upload(template.view()).unwrap();
-                let mk = mask.as_ref().map(|x| b.upload(x.view()).unwrap());
-                let tm = tmask.as_ref().map(|x| b.upload(x.view()).unwrap());
-                let drt: Vec<_> = rt.iter().map(|x| b.upload(x.view()).unwrap()).collect();
-                let drm: Option<Vec<_>> = rm
-                    .as_ref()
-                    .map(|v| v.iter().map(|x| b.upload(x.view()).unwrap()).collect());
-                let mut p = MatchParams::new(score, rotations.clone());
-                p.template_mask = mk.as_ref();
-                p.target_mask = tm.as_ref();
-                p.pad_edges = pad;
-                p.prerotated = Some(monomorph_core::algo::matching::Prerotated {
-                    templates: &drt,
-                    masks: drm.as_deref(),
-                });
-                let r = match_template(b, &t, &m, &p).unwrap();
-                to_f64(&b.download(&r.scores).unwrap())
-            }};
-        }
-        let g = go!(&gpu);
-        let c = go!(&cpu);
-        let scale = c.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
-        let d = max_abs_diff(&g, &c);
-        assert!(
-            d <= 1e-4 * scale,
-            "{name}: max |cuda − cpu| = {d:e} (scale {scale:e})"
-        );
-        // Against pytme itself: the case's own absolute tolerance, outside the padded
-        // cases' even-template first row (compared on the CPU side in tests/suite).
-        let t = &meta["tolerances"];
-        let w: Vec<f64> = want.iter().map(|&v| v as f64).collect();
-        let wmax = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        let tol = t["score_abs"]
-            .as_f64()
-            .unwrap()
-            .max(t["score_rel_to_max_abs"].as_f64().unwrap() * wmax);
-        if !pad {
-            let dp = max_abs_diff(&g, &w);
-            assert!(dp <= tol, "{name}: max |cuda − pytme| = {dp:e} > {tol:e}");
-        }
-        cases += 1;
     }
+    println!("library cases {library:?}; command-line cases {cli:?}");
     assert!(
-        cases >= 9,
-        "only {cases} fixture cases found under {}",
+        library.len() >= 9 && !cli.is_empty(),
+        "only {} library and {} command-line cases under {}",
+        library.len(),
+        cli.len(),
         root.display()
     );
+}
+
+/// One library case of [`pytme_fixtures_on_the_gpu`].
+fn library_case_on_the_gpu(
+    gpu: &Dev<Single>,
+    cpu: &Cpu<Single>,
+    dir: &std::path::Path,
+    name: &str,
+) {
+    use common::npy;
+    let meta = common::case_json(dir);
+    let need = |f: &str| npy(dir, f).unwrap_or_else(|| panic!("{name}: {f} missing"));
+    let score: Score = meta["score"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}: no score in case.json"))
+        .parse()
+        .unwrap();
+    let pad = meta["pad_target_edges"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("{name}: no pad_target_edges in case.json"));
+    let target = need("target.npy");
+    let template = need("template.npy");
+    let rot = need("rotations.npy")
+        .into_dimensionality::<ndarray::Ix3>()
+        .unwrap();
+    let rotations = RotationSet::from_array(rot.view()).unwrap();
+    let want = need("scores.npy");
+    let split = |a: ndarray::ArrayD<f32>| -> Vec<ndarray::ArrayD<f32>> {
+        a.axis_iter(ndarray::Axis(0))
+            .map(|v| v.to_owned())
+            .collect()
+    };
+    let rt = split(need("rotated_templates.npy"));
+    let rm = npy(dir, "rotated_masks.npy").map(split);
+    let mask = npy(dir, "template_mask.npy");
+    let tmask = npy(dir, "target_mask.npy");
+    macro_rules! go {
+        ($b:expr) => {{
+            let b = $b;
+            let t = b.upload(target.view()).unwrap();
+            let m = b.upload(template.view()).unwrap();
+            let mk = mask.as_ref().map(|x| b.upload(x.view()).unwrap());
+            let tm = tmask.as_ref().map(|x| b.upload(x.view()).unwrap());
+            let drt: Vec<_> = rt.iter().map(|x| b.upload(x.view()).unwrap()).collect();
+            let drm: Option<Vec<_>> = rm
+                .as_ref()
+                .map(|v| v.iter().map(|x| b.upload(x.view()).unwrap()).collect());
+            let mut p = MatchParams::new(score, rotations.clone());
+            p.template_mask = mk.as_ref();
+            p.target_mask = tm.as_ref();
+            p.pad_edges = pad;
+            p.prerotated = Some(monomorph_core::algo::matching::Prerotated {
+                templates: &drt,
+                masks: drm.as_deref(),
+            });
+            let r = match_template(b, &t, &m, &p).unwrap();
+            to_f64(&b.download(&r.scores).unwrap())
+        }};
+    }
+    let g = go!(gpu);
+    let c = go!(cpu);
+    let scale = c.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+    let d = max_abs_diff(&g, &c);
+    assert!(
+        d <= 1e-4 * scale,
+        "{name}: max |cuda − cpu| = {d:e} (scale {scale:e})"
+    );
+    // Against pytme itself: the case's own absolute tolerance, outside the padded cases'
+    // even-template first row (compared on the CPU side in tests/suite).
+    let t = &meta["tolerances"];
+    let w: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+    let wmax = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let tol = t["score_abs"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{name}: no tolerances.score_abs"))
+        .max(t["score_rel_to_max_abs"].as_f64().unwrap_or(0.0) * wmax);
+    if !pad {
+        let dp = max_abs_diff(&g, &w);
+        assert!(dp <= tol, "{name}: max |cuda − pytme| = {dp:e} > {tol:e}");
+    }
+}
+
+/// One command-line case of [`pytme_fixtures_on_the_gpu`] (FLC with a template mask, the
+/// backend's own rotation): the device's map within 1e-3 of the CPU's maximum |score|, and
+/// ssum within 1e-4 of pytme's (as tests/suite's command-line run).
+fn cli_case_on_the_gpu(gpu: &Dev<Single>, cpu: &Cpu<Single>, dir: &std::path::Path, name: &str) {
+    let meta = common::case_json(dir);
+    let score: Score = meta["score"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}: no score in case.json"))
+        .parse()
+        .unwrap();
+    let want = meta["pytme_ssum"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{name}: no pytme_ssum in case.json"));
+    let target = read_mrc(&dir.join("target.mrc"));
+    let template = read_mrc(&dir.join("template.mrc"));
+    let mask = dir.join("mask.mrc");
+    let mask = mask.exists().then(|| read_mrc(&mask));
+    let rot = common::npy(dir, "rotations.npy")
+        .unwrap_or_else(|| panic!("{name}: rotations.npy missing"))
+        .into_dimensionality::<ndarray::Ix3>()
+        .unwrap();
+    let rotations = RotationSet::from_array(rot.view()).unwrap();
+    if let Some(shape) = meta["target_shape_zyx"].as_array() {
+        let shape: Vec<usize> = shape.iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        assert_eq!(
+            target.shape(),
+            shape.as_slice(),
+            "{name}: target.mrc's shape"
+        );
+    }
+    macro_rules! go {
+        ($b:expr) => {{
+            let b = $b;
+            let t = b.upload(target.view()).unwrap();
+            let m = b.upload(template.view()).unwrap();
+            let mk = mask.as_ref().map(|x| b.upload(x.view()).unwrap());
+            let mut p = MatchParams::new(score, rotations.clone());
+            p.template_mask = mk.as_ref();
+            let r = match_template(b, &t, &m, &p).unwrap();
+            (to_f64(&b.download(&r.scores).unwrap()), r.ssum)
+        }};
+    }
+    let (g, gs) = go!(gpu);
+    let (c, cs) = go!(cpu);
+    let scale = c.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+    let d = max_abs_diff(&g, &c);
+    assert!(
+        d <= 1e-3 * scale,
+        "{name}: max |cuda − cpu| = {d:e} (scale {scale:e})"
+    );
+    for (who, s) in [("cuda", gs), ("cpu", cs)] {
+        assert!(
+            ((s - want) / want).abs() <= 1e-4,
+            "{name}: {who} ssum {s} vs pytme {want} (over the FFT grid)"
+        );
+    }
 }
 
 // ---- max filter and top_k on the device: the CPU's answers bit for bit ----
@@ -1434,7 +1531,8 @@ fn standardize_on<P: Precision, B: Backend<Precision = P>>(gpu: &B, tol: f64) {
             .array::<F<P>>(shape)
             .mapv(|v| v * F::<P>::from_f64(3.0) + F::<P>::from_f64(1.5));
         let mask = ball::<F<P>>(shape);
-        let n: f64 = mask.iter().map(|v| v.as_f64()).sum();
+        // The mask sum in the accumulator type, as the matching loop passes it.
+        let n = <P::Accum as monomorph_core::Real>::from_f64(mask.iter().map(|v| v.as_f64()).sum());
         // Constant inside the mask (random outside it): zeros.
         let flat = ndarray::Zip::from(&t).and(&mask).map_collect(|&v, &m| {
             if m.as_f64() > 0.0 {

@@ -2,6 +2,10 @@
 //! architecture. Needs no GPU and no driver, only `libnvrtc.so` (CI installs the
 //! `nvidia-cuda-nvrtc` wheel and puts its `lib` folder on `LD_LIBRARY_PATH`). Without NVRTC
 //! the tests print a skip line, unless `MONOMORPH_REQUIRE_NVRTC=1`, which makes that a failure.
+//!
+//! Not built under the `cpu-stand-in` feature: nothing here runs on a device, so the default
+//! test build already runs all of it (and NVRTC's compiles are the slowest tests of the crate).
+#![cfg(not(feature = "cpu-stand-in"))]
 
 use monomorph_cuda::kernels;
 
@@ -123,7 +127,53 @@ fn extra_kernels() -> Vec<String> {
         }
     }
     v.push("row_partials_into".into());
+    // The matching loop's windowed and two-pass kernels (MCC, standardisation).
+    for t in ["f32", "f64"] {
+        for k in [
+            "inverse_denominator",
+            "gather_window",
+            "mcc_pass1",
+            "mcc_pass2",
+        ] {
+            v.push(format!("{k}_{t}"));
+        }
+    }
+    v.push("reduce_partials2".into());
     v
+}
+
+/// The kernel names defined in a PTX module (its `.entry` lines).
+fn ptx_entries(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter_map(|l| {
+            let rest = &l[l.find(".entry ")? + ".entry ".len()..];
+            Some(rest[..rest.find('(')?].trim().to_string())
+        })
+        .collect()
+}
+
+/// The list above is every kernel of the module, not a sample: a kernel the module defines
+/// but the list lacks (so the CUBIN check would not look for it) fails here.
+#[test]
+fn the_list_names_every_kernel_of_the_module() {
+    if !nvrtc_available() {
+        return;
+    }
+    let ptx = kernels::compile(&kernels::source(), "compute_90")
+        .expect("compiles")
+        .to_src();
+    let listed = expected_kernels();
+    let entries = ptx_entries(&ptx);
+    assert!(entries.len() > 100, "{} entries parsed", entries.len());
+    let unlisted: Vec<&String> = entries.iter().filter(|e| !listed.contains(e)).collect();
+    assert!(
+        unlisted.is_empty(),
+        "kernels the module defines but the list lacks: {unlisted:?}"
+    );
+    let mut dedup = listed.clone();
+    dedup.sort();
+    dedup.dedup();
+    assert_eq!(dedup.len(), listed.len(), "a kernel listed twice");
 }
 
 #[test]

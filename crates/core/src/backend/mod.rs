@@ -141,6 +141,9 @@ pub type FloatOf<B> = <<B as BackendTypes>::Precision as Precision>::Float;
 pub type ComplexOf<B> = num_complex::Complex<FloatOf<B>>;
 /// The index type of backend `B` (`i32` for `Single`).
 pub type IntOf<B> = <<B as BackendTypes>::Precision as Precision>::Int;
+/// The overflow-safe accumulator type of backend `B` ([`Precision::Accum`], `f64` for
+/// `Single` and `Double`): what its sums and dot products ([`Reduce`]) return.
+pub type AccumOf<B> = <<B as BackendTypes>::Precision as Precision>::Accum;
 
 /// The whole contract: every op family plus device information.
 ///
@@ -150,8 +153,9 @@ pub type IntOf<B> = <<B as BackendTypes>::Precision as Precision>::Int;
 /// use monomorph::prelude::*;
 /// use monomorph::ndarray::{Array1, Ix1};
 ///
-/// /// Any algorithm is a generic function over the backend: here, `a·x + y` and its sum.
-/// fn axpy_sum<B: Backend>(b: &B, a: f64, x: &Array1<f64>, y: &Array1<f64>) -> Result<(Array1<f64>, f64)> {
+/// /// Any algorithm is a generic function over the backend: here, `a·x + y` and its sum (in
+/// /// the backend's accumulator type, `f64` for both precisions).
+/// fn axpy_sum<B: Backend>(b: &B, a: f64, x: &Array1<f64>, y: &Array1<f64>) -> Result<(Array1<f64>, AccumOf<B>)> {
 ///     let x = b.upload_array(x)?;
 ///     let mut y = b.upload_array(y)?;
 ///     b.axpy(a, &x, &mut y)?;

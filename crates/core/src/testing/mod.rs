@@ -133,18 +133,19 @@ macro_rules! conformance_family {
     };
     (reduce, $make:path) => {
         $crate::conformance_family!(@mod reduce, $make;
-            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties, prop_reductions_f64);
+            reduce_basic, reduce_nan_and_empty, reduce_rows, top_k_ties, prop_reductions_f64,
+            reduce_accumulates_beyond_the_float_type);
     };
     (spectral, $make:path) => {
         $crate::conformance_family!(@mod spectral, $make;
             fft_matches_dft, fft_batch_axes, fft_pruned_equals_full, fft_plan_errors,
-            fft_inner_axes_odd_slabs, prop_fft_roundtrip);
+            fft_inner_axes_odd_slabs, fft_length_one_axes, prop_fft_roundtrip);
     };
     (resample, $make:path) => {
         $crate::conformance_family!(@mod resample, $make;
             pad_crop_flip_roll, pad_symmetric, resample_errors, affine_identity_and_shift,
             rotate_quarter_turn_exact, spline_prefilter_interpolates, prop_rotate_back,
-            affine_reversed_is_flip_affine_flip);
+            affine_reversed_is_flip_affine_flip, affine_reversed_in_the_transposed_frame);
     };
     (filter, $make:path) => {
         $crate::conformance_family!(@mod filter, $make;

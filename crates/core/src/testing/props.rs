@@ -178,9 +178,11 @@ pub fn prop_reductions_f64<B: Backend>(b: &B) {
             let s: f64 = vals.iter().sum();
             let s2: f64 = vals.iter().map(|v| v * v).sum();
             let scale = vals.iter().map(|v| v.abs()).sum::<f64>().max(1.0);
-            prop_assert!((b.sum(&d).expect("sum") - s).abs() <= 1e-12 * scale);
-            prop_assert!((b.sum_sq(&d).expect("sum_sq") - s2).abs() <= 1e-12 * s2.max(1.0));
-            prop_assert!((b.dot(&d, &d).expect("dot") - s2).abs() <= 1e-12 * s2.max(1.0));
+            prop_assert!((b.sum(&d).expect("sum").as_f64() - s).abs() <= 1e-12 * scale);
+            prop_assert!(
+                (b.sum_sq(&d).expect("sum_sq").as_f64() - s2).abs() <= 1e-12 * s2.max(1.0)
+            );
+            prop_assert!((b.dot(&d, &d).expect("dot").as_f64() - s2).abs() <= 1e-12 * s2.max(1.0));
             let mx = vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             prop_assert_eq!(b.max(&d).expect("max").as_f64(), mx);
             Ok(())

@@ -3,6 +3,7 @@ use monomorph_core::{
     check_rows,
 };
 use ndarray::ArrayD;
+use num_traits::{Float as _, Zero};
 use rayon::prelude::*;
 
 use super::data;
@@ -34,10 +35,20 @@ fn nonempty<T>(a: &ArrayD<T>) -> Result<&[T]> {
     Ok(d)
 }
 
-/// Σ over a slice in f64, with 4 independent accumulators (faster, still deterministic).
+/// The accumulator type of `Cpu<P>` ([`Precision::Accum`]).
+type A<P> = <P as Precision>::Accum;
+
+/// `v` in the accumulator type `A` (exact for `f32`/`f64` into `f64`).
+#[inline(always)]
+fn acc<T: Real, A: Float>(v: T) -> A {
+    A::from_f64(v.as_f64())
+}
+
+/// Σ over a slice in the accumulator type `A`, with 4 independent accumulators (faster, still
+/// deterministic).
 #[inline]
-fn sum_f64<T: Real>(c: &[T], f: impl Fn(T) -> f64) -> f64 {
-    let mut acc = [0.0f64; 4];
+fn sum_acc<T: Real, A: Float>(c: &[T], f: impl Fn(T) -> A) -> A {
+    let mut acc = [A::zero(); 4];
     let mut it = c.chunks_exact(4);
     for q in &mut it {
         acc[0] += f(q[0]);
@@ -52,21 +63,22 @@ fn sum_f64<T: Real>(c: &[T], f: impl Fn(T) -> f64) -> f64 {
     s
 }
 
+/// Σ a·b over two slices in the accumulator type `A` (products formed in `A`).
 #[inline]
-fn dot_f64<T: Float>(a: &[T], b: &[T]) -> f64 {
-    let mut acc = [0.0f64; 4];
+fn dot_acc<T: Float, A: Float>(a: &[T], b: &[T]) -> A {
+    let mut s4 = [A::zero(); 4];
     let n4 = a.len() / 4 * 4;
     let mut i = 0;
     while i < n4 {
-        acc[0] += a[i].as_f64() * b[i].as_f64();
-        acc[1] += a[i + 1].as_f64() * b[i + 1].as_f64();
-        acc[2] += a[i + 2].as_f64() * b[i + 2].as_f64();
-        acc[3] += a[i + 3].as_f64() * b[i + 3].as_f64();
+        s4[0] += acc::<T, A>(a[i]) * acc(b[i]);
+        s4[1] += acc::<T, A>(a[i + 1]) * acc(b[i + 1]);
+        s4[2] += acc::<T, A>(a[i + 2]) * acc(b[i + 2]);
+        s4[3] += acc::<T, A>(a[i + 3]) * acc(b[i + 3]);
         i += 4;
     }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    let mut s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
     for j in n4..a.len() {
-        s += a[j].as_f64() * b[j].as_f64();
+        s += acc::<T, A>(a[j]) * acc(b[j]);
     }
     s
 }
@@ -96,22 +108,22 @@ fn pick_first_max<T: Real>(a: Option<(usize, T)>, b: Option<(usize, T)>) -> Opti
     }
 }
 
-fn per_row<T: Sync>(
+fn per_row<T: Sync, A: Float>(
     op: &str,
     a: &ArrayD<T>,
-    f: impl Fn(usize, &[T]) -> f64 + Sync,
-) -> Result<Vec<f64>> {
+    f: impl Fn(usize, &[T]) -> A + Sync,
+) -> Result<Vec<A>> {
     let (rows, n) = check_rows(op, a.shape())?;
     let d = data("a", a)?;
     if n == 0 {
-        return Ok(vec![0.0; rows]);
+        return Ok(vec![A::zero(); rows]);
     }
     if rows * n >= PAR_MIN && rows > 1 {
         Ok(d.par_chunks(n).enumerate().map(|(r, c)| f(r, c)).collect())
     } else if rows * n >= PAR_MIN {
         // one long row: parallel chunks inside it
         Ok(vec![
-            chunked(d, |_, c| f(0, c), |x, y| x + y).unwrap_or(0.0),
+            chunked(d, |_, c| f(0, c), |x, y| x + y).unwrap_or(A::zero()),
         ])
     } else {
         Ok(d.chunks(n).enumerate().map(|(r, c)| f(r, c)).collect())
@@ -119,40 +131,41 @@ fn per_row<T: Sync>(
 }
 
 impl<P: Precision> Reduce for Cpu<P> {
-    fn sum<T: Real>(&self, a: &ArrayD<T>) -> Result<f64> {
+    fn sum<T: Real>(&self, a: &ArrayD<T>) -> Result<A<P>> {
         self.install(|| {
             let d = data("a", a)?;
-            Ok(chunked(d, |_, c| sum_f64(c, |v| v.as_f64()), |x, y| x + y).unwrap_or(0.0))
+            Ok(chunked(d, |_, c| sum_acc(c, acc::<T, A<P>>), |x, y| x + y)
+                .unwrap_or(A::<P>::zero()))
         })
     }
 
-    fn sum_sq<T: Float>(&self, a: &ArrayD<T>) -> Result<f64> {
+    fn sum_sq<T: Float>(&self, a: &ArrayD<T>) -> Result<A<P>> {
         self.install(|| {
             let d = data("a", a)?;
             Ok(chunked(
                 d,
                 |_, c| {
-                    sum_f64(c, |v| {
-                        let v = v.as_f64();
+                    sum_acc(c, |v| {
+                        let v = acc::<T, A<P>>(v);
                         v * v
                     })
                 },
                 |x, y| x + y,
             )
-            .unwrap_or(0.0))
+            .unwrap_or(A::<P>::zero()))
         })
     }
 
-    fn dot<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<f64> {
+    fn dot<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<A<P>> {
         self.install(|| {
             check_dot("dot", a.shape(), b.shape())?;
             let (da, db) = (data("a", a)?, data("b", b)?);
             Ok(chunked(
                 da,
-                |off, c| dot_f64(c, &db[off..off + c.len()]),
+                |off, c| dot_acc(c, &db[off..off + c.len()]),
                 |x, y| x + y,
             )
-            .unwrap_or(0.0))
+            .unwrap_or(A::<P>::zero()))
         })
     }
 
@@ -250,22 +263,22 @@ impl<P: Precision> Reduce for Cpu<P> {
         })
     }
 
-    fn sum_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
-        self.install(|| per_row("sum_rows", a, |_, c| sum_f64(c, |v| v.as_f64())))
+    fn sum_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<A<P>>> {
+        self.install(|| per_row("sum_rows", a, |_, c| sum_acc(c, acc::<T, A<P>>)))
     }
 
-    fn dot_rows<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<Vec<f64>> {
+    fn dot_rows<T: Float>(&self, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<Vec<A<P>>> {
         self.install(|| {
             check_dot("dot_rows", a.shape(), b.shape())?;
             let (rows, n) = check_rows("dot_rows", a.shape())?;
             let (da, db) = (data("a", a)?, data("b", b)?);
             if n == 0 {
-                return Ok(vec![0.0; rows]);
+                return Ok(vec![A::<P>::zero(); rows]);
             }
             if rows == 1 {
                 return Ok(vec![self.dot(a, b)?]);
             }
-            let f = |r: usize, c: &[T]| dot_f64(c, &db[r * n..(r + 1) * n]);
+            let f = |r: usize, c: &[T]| -> A<P> { dot_acc(c, &db[r * n..(r + 1) * n]) };
             if rows * n >= PAR_MIN {
                 Ok(da
                     .par_chunks(n.max(1))
@@ -282,33 +295,33 @@ impl<P: Precision> Reduce for Cpu<P> {
         })
     }
 
-    fn sum_sq_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<f64>> {
+    fn sum_sq_rows<T: Float>(&self, a: &ArrayD<T>) -> Result<Vec<A<P>>> {
         self.install(|| {
             per_row("sum_sq_rows", a, |_, c| {
-                sum_f64(c, |v| {
-                    let v = v.as_f64();
+                sum_acc(c, |v| {
+                    let v = acc::<T, A<P>>(v);
                     v * v
                 })
             })
         })
     }
 
-    fn mean_std<T: Float>(&self, a: &ArrayD<T>) -> Result<(f64, f64)> {
+    fn mean_std<T: Float>(&self, a: &ArrayD<T>) -> Result<(A<P>, A<P>)> {
         self.install(|| {
             let d = nonempty(a)?;
-            let n = d.len() as f64;
+            let n = A::<P>::from_f64(d.len() as f64);
             let mean = self.sum(a)? / n;
             let var = chunked(
                 d,
                 |_, c| {
-                    sum_f64(c, |v| {
-                        let e = v.as_f64() - mean;
+                    sum_acc(c, |v| {
+                        let e = acc::<T, A<P>>(v) - mean;
                         e * e
                     })
                 },
                 |x, y| x + y,
             )
-            .unwrap_or(0.0)
+            .unwrap_or(A::<P>::zero())
                 / n;
             Ok((mean, var.sqrt()))
         })

@@ -12,9 +12,13 @@
 //!   coordinates are computed in `f64` in scipy's order (from `offset[h]`, then `+ o_l·m[h][l]`
 //!   axis by axis), so points on the edge (`0` or `n − 1` exactly) land on the same side as in
 //!   scipy. `affine_transform_reversed` computes the coordinate of the mirrored output index
-//!   and tests that one, as scipy does for pytme's reversed template.
+//!   and tests that one, as scipy does for pytme's reversed template;
+//!   `affine_transform_reversed_in(AxisOrder::Reversed)` sums it from the last axis, as scipy
+//!   does for pytme's transposed (MRC) arrays.
 
-use monomorph_core::{Element, Float, Interpolation, PadMode, Precision, Resample, Result};
+use monomorph_core::{
+    AxisOrder, Element, Float, Interpolation, PadMode, Precision, Resample, Result,
+};
 use ndarray::ArrayD;
 use rayon::prelude::*;
 
@@ -425,8 +429,10 @@ fn affine_impl<T: Float, const D: usize, const K: usize>(
     oshape: &[usize],
     matrix: &[f64],
     shift: &[f64],
-    reversed: bool,
+    mode: Mode,
 ) {
+    let reversed = mode != Mode::Direct;
+    let backward = mode == Mode::ReversedBackward;
     let mut istr = [1usize; D];
     for k in (0..D - 1).rev() {
         istr[k] = istr[k + 1] * ishape[k + 1];
@@ -466,7 +472,16 @@ fn affine_impl<T: Float, const D: usize, const K: usize>(
         'points: for (j, out) in out.iter_mut().enumerate() {
             let jf = if reversed { row_len - 1 - j } else { j } as f64;
             for h in 0..D {
-                let mut cc = partial[h] + jf * m[h][D - 1];
+                let mut cc = if backward {
+                    // pytme's axis order (it holds the transpose): the last axis first.
+                    let mut acc = shift[h] + jf * m[h][D - 1];
+                    for l in (0..D - 1).rev() {
+                        acc += o[l] as f64 * m[h][l];
+                    }
+                    acc
+                } else {
+                    partial[h] + jf * m[h][D - 1]
+                };
                 if reversed {
                     // scipy's in/out test on the reversed array's coordinate, then the same
                     // point in `src` (exactly inside [0, n − 1] when y is).
@@ -615,19 +630,35 @@ impl<P: Precision> Resample for Cpu<P> {
         interp: Interpolation,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        self.install(|| affine(src, matrix, offset, interp, dst, false))
+        self.install(|| affine(src, matrix, offset, interp, dst, Mode::Direct))
     }
 
-    fn affine_transform_reversed<T: Float>(
+    fn affine_transform_reversed_in<T: Float>(
         &self,
         src: &ArrayD<T>,
         matrix: &[f64],
         offset: &[f64],
         interp: Interpolation,
+        frame: AxisOrder,
         dst: &mut ArrayD<T>,
     ) -> Result<()> {
-        self.install(|| affine(src, matrix, offset, interp, dst, true))
+        let mode = match frame {
+            AxisOrder::Pytme => Mode::Reversed,
+            AxisOrder::Reversed => Mode::ReversedBackward,
+        };
+        self.install(|| affine(src, matrix, offset, interp, dst, mode))
     }
+}
+
+/// Which transform [`affine_impl`] computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `affine_transform`.
+    Direct,
+    /// `affine_transform_reversed`: the mirrored output index's coordinate, summed in axis order.
+    Reversed,
+    /// `affine_transform_reversed_in(AxisOrder::Reversed)`: the same, summed from the last axis.
+    ReversedBackward,
 }
 
 /// `affine_transform` (or its reversed form) on checked arguments, dispatched on rank and order.
@@ -637,7 +668,7 @@ fn affine<T: Float>(
     offset: &[f64],
     interp: Interpolation,
     dst: &mut ArrayD<T>,
-    rev: bool,
+    rev: Mode,
 ) -> Result<()> {
     let (ss, ds) = (src.shape().to_vec(), dst.shape().to_vec());
     if !monomorph_core::check_affine_transform(&ss, &ds, matrix, offset)? {

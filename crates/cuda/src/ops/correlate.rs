@@ -120,6 +120,29 @@ impl<P: Precision> Cuda<P> {
         }
     }
 
+    /// `reduce_partials2` (one block): the `nb` per-block values of each of the two lists at
+    /// the front of `partial` summed (`op` 0) or maxed (`op` 1) once, in a fixed order, into
+    /// the two f64 after them, for a second pass to read.
+    fn reduce_partials2(
+        &self,
+        f: &cudarc::driver::CudaFunction,
+        partial: &mut cudarc::driver::CudaSlice<u8>,
+        nb: i64,
+        op: i32,
+    ) -> Result<()> {
+        let mut l = self.inner.stream.launch_builder(f);
+        l.arg(&mut *partial).arg(&nb).arg(&op);
+        let one = cudarc::driver::LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (crate::BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `partial` holds 2·nb + 2 f64 (the callers size it so); the first pass that
+        // wrote the 2·nb partials ran before on the same stream.
+        unsafe { l.launch(one) }.ck()?;
+        Ok(())
+    }
+
     /// Pushes a float scalar of T's width.
     fn push_float<T: Float>(v: T) -> (f32, f64) {
         let f = <T as Real>::as_f64(v);
@@ -371,9 +394,11 @@ impl<P: Precision> Correlate for Cuda<P> {
             self.kernel::<T>("mcc_pass1")?,
             self.kernel::<T>("mcc_pass2")?,
         );
-        // Pass 1 writes every block's two maxima before pass 2 reads them: the kept partials
-        // serve (no allocation per call).
-        self.with_partials(2 * blocks * 8, |pmax| {
+        let reduce = self.func("reduce_partials2")?;
+        // Pass 1 writes every block's two maxima, `reduce_partials2` reduces them once into the
+        // two words after them, pass 2 reads those: the kept partials serve (no allocation per
+        // call).
+        self.with_partials((2 * blocks + 2) * 8, |pmax| {
             let (n64, nb64) = (n as i64, blocks as i64);
             let mut l = self.inner.stream.launch_builder(&f1);
             l.arg(&c_fm.buf)
@@ -387,6 +412,7 @@ impl<P: Precision> Correlate for Cuda<P> {
                 .arg(&mut *pmax);
             // SAFETY: the five grids hold n values; `pmax` two per block.
             unsafe { l.launch(cfg) }.ck()?;
+            self.reduce_partials2(&reduce, pmax, nb64, 1)?;
             let mut l = self.inner.stream.launch_builder(&f2);
             l.arg(&mut c_ft.buf)
                 .arg(&c_fm.buf)
@@ -400,7 +426,8 @@ impl<P: Precision> Correlate for Cuda<P> {
                 .arg(&n64)
                 .arg(&*pmax)
                 .arg(&nb64);
-            // SAFETY: as above; pass 2 reads the maxima pass 1 wrote (same stream).
+            // SAFETY: as above; pass 2 reads the two maxima reduced from pass 1's (same
+            // stream, in order).
             unsafe { l.launch(cfg) }.ck()?;
             Ok(())
         })
@@ -480,14 +507,14 @@ impl<P: Precision> Correlate for Cuda<P> {
         monomorph_core::irfft_then_score(self, plan, spec, norm, work, window, rm)
     }
 
-    /// Two launches, no host round trip: `std_sums` writes per-block f64 partials of Σ t·m and
-    /// Σ t·(t·m) into the kept partials buffer, `std_apply` adds them in a fixed order in every
-    /// block and standardises in place (zeros for a constant template), as the default does
+    /// Three launches, no host round trip: `std_sums` writes per-block f64 partials of Σ t·m
+    /// and Σ t·(t·m) into the kept partials buffer, `reduce_partials2` adds them once in a
+    /// fixed order, `std_apply` standardises in place (zeros for a constant template), as the default does
     /// with host scalars. `scratch` is not needed.
     fn standardize_masked<T: Float>(
         &self,
         t: &mut CudaArray<T>,
-        mask: Option<(&CudaArray<T>, f64)>,
+        mask: Option<(&CudaArray<T>, P::Accum)>,
         scratch: &mut CudaArray<T>,
     ) -> Result<()> {
         check_standardize_masked(t.shape(), mask.map(|(m, _)| m.shape()), scratch.shape())?;
@@ -495,11 +522,12 @@ impl<P: Precision> Correlate for Cuda<P> {
         if len == 0 {
             return Ok(());
         }
+        // The kernels accumulate in double (the accumulator type of every precision set).
         let (has_mask, n) = match mask {
-            Some((_, n)) => (1i32, n),
+            Some((_, n)) => (1i32, n.as_f64()),
             None => (0i32, len as f64),
         };
-        // At most 1024 partials: pass 2's blocks each add them all.
+        // At most 1024 partials, reduced once by one block.
         let blocks = len.div_ceil(crate::BLOCK as usize).clamp(1, 1024);
         let cfg = cudarc::driver::LaunchConfig {
             grid_dim: (blocks as u32, 1, 1),
@@ -510,8 +538,9 @@ impl<P: Precision> Correlate for Cuda<P> {
             self.kernel::<T>("std_sums")?,
             self.kernel::<T>("std_apply")?,
         );
+        let reduce = self.func("reduce_partials2")?;
         let (len64, nb64) = (len as i64, blocks as i64);
-        self.with_partials(2 * blocks * 8, |partial| {
+        self.with_partials((2 * blocks + 2) * 8, |partial| {
             let mut l = self.inner.stream.launch_builder(&f1);
             l.arg(&t.buf);
             match mask {
@@ -522,6 +551,7 @@ impl<P: Precision> Correlate for Cuda<P> {
             l.arg(&has_mask).arg(&len64).arg(&mut *partial);
             // SAFETY: t (and m) hold `len` values; `partial` two f64 per block.
             unsafe { l.launch(cfg) }.ck()?;
+            self.reduce_partials2(&reduce, partial, nb64, 0)?;
             let mut l = self.inner.stream.launch_builder(&f2);
             l.arg(&mut t.buf);
             match mask {
@@ -533,7 +563,8 @@ impl<P: Precision> Correlate for Cuda<P> {
                 .arg(&n)
                 .arg(&*partial)
                 .arg(&nb64);
-            // SAFETY: as above; pass 2 reads the partials pass 1 wrote (same stream, in order).
+            // SAFETY: as above; pass 2 reads the two sums reduced from pass 1's partials (same
+            // stream, in order).
             unsafe { l.launch(self.grid(len)) }.ck()?;
             Ok(())
         })

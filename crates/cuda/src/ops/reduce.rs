@@ -230,18 +230,33 @@ impl<P: Precision> Cuda<P> {
     }
 }
 
+/// The accumulator type of `Cuda<P>` ([`Precision::Accum`]).
+type A<P> = <P as Precision>::Accum;
+
+/// A sum of the kernels (which accumulate in `double`) in the accumulator type: exact for
+/// `f64`, the only accumulator the precision sets have today; a set with another one would
+/// need its own kernels.
+fn to_acc<P: Precision>(v: f64) -> A<P> {
+    A::<P>::from_f64(v)
+}
+
+/// [`to_acc`] of every row.
+fn rows_acc<P: Precision>(v: Vec<f64>) -> Vec<A<P>> {
+    v.into_iter().map(to_acc::<P>).collect()
+}
+
 impl<P: Precision> Reduce for Cuda<P> {
-    fn sum<T: Real>(&self, a: &CudaArray<T>) -> Result<f64> {
-        self.whole(SUM, a, None, 0.0)
+    fn sum<T: Real>(&self, a: &CudaArray<T>) -> Result<A<P>> {
+        self.whole(SUM, a, None, 0.0).map(to_acc::<P>)
     }
 
-    fn sum_sq<T: Float>(&self, a: &CudaArray<T>) -> Result<f64> {
-        self.whole(SUM_SQ, a, None, 0.0)
+    fn sum_sq<T: Float>(&self, a: &CudaArray<T>) -> Result<A<P>> {
+        self.whole(SUM_SQ, a, None, 0.0).map(to_acc::<P>)
     }
 
-    fn dot<T: Float>(&self, a: &CudaArray<T>, b: &CudaArray<T>) -> Result<f64> {
+    fn dot<T: Float>(&self, a: &CudaArray<T>, b: &CudaArray<T>) -> Result<A<P>> {
         check_dot("dot", a.shape(), b.shape())?;
-        self.whole(DOT, a, Some(b), 0.0)
+        self.whole(DOT, a, Some(b), 0.0).map(to_acc::<P>)
     }
 
     fn min<T: Real>(&self, a: &CudaArray<T>) -> Result<T> {
@@ -272,28 +287,31 @@ impl<P: Precision> Reduce for Cuda<P> {
         Ok(self.whole(NONFINITE, a, None, 0.0)? as usize)
     }
 
-    fn sum_rows<T: Float>(&self, a: &CudaArray<T>) -> Result<Vec<f64>> {
+    fn sum_rows<T: Float>(&self, a: &CudaArray<T>) -> Result<Vec<A<P>>> {
         let (rows, n) = check_rows("sum_rows", a.shape())?;
         self.reduce_rows(SUM, a, None, 0.0, rows, n)
+            .map(rows_acc::<P>)
     }
 
-    fn dot_rows<T: Float>(&self, a: &CudaArray<T>, b: &CudaArray<T>) -> Result<Vec<f64>> {
+    fn dot_rows<T: Float>(&self, a: &CudaArray<T>, b: &CudaArray<T>) -> Result<Vec<A<P>>> {
         check_dot("dot_rows", a.shape(), b.shape())?;
         let (rows, n) = check_rows("dot_rows", a.shape())?;
         self.reduce_rows(DOT, a, Some(b), 0.0, rows, n)
+            .map(rows_acc::<P>)
     }
 
-    fn sum_sq_rows<T: Float>(&self, a: &CudaArray<T>) -> Result<Vec<f64>> {
+    fn sum_sq_rows<T: Float>(&self, a: &CudaArray<T>) -> Result<Vec<A<P>>> {
         let (rows, n) = check_rows("sum_sq_rows", a.shape())?;
         self.reduce_rows(SUM_SQ, a, None, 0.0, rows, n)
+            .map(rows_acc::<P>)
     }
 
-    fn mean_std<T: Float>(&self, a: &CudaArray<T>) -> Result<(f64, f64)> {
+    fn mean_std<T: Float>(&self, a: &CudaArray<T>) -> Result<(A<P>, A<P>)> {
         let n = a.len();
         check_reduce_nonempty(n)?;
         // Two passes, as the CPU backend: the mean, then Σ (a − mean)².
-        let mean = self.sum(a)? / n as f64;
+        let mean = self.sum(a)?.as_f64() / n as f64;
         let var = self.whole(CENTRED_SQ, a, None, mean)? / n as f64;
-        Ok((mean, var.sqrt()))
+        Ok((to_acc::<P>(mean), to_acc::<P>(var.sqrt())))
     }
 }

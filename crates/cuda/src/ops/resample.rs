@@ -1,6 +1,7 @@
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 use monomorph_core::{
-    ArrayMeta, Element, Float, Interpolation, Memory, PadMode, Precision, Resample, Result,
+    ArrayMeta, AxisOrder, Element, Float, Interpolation, Memory, PadMode, Precision, Resample,
+    Result,
 };
 
 use super::{Geom, MAXD};
@@ -21,6 +22,11 @@ struct Affine {
 
 // SAFETY: plain `repr(C)` numbers, laid out as the C struct.
 unsafe impl DeviceRepr for Affine {}
+
+/// `Affine::rev` bit: pytme's reversed template (the mirrored output index's coordinate).
+const REVERSED: i64 = 1;
+/// `Affine::rev` bit: the coordinate summed from the last axis (pytme holds the transpose).
+const BACKWARD: i64 = 2;
 
 const CROP: i32 = 0;
 const FLIP: i32 = 1;
@@ -170,23 +176,29 @@ impl<P: Precision> Resample for Cuda<P> {
         interp: Interpolation,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        self.affine(src, matrix, offset, interp, dst, false)
+        self.affine(src, matrix, offset, interp, dst, 0)
     }
 
-    fn affine_transform_reversed<T: Float>(
+    fn affine_transform_reversed_in<T: Float>(
         &self,
         src: &CudaArray<T>,
         matrix: &[f64],
         offset: &[f64],
         interp: Interpolation,
+        frame: AxisOrder,
         dst: &mut CudaArray<T>,
     ) -> Result<()> {
-        self.affine(src, matrix, offset, interp, dst, true)
+        let mode = match frame {
+            AxisOrder::Pytme => REVERSED,
+            AxisOrder::Reversed => REVERSED | BACKWARD,
+        };
+        self.affine(src, matrix, offset, interp, dst, mode)
     }
 }
 
 impl<P: Precision> Cuda<P> {
-    /// `affine_transform`, or its reversed form (`rev`), as one kernel launch.
+    /// `affine_transform`, or its reversed forms (`rev`: [`REVERSED`], with [`BACKWARD`]), as
+    /// one kernel launch.
     fn affine<T: Float>(
         &self,
         src: &CudaArray<T>,
@@ -194,7 +206,7 @@ impl<P: Precision> Cuda<P> {
         offset: &[f64],
         interp: Interpolation,
         dst: &mut CudaArray<T>,
-        rev: bool,
+        rev: i64,
     ) -> Result<()> {
         if !monomorph_core::check_affine_transform(src.shape(), dst.shape(), matrix, offset)? {
             return Ok(());
@@ -206,7 +218,7 @@ impl<P: Precision> Cuda<P> {
             dst: [0; MAXD],
             m: [0.0; MAXD * MAXD],
             off: [0.0; MAXD],
-            rev: i64::from(rev),
+            rev,
         };
         for k in 0..nd {
             g.src[k] = src.shape()[k] as i64;

@@ -64,7 +64,7 @@ pub trait LinearOperator<B: Reduce> {
         active: &[bool],
     ) -> Result<Vec<f64>> {
         self.apply(b, x, y)?;
-        let mut d = b.dot_rows(x, y)?;
+        let mut d = crate::backend::rows_f64(b.dot_rows(x, y)?);
         for (v, &a) in d.iter_mut().zip(active) {
             if !a {
                 *v = 0.0;

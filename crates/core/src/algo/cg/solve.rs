@@ -5,10 +5,11 @@ use ndarray::ArrayD;
 use super::book::{Book, Setup};
 use super::{IterationState, LinearOperator, Method, Preconditioner, SolveParams, SolveResult};
 use crate::backend::{
-    Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory, Precond, Ratio,
+    Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory, Precond, Ratio, rows_f64,
 };
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
+use num_traits::Float as _;
 
 /// Solves `A_b·x_b = y_b` for every row `b` of `y` (`(batch, n)`), starting from `x0`
 /// (`(batch, n)`, or zeros when `None`). See the [module docs](super) for the rules.
@@ -281,7 +282,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
             (Some(w), Some(z)) => {
                 b.binary(BinaryOp::Mul, w, &self.r, z)?;
                 b.copy(z, &mut self.d)?;
-                b.dot_rows(&self.r, z)?
+                rows_f64(b.dot_rows(&self.r, z)?)
             }
             _ => {
                 b.copy(&self.r, &mut self.d)?;
@@ -460,7 +461,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
     fn true_residual(&mut self) -> Result<Vec<f64>> {
         self.op.apply(self.b, &self.x, &mut self.q)?;
         self.b.binary(BinaryOp::Sub, self.y, &self.q, &mut self.r)?;
-        self.b.sum_sq_rows(&self.r)
+        self.b.sum_sq_rows(&self.r).map(rows_f64)
     }
 
     /// Residual replacement: the entries whose recurrence met the tolerance but whose true
@@ -532,7 +533,7 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
 
     // x, r = y − A·x. A row with y = 0 has the answer x = 0 whatever x0 is (as scipy's cg):
     // it starts from 0 and converges at once, even with atol = 0.
-    let ysq = b.sum_sq_rows(y)?;
+    let ysq = rows_f64(b.sum_sq_rows(y)?);
     let zero_rhs: Vec<bool> = ysq.iter().map(|&s| s == 0.0).collect();
     let x = match x0 {
         Some(x0) if zero_rhs.iter().any(|&z| z) => {

@@ -25,16 +25,7 @@ use super::wedge::{ContinuousWedge, exposure_slices, reconstruct, step_wedge};
 use super::whitening::{Curve, ShellWeighting, whitening_profile};
 use crate::backend::{Arr, ArrayMeta, Backend, FloatOf};
 use crate::error::{Error, Result};
-
-/// How the arrays' axes relate to pytme's in-memory axes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum AxisOrder {
-    /// The arrays are in pytme's order (axis 0 = x of an MRC file).
-    Pytme,
-    /// The arrays are pytme's reversed: (z, y, x), as numpy/mrcfile and monomorph read an MRC.
-    #[default]
-    Reversed,
-}
+pub use crate::shape::AxisOrder;
 
 /// The missing wedge.
 #[derive(Clone, Debug, PartialEq)]
@@ -147,10 +138,7 @@ impl FilterSpec {
 
     /// The permutation `perm[a]` = array axis of pytme axis `a`.
     fn perm(&self, ndim: usize) -> Vec<usize> {
-        match self.axis_order {
-            AxisOrder::Pytme => (0..ndim).collect(),
-            AxisOrder::Reversed => (0..ndim).rev().collect(),
-        }
+        self.axis_order.perm(ndim)
     }
 
     /// The wedge axes in pytme's frame, checked for `ndim` axes.

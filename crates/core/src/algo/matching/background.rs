@@ -18,6 +18,10 @@
 //! fixed summation order (f64, C order): the same bits for any number of ranks or tiles per
 //! rank. Tiles change the scores at round-off, as they do without the correction.
 //!
+//! pytme draws the noise on the template as it holds it: for MRC inputs, (x, y, z)
+//! ([`MatchParams::pytme_frame`](super::MatchParams::pytme_frame) [`AxisOrder::Reversed`]), so
+//! the draws are laid out in C order over the reversed shape and transposed here.
+//!
 //! Departures from pytme, stated: pytme's mean is a float32 pairwise sum (here f64, rounded
 //! once); with several joblib jobs pytme subtracts each job's own background from that job's
 //! maxima (the result then depends on `-n`), here always the background over all rotations
@@ -30,7 +34,7 @@ use crate::algo::filters::npy_rng::standard_normal_f32;
 use crate::backend::{Arr, ArrayMeta, Backend, ComplexOf, FloatOf};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::shape::fast_shape;
+use crate::shape::{AxisOrder, fast_shape};
 
 type F<B> = FloatOf<B>;
 
@@ -88,8 +92,15 @@ pub fn background_grid(target: &[usize], tshape: &[usize], pad_edges: bool) -> (
     }
 }
 
-/// pytme's `scramble_phases(t, seed=42)` on the backend's FFT (see the module docs).
-pub(super) fn scramble_phases<B: Backend>(b: &B, t: &Arr<B, F<B>>) -> Result<Arr<B, F<B>>> {
+/// pytme's `scramble_phases(t, seed=42)` on the backend's FFT (see the module docs), with the
+/// noise drawn as pytme draws it on the template it holds (`frame`: for
+/// [`AxisOrder::Reversed`], in C order over the reversed shape, then transposed here). The
+/// rest is the same in either frame: `|rfftn(t)|·N/|N|` is the spectrum of a real array.
+pub(super) fn scramble_phases<B: Backend>(
+    b: &B,
+    t: &Arr<B, F<B>>,
+    frame: AxisOrder,
+) -> Result<Arr<B, F<B>>> {
     let shape = t.shape().to_vec();
     let n: usize = shape.iter().product();
     let axes: Vec<usize> = (0..shape.len()).collect();
@@ -106,8 +117,13 @@ pub(super) fn scramble_phases<B: Backend>(b: &B, t: &Arr<B, F<B>>) -> Result<Arr
         .into_iter()
         .map(|v| F::<B>::from_f64(v as f64))
         .collect();
-    let noise = ArrayD::from_shape_vec(IxDyn(&shape), noise)
+    let pshape: Vec<usize> = frame.perm(shape.len()).iter().map(|&a| shape[a]).collect();
+    let noise = ArrayD::from_shape_vec(IxDyn(&pshape), noise)
         .map_err(|e| Error::invalid("phase scrambling", e.to_string()))?;
+    let noise = match frame {
+        AxisOrder::Pytme => noise,
+        AxisOrder::Reversed => noise.reversed_axes().as_standard_layout().into_owned(),
+    };
     let nspec = spectrum(&b.upload_owned(noise)?)?;
     // numpy's finfo(dtype).resolution of the template's float type.
     let eps = if std::mem::size_of::<F<B>>() == 4 {
@@ -132,7 +148,7 @@ pub(super) fn scramble_phases<B: Backend>(b: &B, t: &Arr<B, F<B>>) -> Result<Arr
             0
         }
     };
-    if sign(b.sum(&out)?) != sign(b.sum(t)?) {
+    if sign(b.sum(&out)?.as_f64()) != sign(b.sum(t)?.as_f64()) {
         b.scalar_assign(crate::backend::BinaryOp::Mul, &mut out, -1.0)?;
     }
     Ok(out)

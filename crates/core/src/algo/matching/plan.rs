@@ -211,10 +211,37 @@ fn fit_tile(
     }
 }
 
+/// A job of a restricted search: the [`window_job`] of the output box `offset + [0, out)`,
+/// except on the axes where `whole[k]` (the box spans the whole target on that axis, in one
+/// segment, in a circular run): there it reads the full run's circular grid, as
+/// [`circular_job`] does (the target zero-padded to `fast_shape(target)`, output `x` read at
+/// `(x − n/2) mod fast`), instead of a window of `target + n − 1` padded to a fast length
+/// (e.g. 154 for 128 + 24 − 1, where the full run's 128 is a power of two). The scores are
+/// the whole run's either way; the grid is smaller and never of a slower length.
+fn box_job(
+    offset: &[usize],
+    out: &[usize],
+    target: &[usize],
+    tshape: &[usize],
+    whole: &[bool],
+) -> Job {
+    let mut job = window_job(offset, out, tshape, true);
+    for k in (0..out.len()).filter(|&k| whole[k]) {
+        let f = crate::shape::next_fast_len(target[k]);
+        job.start[k] = 0;
+        job.len[k] = f;
+        job.fast[k] = f;
+        job.shift[k] = -((tshape[k] / 2) as isize);
+    }
+    job
+}
+
 /// The jobs that score exactly the box `lo..hi` of the target (a restricted search, see
 /// `search.rs`): one window job when it fits `limit` bytes (and no `forced` tile shape), else
 /// tiles of the box. Each reads its window and the template's margin from the extension the
-/// whole run reads, so its scores are the whole run's.
+/// whole run reads, so its scores are the whole run's. In a `circular` run (not padded
+/// edges), an axis the box and its tiles span entirely is read on the full run's circular grid
+/// ([`box_job`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn plan_box(
     score: Score,
@@ -222,6 +249,7 @@ pub(super) fn plan_box(
     tshape: &[usize],
     lo: &[usize],
     hi: &[usize],
+    circular: bool,
     limit: u64,
     forced: Option<&[usize]>,
     sizes: (usize, usize),
@@ -253,9 +281,14 @@ pub(super) fn plan_box(
                 .collect()
         })
         .collect();
+    // The window's grid is never smaller than the circular one (fast lengths grow with the
+    // length), so the tile that fits `limit` as windows fits on the mixed grid too.
+    let whole: Vec<bool> = (0..d)
+        .map(|k| circular && lo[k] == 0 && hi[k] == target[k] && tile[k] >= target[k])
+        .collect();
     Ok(grid_cells(&segments)
         .into_iter()
-        .map(|(off, out)| window_job(&off, &out, tshape, true))
+        .map(|(off, out)| box_job(&off, &out, target, tshape, &whole))
         .collect())
 }
 
@@ -345,5 +378,48 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("MCC cannot be tiled"), "{e}");
+    }
+
+    #[test]
+    fn a_box_reads_the_circular_grid_on_the_axes_it_spans() {
+        // `--search-z 40:88` on 128³ with a 24³ template: y and x are spanned, so they keep
+        // the full run's grid (128, shift −12) instead of a 151-long window on 154.
+        let plan = |circular: bool, forced: Option<&[usize]>| {
+            plan_box(
+                Score::FLC,
+                &[128, 128, 128],
+                &[24, 24, 24],
+                &[40, 0, 0],
+                &[88, 128, 128],
+                circular,
+                u64::MAX,
+                forced,
+                (4, 4),
+                0,
+            )
+            .unwrap()
+        };
+        let jobs = plan(true, None);
+        assert_eq!(jobs.len(), 1);
+        let j = &jobs[0];
+        assert_eq!(j.fast, vec![72, 128, 128]);
+        assert_eq!(j.len, vec![71, 128, 128]);
+        assert_eq!(j.start, vec![28, 0, 0]);
+        assert_eq!(j.shift, vec![0, -12, -12]);
+        assert_eq!(
+            (j.out_offset.clone(), j.out_shape.clone()),
+            (vec![40, 0, 0], vec![48, 128, 128])
+        );
+        // Padded edges read the symmetric extension: windows on every axis.
+        assert_eq!(plan(false, None)[0].fast, vec![72, 154, 154]);
+        // An axis cut into tiles is read as windows; the one still whole stays circular.
+        let tiled = plan(true, Some(&[48, 64, 128]));
+        assert_eq!(tiled.len(), 2);
+        for j in &tiled {
+            assert_eq!(
+                (j.fast.clone(), j.shift.clone()),
+                (vec![72, 88, 128], vec![0, 0, -12])
+            );
+        }
     }
 }

@@ -1,9 +1,13 @@
 //! Preparation, once per run: every parameter checked first ([`check`], before any FFT), then
 //! the target and the template prepared (filters, the score's preprocessing).
 
-use crate::backend::{Arr, ArrayMeta, Backend, BinaryOp, BorderMode, FloatOf, Interpolation};
+use crate::backend::{
+    AccumOf, Arr, ArrayMeta, Backend, BinaryOp, BorderMode, FloatOf, Interpolation,
+};
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
+use crate::shape::AxisOrder;
+use num_traits::{Float as _, Zero};
 
 use super::filter::{TemplateFilter, filter_target};
 use super::{MatchParams, Score};
@@ -22,7 +26,7 @@ pub(super) struct Prepared<B: Backend> {
     /// Template, preprocessed (LCC/CAM); spline coefficients when rotating cubically.
     pub(super) template_src: Arr<B, FloatOf<B>>,
     pub(super) mask: Arr<B, FloatOf<B>>,
-    pub(super) mask_sum: f64,
+    pub(super) mask_sum: AccumOf<B>,
     /// The phase-scrambled template of a background correction, preprocessed like
     /// `template_src` (`background.rs`).
     pub(super) background_src: Option<Arr<B, FloatOf<B>>>,
@@ -48,23 +52,25 @@ fn standardize_global<B: Backend>(
     a: &mut Arr<B, FloatOf<B>>,
     inner: Option<(&[usize], &[usize])>,
 ) -> Result<()> {
+    // The moments in the accumulator type.
+    let acc = <AccumOf<B> as Real>::from_f64;
     let (mean, sd, rms2) = match inner {
         None => {
             let (mean, sd) = b.mean_std(a)?;
-            (mean, sd, b.sum_sq(a)? / a.len() as f64)
+            (mean, sd, b.sum_sq(a)? / acc(a.len() as f64))
         }
         Some((offset, shape)) => {
             let mut c = b.zeros::<FloatOf<B>>(shape)?;
             b.crop(a, offset, &mut c)?;
             let (mean, sd) = b.mean_std(&c)?;
-            (mean, sd, b.sum_sq(&c)? / c.len() as f64)
+            (mean, sd, b.sum_sq(&c)? / acc(c.len() as f64))
         }
     };
-    b.scalar_assign(BinaryOp::Sub, a, mean)?;
-    if sd * sd <= 1e-12 * rms2 || sd == 0.0 {
+    b.scalar_assign(BinaryOp::Sub, a, mean.as_f64())?;
+    if sd * sd <= acc(1e-12) * rms2 || sd == acc(0.0) {
         b.fill(a, FloatOf::<B>::from_f64(0.0))
     } else {
-        b.scalar_assign(BinaryOp::Mul, a, 1.0 / sd)
+        b.scalar_assign(BinaryOp::Mul, a, 1.0 / sd.as_f64())
     }
 }
 
@@ -73,7 +79,7 @@ fn standardize_global<B: Backend>(
 pub(super) fn standardize_masked<B: Backend>(
     b: &B,
     t: &mut Arr<B, FloatOf<B>>,
-    mask: Option<(&Arr<B, FloatOf<B>>, f64)>,
+    mask: Option<(&Arr<B, FloatOf<B>>, AccumOf<B>)>,
     scratch: &mut Arr<B, FloatOf<B>>,
 ) -> Result<()> {
     // One backend op, so that a device keeps the sums on the device (no host round trip per
@@ -129,7 +135,7 @@ pub(super) fn check<B: Backend>(
         }
         check_finite(b, "template_mask", m)?;
         let mask_sum = b.sum(m)?;
-        if p.score.uses_template_mask() && (mask_sum.is_nan() || mask_sum <= 0.0) {
+        if p.score.uses_template_mask() && (mask_sum.is_nan() || mask_sum <= AccumOf::<B>::zero()) {
             return Err(Error::invalid(
                 "template_mask",
                 format!("must have a positive sum (got {mask_sum})"),
@@ -148,7 +154,7 @@ pub(super) fn check<B: Backend>(
             ));
         }
         check_finite(b, "target_mask", tm)?;
-        if b.sum(tm)? <= 0.0 {
+        if b.sum(tm)? <= AccumOf::<B>::zero() {
             return Err(Error::invalid("target_mask", "must have a positive sum"));
         }
     }
@@ -330,7 +336,7 @@ fn prepare_template<B: Backend>(
     // pytme scrambles the template after the score's setup preprocessed it.
     let mut background_src = None;
     if p.background.is_some() {
-        let mut bg = super::background::scramble_phases(b, &tsrc)?;
+        let mut bg = super::background::scramble_phases(b, &tsrc, p.pytme_frame)?;
         if p.interpolation == Interpolation::Cubic {
             b.spline_prefilter(&mut bg)?;
         }
@@ -343,14 +349,21 @@ fn prepare_template<B: Backend>(
 }
 
 /// Matrix and offset of the pull-back rotation about `(n − 1)/2` (rounded to f32 as pytme's
-/// float32 homogeneous matrix is, when the backend is single precision).
-pub(super) fn pull_back(r: &[f64], tshape: &[usize], single: bool) -> (Vec<f64>, Vec<f64>) {
+/// float32 homogeneous matrix is, when the backend is single precision). `R·c` is summed in
+/// pytme's axis order (`frame`: from the last axis here when pytme holds the transpose).
+pub(super) fn pull_back(
+    r: &[f64],
+    tshape: &[usize],
+    single: bool,
+    frame: AxisOrder,
+) -> (Vec<f64>, Vec<f64>) {
     let d = tshape.len();
     let round = |v: f64| if single { v as f32 as f64 } else { v };
     let m: Vec<f64> = r.iter().map(|&v| round(v)).collect();
     let c: Vec<f64> = tshape.iter().map(|&n| (n as f64 - 1.0) / 2.0).collect();
+    let order = frame.perm(d);
     let off = (0..d)
-        .map(|i| round(c[i] - (0..d).map(|j| m[i * d + j] * c[j]).sum::<f64>()))
+        .map(|i| round(c[i] - order.iter().map(|&j| m[i * d + j] * c[j]).sum::<f64>()))
         .collect();
     (m, off)
 }

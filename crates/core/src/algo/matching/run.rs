@@ -49,15 +49,16 @@ pub(super) fn run_job<B: Backend>(
         _ => None,
     };
     for r in 0..p.rotations.len() {
-        let (m, off) = pull_back(p.rotations.matrix(r), tshape, single);
+        let (m, off) = pull_back(p.rotations.matrix(r), tshape, single, p.pytme_frame);
         // Rotated template (and the score's mask) in the template box.
         match &p.prerotated {
             Some(pr) => b.copy(&pr.templates[r], &mut tbox)?,
-            None => b.affine_transform_reversed(
+            None => b.affine_transform_reversed_in(
                 &prep.template_src,
                 &m,
                 &off,
                 p.interpolation,
+                p.pytme_frame,
                 &mut tbox,
             )?,
         }
@@ -90,7 +91,14 @@ pub(super) fn run_job<B: Backend>(
             &prep.background_src,
             bg_aux.as_mut(),
         ) {
-            b.affine_transform_reversed(src, &m, &off, p.interpolation, &mut tbox)?;
+            b.affine_transform_reversed_in(
+                src,
+                &m,
+                &off,
+                p.interpolation,
+                p.pytme_frame,
+                &mut tbox,
+            )?;
             if let (Some(f), Some(bufs)) = (&prep.template_filter, filter_bufs.as_mut()) {
                 f.apply(b, bufs, &mut tbox)?;
             }

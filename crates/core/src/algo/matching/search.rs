@@ -5,7 +5,8 @@
 //! The positions searched are those inside the box and, with a mask, inside the mask. Only the
 //! mask's bounding box within the search box is tiled, and a tile holding no mask voxel is
 //! skipped (no FFT work for it). Each tile reads its window plus the template's reach from the
-//! same extension a whole run reads, so every searched score is the whole run's score (to the
+//! same extension a whole run reads (on an axis the tile spans whole, in a circular run, the
+//! whole run's own grid: no margin), so every searched score is the whole run's score (to the
 //! round-off of a different FFT length).
 //!
 //! Positions not searched are marked as pytme's merge marks the positions no box covered:
@@ -167,20 +168,22 @@ impl<B: Backend> Region<B> {
     }
 
     /// The jobs of the searched box (tiles when memory or `forced` asks), without the tiles
-    /// that hold no mask voxel, and how many were skipped.
+    /// that hold no mask voxel, and how many were skipped. `pad_edges`: the run reads the
+    /// symmetric extension, not the circular grid.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn jobs(
         &self,
         score: Score,
         ts: &[usize],
         tshape: &[usize],
+        pad_edges: bool,
         limit: u64,
         forced: Option<&[usize]>,
         sizes: (usize, usize),
         fixed: u64,
     ) -> Result<(Vec<Job>, usize)> {
         let all = plan_box(
-            score, ts, tshape, &self.lo, &self.hi, limit, forced, sizes, fixed,
+            score, ts, tshape, &self.lo, &self.hi, !pad_edges, limit, forced, sizes, fixed,
         )?;
         let Some(mask) = &self.mask else {
             return Ok((all, 0));

@@ -10,11 +10,12 @@
 //! rotation.
 
 use crate::backend::{
-    Arr, Backend, ComplexOf, CorrSpectrum, CorrWindow, FloatOf, IntOf, Normalization, UnaryOp,
-    WindowExtension,
+    AccumOf, Arr, Backend, ComplexOf, CorrSpectrum, CorrWindow, FloatOf, IntOf, Normalization,
+    UnaryOp, WindowExtension,
 };
 use crate::dtype::{Float, Real};
 use crate::error::{Error, Result};
+use num_traits::{Float as _, Zero};
 
 use super::job::Job;
 use super::prepare::{Prepared, standardize_masked};
@@ -194,7 +195,7 @@ impl<B: Backend> ScoreState<B> {
                     &c2,
                     window,
                     scale,
-                    F::<B>::from_f64(prep.mask_sum),
+                    F::<B>::from_f64(prep.mask_sum.as_f64()),
                     F::<B>::EPS,
                     &mut inv_den,
                 )?;
@@ -260,16 +261,23 @@ impl<B: Backend> ScoreState<B> {
         prep: &Prepared<B>,
         r: usize,
         (m, off): (&[f64], &[f64]),
-    ) -> Result<f64> {
+    ) -> Result<AccumOf<B>> {
         let (ScoreState::Local { mask, .. } | ScoreState::Mcc { mask, .. }) = self else {
             return Ok(prep.mask_sum);
         };
         match p.prerotated.as_ref().and_then(|pr| pr.masks) {
             Some(ms) => b.copy(&ms[r], mask)?,
-            None => b.affine_transform_reversed(&prep.mask, m, off, p.interpolation, mask)?,
+            None => b.affine_transform_reversed_in(
+                &prep.mask,
+                m,
+                off,
+                p.interpolation,
+                p.pytme_frame,
+                mask,
+            )?,
         }
         let n = b.sum(mask)?;
-        if n.is_nan() || n <= 0.0 {
+        if n.is_nan() || n <= AccumOf::<B>::zero() {
             return Err(Error::invalid(
                 "template_mask",
                 format!("the mask rotated by rotation {r} has sum {n} (must be positive)"),
@@ -285,7 +293,7 @@ impl<B: Backend> ScoreState<B> {
         b: &B,
         prep: &Prepared<B>,
         t: &mut Arr<B, F<B>>,
-        n: f64,
+        n: AccumOf<B>,
         scratch: &mut Arr<B, F<B>>,
     ) -> Result<()> {
         match self {
@@ -312,7 +320,7 @@ impl<B: Backend> ScoreState<B> {
         g: &mut Grid<B>,
         tshape: &[usize],
         t: &mut Arr<B, F<B>>,
-        n: f64,
+        n: AccumOf<B>,
         window: CorrWindow<'_>,
         rm: RunningMax<'_, B>,
     ) -> Result<()> {
@@ -353,7 +361,7 @@ impl<B: Backend> ScoreState<B> {
                     scale,
                     c1,
                     c2,
-                    n: F::<B>::from_f64(n),
+                    n: F::<B>::from_f64(n.as_f64()),
                     eps: F::<B>::EPS,
                 }
             }

@@ -105,7 +105,7 @@ pub(super) fn moment_scales<B: Backend>(
                 Some(pr) => {
                     let mut m = 0.0f64;
                     for t in pr.templates {
-                        m = m.max(b.sum_sq(t)?.sqrt());
+                        m = m.max(b.sum_sq(t)?.as_f64().sqrt());
                     }
                     m
                 }
@@ -115,7 +115,7 @@ pub(super) fn moment_scales<B: Backend>(
                     n.sqrt() * hi.abs().max(lo.abs())
                 }
             };
-            window_energy(b.sum_sq(&prep.target)?) * t * gain
+            window_energy(b.sum_sq(&prep.target)?.as_f64()) * t * gain
         }
     };
     let bound = if bound.is_finite() && bound > 0.0 {

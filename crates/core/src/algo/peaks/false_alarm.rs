@@ -2,6 +2,7 @@
 //! trials the map holds, the noise σ (from the matching run, or the map), and the threshold.
 
 use crate::backend::{Arr, ArrayMeta, Backend, FloatOf};
+use crate::dtype::Real;
 use crate::error::{Error, Result};
 
 use super::stats::{false_alarm_threshold, pytme_false_alarm_threshold, voxels_inside_border};
@@ -100,12 +101,12 @@ pub fn false_alarm<B: Backend>(
             let sigma = if n_voxels == 0 {
                 0.0
             } else if border.iter().all(|&w| w == 0) {
-                b.std(scores)?
+                b.std(scores)?.as_f64()
             } else {
                 let inner: Vec<usize> = shape.iter().zip(&border).map(|(s, w)| s - 2 * w).collect();
                 let mut crop = b.zeros::<FloatOf<B>>(&inner)?;
                 b.crop(scores, &border, &mut crop)?;
-                b.std(&crop)?
+                b.std(&crop)?.as_f64()
             };
             (false, fallback_rotations, sigma)
         }

@@ -580,7 +580,7 @@ pub trait Linalg:
         self.axpy_rows(alpha, d, x)?;
         let neg: Vec<T> = alpha.iter().map(|&a| -a).collect();
         self.axpy_rows(&neg, q, r)?;
-        self.sum_sq_rows(r)
+        self.sum_sq_rows(r).map(rows_f64)
     }
     /// [`Linalg::axpy_pair_rows`] that also returns `r[b]·q[b]` (after the update): the two
     /// scalars of the Hestenes–Stiefel CG variant, `(r·r, r·q)`, in one pass.
@@ -602,7 +602,7 @@ pub trait Linalg:
             r.shape(),
         )?;
         let rr = self.axpy_pair_rows(alpha, d, q, x, r)?;
-        let rq = self.dot_rows(r, q)?;
+        let rq = rows_f64(self.dot_rows(r, q)?);
         Ok((rr, rq))
     }
 
@@ -632,7 +632,7 @@ pub trait Linalg:
         use crate::backend::ArrayMeta;
         check_xpay_rows("xpay_rows_dot", x.shape(), beta, y.shape(), Some(active))?;
         self.xpay_rows(x, beta, y)?;
-        let mut out = self.dot_rows(x, y)?;
+        let mut out = rows_f64(self.dot_rows(x, y)?);
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -653,7 +653,7 @@ pub trait Linalg:
         let dims = check_laplacian("laplacian_dot", grid, x.shape(), y.shape())?;
         check_active("laplacian_dot", active, dims.rows)?;
         self.laplacian(grid, boundary, x, y)?;
-        let mut out = self.dot_rows(x, y)?;
+        let mut out = rows_f64(self.dot_rows(x, y)?);
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -670,7 +670,7 @@ pub trait Linalg:
         use crate::backend::ArrayMeta;
         check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
         self.matvec_dense(a, x, y)?;
-        let mut out = self.dot_rows(x, y)?;
+        let mut out = rows_f64(self.dot_rows(x, y)?);
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -687,7 +687,7 @@ pub trait Linalg:
         use crate::backend::ArrayMeta;
         check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
         self.matvec_csr(a, x, y)?;
-        let mut out = self.dot_rows(x, y)?;
+        let mut out = rows_f64(self.dot_rows(x, y)?);
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -829,7 +829,7 @@ pub trait Linalg:
         }
         if let Some(p) = precond {
             self.binary(crate::backend::BinaryOp::Mul, p.w, r, p.z)?;
-            let rz = self.dot_rows(r, p.z)?;
+            let rz = rows_f64(self.dot_rows(r, p.z)?);
             store_slot(self, s, p.slot, &rz)?;
         }
         Ok(())
@@ -875,6 +875,12 @@ pub trait Linalg:
             None => self.xpay_rows_where(x, &beta, y, &active),
         }
     }
+}
+
+/// Per-row sums of [`Reduce`](crate::backend::Reduce) (in the accumulator type) as the `f64`
+/// the fused CG ops and their device scalars hold (exact: the accumulator is `f64` today).
+pub fn rows_f64<A: Float>(v: Vec<A>) -> Vec<f64> {
+    v.into_iter().map(|x| x.as_f64()).collect()
 }
 
 /// Zeroes the per-row values of inactive rows (the default bodies of the masked kernels compute

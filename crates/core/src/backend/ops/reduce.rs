@@ -1,18 +1,21 @@
-use crate::backend::{Arr, BackendTypes};
+use crate::backend::{AccumOf, Arr, BackendTypes};
 use crate::dtype::{Float, Real};
 use crate::error::{Error, Result};
+use num_traits::{Float as _, Zero};
 
-/// Reductions. Sums accumulate in `f64`; every call synchronises and returns host values.
+/// Reductions. Sums and dot products accumulate in the backend's overflow-safe type
+/// [`AccumOf<Self>`](crate::AccumOf) ([`Precision::Accum`](crate::Precision::Accum), `f64`
+/// today) and return it; every call synchronises and returns host values.
 ///
 /// NaN handling: `min`, `max`, `argmax` and `top_k` ignore NaN; an array that is all NaN has
 /// no max (`Error::NonFinite`). Empty arrays give `Error::Empty`.
 pub trait Reduce: BackendTypes {
-    /// Σ a, in f64.
-    fn sum<T: Real>(&self, a: &Arr<Self, T>) -> Result<f64>;
-    /// Σ a², in f64.
-    fn sum_sq<T: Float>(&self, a: &Arr<Self, T>) -> Result<f64>;
-    /// Σ a·b, in f64.
-    fn dot<T: Float>(&self, a: &Arr<Self, T>, b: &Arr<Self, T>) -> Result<f64>;
+    /// Σ a, in the accumulator type.
+    fn sum<T: Real>(&self, a: &Arr<Self, T>) -> Result<AccumOf<Self>>;
+    /// Σ a², in the accumulator type.
+    fn sum_sq<T: Float>(&self, a: &Arr<Self, T>) -> Result<AccumOf<Self>>;
+    /// Σ a·b, in the accumulator type.
+    fn dot<T: Float>(&self, a: &Arr<Self, T>, b: &Arr<Self, T>) -> Result<AccumOf<Self>>;
     /// Smallest value (NaN ignored).
     fn min<T: Real>(&self, a: &Arr<Self, T>) -> Result<T>;
     /// Largest value (NaN ignored).
@@ -24,29 +27,31 @@ pub trait Reduce: BackendTypes {
     /// Number of NaN or infinite elements.
     fn count_nonfinite<T: Float>(&self, a: &Arr<Self, T>) -> Result<usize>;
     /// Per-row Σ of a (rows × n) array: one launch for all rows.
-    fn sum_rows<T: Float>(&self, a: &Arr<Self, T>) -> Result<Vec<f64>>;
+    fn sum_rows<T: Float>(&self, a: &Arr<Self, T>) -> Result<Vec<AccumOf<Self>>>;
     /// Per-row Σ a·b of two (rows × n) arrays.
-    fn dot_rows<T: Float>(&self, a: &Arr<Self, T>, b: &Arr<Self, T>) -> Result<Vec<f64>>;
+    fn dot_rows<T: Float>(&self, a: &Arr<Self, T>, b: &Arr<Self, T>) -> Result<Vec<AccumOf<Self>>>;
     /// Per-row Σ a² of a (rows × n) array.
-    fn sum_sq_rows<T: Float>(&self, a: &Arr<Self, T>) -> Result<Vec<f64>>;
+    fn sum_sq_rows<T: Float>(&self, a: &Arr<Self, T>) -> Result<Vec<AccumOf<Self>>>;
 
-    /// Mean and population standard deviation, in f64 (default: from `sum` and `sum_sq`).
-    fn mean_std<T: Float>(&self, a: &Arr<Self, T>) -> Result<(f64, f64)> {
+    /// Mean and population standard deviation, in the accumulator type (default: from `sum`
+    /// and `sum_sq`).
+    fn mean_std<T: Float>(&self, a: &Arr<Self, T>) -> Result<(AccumOf<Self>, AccumOf<Self>)> {
         use crate::backend::ArrayMeta;
         let n = a.len();
         check_reduce_nonempty(n)?;
         let s = self.sum(a)?;
         let s2 = self.sum_sq(a)?;
-        let mean = s / n as f64;
-        let var = (s2 / n as f64 - mean * mean).max(0.0);
+        let nf = <AccumOf<Self> as Real>::from_f64(n as f64);
+        let mean = s / nf;
+        let var = (s2 / nf - mean * mean).max(AccumOf::<Self>::zero());
         Ok((mean, var.sqrt()))
     }
-    /// Arithmetic mean in f64.
-    fn mean<T: Float>(&self, a: &Arr<Self, T>) -> Result<f64> {
+    /// Arithmetic mean in the accumulator type.
+    fn mean<T: Float>(&self, a: &Arr<Self, T>) -> Result<AccumOf<Self>> {
         Ok(self.mean_std(a)?.0)
     }
-    /// Population standard deviation in f64.
-    fn std<T: Float>(&self, a: &Arr<Self, T>) -> Result<f64> {
+    /// Population standard deviation in the accumulator type.
+    fn std<T: Float>(&self, a: &Arr<Self, T>) -> Result<AccumOf<Self>> {
         Ok(self.mean_std(a)?.1)
     }
 }

@@ -1,6 +1,7 @@
 use crate::backend::{Arr, BackendTypes};
 use crate::dtype::{Element, Float};
 use crate::error::{Error, Result, fmt_shape};
+use crate::shape::AxisOrder;
 
 /// Interpolation order for [`Resample::affine_transform`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -123,6 +124,27 @@ pub trait Resample: BackendTypes {
         matrix: &[f64],
         offset: &[f64],
         interp: Interpolation,
+        dst: &mut Arr<Self, T>,
+    ) -> Result<()> {
+        self.affine_transform_reversed_in(src, matrix, offset, interp, AxisOrder::Pytme, dst)
+    }
+    /// [`Resample::affine_transform_reversed`] as pytme computes it when it holds these arrays
+    /// in `frame` ([`AxisOrder`]). [`AxisOrder::Pytme`]: the same arrays, the reversed
+    /// transform itself. [`AxisOrder::Reversed`] (pytme holds the transpose, as it reads an MRC
+    /// file): `matrix` and `offset` are the transposed frame's (`P·R·P`, `P·offset`), and
+    /// pytme's scipy call sums each coordinate in its own axis order, i.e. from the last axis
+    /// here to the first: `y_h = ((offset[h] + o_{d−1}·matrix[h][d−1]) + o_{d−2}·…) + o_0·…`
+    /// (mirrored `o` as above), so that points on the box edge fall on pytme's side. Everything
+    /// else is as in [`Resample::affine_transform_reversed`].
+    ///
+    /// Errors: those of [`Resample::affine_transform`].
+    fn affine_transform_reversed_in<T: Float>(
+        &self,
+        src: &Arr<Self, T>,
+        matrix: &[f64],
+        offset: &[f64],
+        interp: Interpolation,
+        frame: AxisOrder,
         dst: &mut Arr<Self, T>,
     ) -> Result<()>;
 }

@@ -316,3 +316,64 @@ pub fn affine_reversed_is_flip_affine_flip<B: Backend>(b: &B) {
         }
     }
 }
+
+/// `affine_transform_reversed_in(…, AxisOrder::Reversed, …)` is what pytme computes on the
+/// transposed arrays (an MRC file as pytme holds it): for every rotation `R` of pytme's
+/// 648-rotation set (pytme's frame; `P·R·P` here) on an 8³ box with non-zero edge voxels, the
+/// transpose of `affine_transform_reversed(srcᵀ, R, offset)` with pytme's offset, including
+/// which edge points fall inside. The same call in this frame's own summation order
+/// (`affine_transform_reversed`) decides some of those points the other way.
+pub fn affine_reversed_in_the_transposed_frame<B: Backend>(b: &B) {
+    use crate::algo::rotations::{RotationSet, embedded_quaternions, reverse_axes};
+    use crate::shape::AxisOrder;
+    let n = 8;
+    let mut rng = Lcg::new(71);
+    let h = host::<B>(&mut rng, &[n, n, n]).mapv(|v| v + FloatOf::<B>::from_f64(2.0));
+    let set = RotationSet::from_pytme_quaternions(&embedded_quaternions("c48u27").expect("set"))
+        .expect("pytme's set");
+    let c = (n as f64 - 1.0) / 2.0;
+    let t = |a: &ArrayD<FloatOf<B>>| a.clone().reversed_axes().as_standard_layout().into_owned();
+    for interp in [Interpolation::Linear, Interpolation::Cubic] {
+        let mut src = up(b, &h);
+        if interp == Interpolation::Cubic {
+            b.spline_prefilter(&mut src).expect("prefilter");
+        }
+        let src_t = up(b, &t(&down(b, &src)));
+        let mut differ = 0;
+        for r in 0..set.len() {
+            // pytme's float32 matrix.
+            let m: Vec<f64> = set.matrix(r).iter().map(|&v| v as f32 as f64).collect();
+            let rp = reverse_axes(&m, 3);
+            // pytme's float32 offset c − R·c, in its own axis order.
+            let off_p: Vec<f64> = (0..3)
+                .map(|i| (c - (0..3).map(|j| rp[i * 3 + j] * c).sum::<f64>()) as f32 as f64)
+                .collect();
+            let off: Vec<f64> = off_p.iter().rev().copied().collect();
+            let mut tmp = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
+            b.affine_transform_reversed(&src_t, &rp, &off_p, interp, &mut tmp)
+                .expect("pytme's frame");
+            let want = flat(&t(&down(b, &tmp)));
+            let mut got = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
+            b.affine_transform_reversed_in(&src, &m, &off, interp, AxisOrder::Reversed, &mut got)
+                .expect("transposed frame");
+            let got = flat(&down(b, &got));
+            for (i, (x, y)) in want.iter().zip(&got).enumerate() {
+                assert_eq!(
+                    *x == 0.0,
+                    *y == 0.0,
+                    "{interp:?} rotation {r} voxel {i}: {x} vs {y}"
+                );
+            }
+            assert_close("transposed frame", &got, &want, 0.0, 64.0 * eps::<B>());
+            let mut own = b.zeros::<FloatOf<B>>(&[n, n, n]).expect("zeros");
+            b.affine_transform_reversed(&src, &m, &off, interp, &mut own)
+                .expect("own order");
+            let own = flat(&down(b, &own));
+            differ += usize::from(want.iter().zip(&own).any(|(x, y)| (x - y).abs() > 0.1));
+        }
+        assert!(
+            differ > 0,
+            "{interp:?}: no rotation of the set hits the edge differently"
+        );
+    }
+}

@@ -56,6 +56,19 @@ pub fn fft_matches_dft<B: Backend>(b: &B) {
     check_fft(b, &[12, 10, 14], &[0, 1, 2], 17);
 }
 
+/// Length-1 axes (the round-trip property draws them in almost every run; these name them):
+/// a lone length-1 transform, a length-1 transformed axis between batch axes, and a length-1
+/// last axis (whose half spectrum is its one bin), alone and with a longer axis.
+pub fn fft_length_one_axes<B: Backend>(b: &B) {
+    check_fft(b, &[1], &[0], 130);
+    check_fft(b, &[3, 1, 5], &[1], 131);
+    check_fft(b, &[4, 1], &[0, 1], 132);
+    check_fft(b, &[4, 1], &[1], 133);
+    check_fft(b, &[1, 6], &[0, 1], 134);
+    check_fft(b, &[1, 1, 1], &[0, 1, 2], 135);
+    check_fft(b, &[2, 1, 3], &[0, 1, 2], 136);
+}
+
 pub fn fft_batch_axes<B: Backend>(b: &B) {
     check_fft(b, &[3, 8], &[1], 20);
     check_fft(b, &[4, 6, 10], &[1, 2], 21);

@@ -280,9 +280,7 @@ fn update_run<T: Float, I: Index>(
             acc[0] += f64_of(v * v);
         }
         if let Some((acc4, sc)) = moments.as_mut() {
-            for (a, &v) in acc4[4 * k..4 * (k + m)].chunks_exact_mut(4).zip(s.iter()) {
-                moments_add(a, f64_of(v), *sc);
-            }
+            moments_add_run(&mut acc4[4 * k..4 * (k + m)], s, *sc);
         }
         for ((b, bi), &v) in best[k..k + m]
             .iter_mut()
@@ -338,6 +336,66 @@ pub fn moments_add(a: &mut [i64], s: f64, scale: [f64; 2]) {
     let s2 = moment_word(&a[2..4]).wrapping_add(q2);
     set_moment_word(&mut a[0..2], s1);
     set_moment_word(&mut a[2..4], s2);
+}
+
+/// [`moment_quantize`] as the 128-bit addend's `(low, high)` words, without branches or
+/// 128-bit arithmetic, so that a run of terms vectorises: `round(v)` (half to even) as the
+/// sign-extended pair when `|v| ≤ 2⁶²`, else [`MOMENT_FLAG`] (`(0, 2³⁶)`, also for NaN).
+///
+/// The float-to-integer conversion is exact without a 64-bit conversion instruction (AVX2 and
+/// AVX-512F have none): the rounded `r` is split as `h · 2³² + l` (`h = ⌊r / 2³²⌋`,
+/// `|h| ≤ 2³⁰`, `0 ≤ l < 2³²`, both exact in f64), and each part is read off the mantissa of
+/// `part + 1.5 · 2⁵²`, which holds it exactly.
+#[inline(always)]
+pub fn moment_term(v: f64) -> (u64, i64) {
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5 · 2^52
+    const TWO32: f64 = 4_294_967_296.0;
+    let in_range = v.abs() <= MOMENT_LIMIT;
+    let r = if in_range { v.round_ties_even() } else { 0.0 };
+    let h = (r * (1.0 / TWO32)).floor();
+    let l = r - h * TWO32;
+    let bits = |x: f64| (x + MAGIC).to_bits().wrapping_sub(MAGIC.to_bits()) as i64;
+    let q = (bits(h) << 32).wrapping_add(bits(l));
+    let flag = (MOMENT_FLAG >> 64) as i64;
+    if in_range {
+        (q as u64, q >> 63)
+    } else {
+        (0, flag)
+    }
+}
+
+/// [`moments_add`] of every score of `s` to its voxel's accumulators (`acc`: 4 words per
+/// score): the same sums, bit for bit, with the terms formed a run at a time
+/// ([`moment_term`], which vectorises) and added as 64-bit words with an explicit carry.
+#[inline(always)]
+pub fn moments_add_run<T: Float>(acc: &mut [i64], s: &[T], scale: [f64; 2]) {
+    const CH: usize = 64;
+    // The terms' words, one array each (contiguous, so that the term loop vectorises).
+    let (mut l1, mut h1, mut l2, mut h2) = ([0u64; CH], [0i64; CH], [0u64; CH], [0i64; CH]);
+    for (acc, s) in acc.chunks_mut(4 * CH).zip(s.chunks(CH)) {
+        let m = s.len();
+        let terms = l1[..m]
+            .iter_mut()
+            .zip(&mut h1[..m])
+            .zip(l2[..m].iter_mut().zip(&mut h2[..m]));
+        for (((a1, b1), (a2, b2)), &v) in terms.zip(s) {
+            let v = f64_of(v);
+            (*a1, *b1) = moment_term(v * scale[0]);
+            (*a2, *b2) = moment_term(v * v * scale[1]);
+        }
+        let terms = l1[..m]
+            .iter()
+            .zip(&h1[..m])
+            .zip(l2[..m].iter().zip(&h2[..m]));
+        for (w, ((&a1, &b1), (&a2, &b2))) in acc.chunks_exact_mut(4).zip(terms) {
+            let (s1, c1) = (w[0] as u64).overflowing_add(a1);
+            let (s2, c2) = (w[2] as u64).overflowing_add(a2);
+            w[0] = s1 as i64;
+            w[1] = w[1].wrapping_add(b1).wrapping_add(c1 as i64);
+            w[2] = s2 as i64;
+            w[3] = w[3].wrapping_add(b2).wrapping_add(c2 as i64);
+        }
+    }
 }
 
 /// Adds accumulators `b` into `a` (same length, 4 words per voxel): the moments of the union
@@ -576,5 +634,119 @@ pub fn combine_masked_correlations<T: Float>(
             d = 1.0;
         }
         c_ft[i] = T::from_f64((num / d).clamp(-1.0, 1.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every edge of the quantisation: ties either way, the ±2⁶² limit and one step past it,
+    /// the 2³² split, the range where f64 holds halves (2⁵¹..2⁵²) and only integers (2⁵³..),
+    /// −0, NaN, ±∞ and subnormals.
+    fn edge_values() -> Vec<f64> {
+        let mut v = vec![
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE / 4.0,
+            MOMENT_LIMIT,
+            -MOMENT_LIMIT,
+            MOMENT_LIMIT.next_up(),
+            (-MOMENT_LIMIT).next_down(),
+            MOMENT_LIMIT.next_down(),
+            f64::MAX,
+        ];
+        for e in [31, 32, 33, 51, 52, 53, 61] {
+            let p = 2f64.powi(e);
+            for x in [
+                p,
+                p - 0.5,
+                p + 0.5,
+                p - 1.0,
+                p + 1.0,
+                p.next_down(),
+                p.next_up(),
+            ] {
+                v.push(x);
+                v.push(-x);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn moment_terms_are_moment_quantize() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut vals = edge_values();
+        for _ in 0..20_000 {
+            // Random magnitudes over the whole range, random signs and fractions.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mant = (x >> 11) as f64 / (1u64 << 53) as f64;
+            let e = (x % 66) as i32 - 2;
+            let s = if x & (1 << 9) == 0 { 1.0 } else { -1.0 };
+            vals.push(s * mant * 2f64.powi(e));
+            vals.push(s * ((x >> 20) as f64 + 0.5));
+        }
+        for &v in &vals {
+            let (lo, hi) = moment_term(v);
+            let want = moment_quantize(v);
+            assert_eq!(((hi as i128) << 64) | lo as i128, want, "{v:e}");
+        }
+    }
+
+    #[test]
+    fn a_run_adds_the_same_bits_as_one_term_at_a_time() {
+        // Scores of both types, 130 of them (more than one block of 64), the scales of the
+        // normalised scores and larger ones, starting sums near a carry, across a carry, and
+        // past 2⁶⁴ either way.
+        let vals = edge_values();
+        let starts: [i128; 5] = [0, (1 << 64) - 3, -(1 << 64) + 2, i64::MAX as i128, -5];
+        for scale in [
+            [2f64.powi(52), 2f64.powi(42)],
+            [2f64.powi(61), 2f64.powi(0)],
+        ] {
+            for (k, &st) in starts.iter().enumerate() {
+                let n = 130;
+                let s64: Vec<f64> = (0..n)
+                    .map(|i| {
+                        let base = vals[(i * 7 + k) % vals.len()] / scale[0];
+                        if i % 3 == 0 {
+                            base
+                        } else {
+                            (i as f64 * 0.37).sin() * 0.999
+                        }
+                    })
+                    .collect();
+                let s32: Vec<f32> = s64.iter().map(|&v| v as f32).collect();
+                let mut want = vec![0i64; 4 * n];
+                for w in want.chunks_exact_mut(2) {
+                    set_moment_word(w, st);
+                }
+                let (mut got64, mut got32, mut want32) = (want.clone(), want.clone(), want.clone());
+                for (w, &v) in want.chunks_exact_mut(4).zip(&s64) {
+                    moments_add(w, v, scale);
+                }
+                for (w, &v32) in want32.chunks_exact_mut(4).zip(&s32) {
+                    moments_add(w, v32 as f64, scale);
+                }
+                moments_add_run(&mut got64, &s64, scale);
+                moments_add_run(&mut got32, &s32, scale);
+                assert_eq!(got64, want, "f64, scale {scale:?}, start {st}");
+                assert_eq!(got32, want32, "f32, scale {scale:?}, start {st}");
+            }
+        }
     }
 }

@@ -3,11 +3,12 @@
 //! every backend calls (`check_*`), and the host reference kernels ([`host`]).
 
 use crate::backend::{
-    Arr, ArrayMeta, BackendTypes, BinaryOp, ComplexOf, Elementwise, FftPlan, FloatOf, Memory,
-    PadMode, Reduce, Resample, Spectral,
+    AccumOf, Arr, ArrayMeta, BackendTypes, BinaryOp, ComplexOf, Elementwise, FftPlan, FloatOf,
+    Memory, PadMode, Reduce, Resample, Spectral,
 };
-use crate::dtype::{Element, Float, Index};
+use crate::dtype::{Element, Float, Index, Real};
 use crate::error::{Error, Result};
+use num_traits::Float as _;
 
 mod check;
 pub mod host;
@@ -205,24 +206,26 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
     fn standardize_masked<T: Float>(
         &self,
         t: &mut Arr<Self, T>,
-        mask: Option<(&Arr<Self, T>, f64)>,
+        mask: Option<(&Arr<Self, T>, AccumOf<Self>)>,
         scratch: &mut Arr<Self, T>,
     ) -> Result<()> {
         check_standardize_masked(t.shape(), mask.map(|(m, _)| m.shape()), scratch.shape())?;
+        // The moments in the accumulator type.
+        let acc = <AccumOf<Self> as Real>::from_f64;
         let (n, s1, s2) = match mask {
             Some((m, n)) => {
                 self.binary(BinaryOp::Mul, t, m, scratch)?;
                 (n, self.sum(scratch)?, self.dot(t, scratch)?)
             }
-            None => (t.len() as f64, self.sum(t)?, self.sum_sq(t)?),
+            None => (acc(t.len() as f64), self.sum(t)?, self.sum_sq(t)?),
         };
         let mean = s1 / n;
-        let var = (s2 / n - mean * mean).max(0.0);
-        if var.is_nan() || var <= 1e-12 * (s2 / n).abs() || !var.is_finite() {
+        let var = (s2 / n - mean * mean).max(acc(0.0));
+        if var.is_nan() || var <= acc(1e-12) * (s2 / n).abs() || !var.is_finite() {
             return self.fill(t, T::from_f64(0.0));
         }
-        self.scalar_assign(BinaryOp::Sub, t, mean)?;
-        self.scalar_assign(BinaryOp::Mul, t, 1.0 / var.sqrt())?;
+        self.scalar_assign(BinaryOp::Sub, t, mean.as_f64())?;
+        self.scalar_assign(BinaryOp::Mul, t, 1.0 / var.sqrt().as_f64())?;
         if let Some((m, _)) = mask {
             self.binary_assign(BinaryOp::Mul, t, m)?;
         }
