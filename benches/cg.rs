@@ -9,10 +9,18 @@
 //! write-allocate traffic): `q = A·d` with `d·q` reads d, writes q (2 vectors, neighbours come
 //! from cache); `x += αd, r −= αq` with `r·r` reads d, q, x, r and writes x, r (6);
 //! `d = r + βd` reads r, d and writes d (3). 11 vectors of `n` elements per iteration.
+//!
+//! The pressure solve (issue 31): PhiFlow's pressure Laplacian on 128³ (dx = 0.78125, closed
+//! walls and an open top: Neumann except Dirichlet on the upper side of axis 1, a 32×48×40 box
+//! obstacle), CG-adaptive (PhiFlow's default) for 200 fixed iterations in f64. Its bytes per
+//! iteration: the same 11 vectors plus the one-byte cell flags the stencil reads. Peer:
+//! `benches/peers/cg_phiml.py` (the same system through phiml 1.16's NumPy backend).
 
 use std::time::Instant;
 
-use monomorph::algo::cg::{LaplacianOperator, Method, SolveParams, conjugate_gradient};
+use monomorph::algo::cg::{
+    LaplacianOperator, Method, PoissonOperator, Side, SolveParams, conjugate_gradient,
+};
 use monomorph::prelude::*;
 use monomorph::{Boundary, FloatOf, Precision, Real};
 use ndarray::{ArrayD, IxDyn};
@@ -45,6 +53,38 @@ where
     let op = LaplacianOperator::new(&GRID, Boundary::DirichletZero).expect("grid");
     let y = b.upload(rhs::<FloatOf<Cpu<P>>>(n).view()).expect("upload");
     let p = SolveParams::new(Method::Cg).with_tolerances(0.0, 0.0, ITERS);
+    let t = Instant::now();
+    let res = conjugate_gradient(&b, &op, &y, None, &p).expect("cg");
+    let s = t.elapsed().as_secs_f64();
+    assert_eq!(res.iterations[0], ITERS, "{:?}", res.message);
+    s
+}
+
+/// The pressure system of the module docs: grid, sides, spacing and obstacle mask.
+fn pressure_system() -> ([usize; 3], Vec<[Side; 2]>, f64, Vec<bool>) {
+    let sides = vec![
+        [Side::Neumann; 2],
+        [Side::Neumann, Side::Dirichlet],
+        [Side::Neumann; 2],
+    ];
+    let [nx, ny, nz] = GRID;
+    let mask = (0..nx * ny * nz)
+        .map(|i| {
+            let (x, y, z) = (i / (ny * nz), (i / nz) % ny, i % nz);
+            (48..80).contains(&x) && (40..88).contains(&y) && (44..84).contains(&z)
+        })
+        .collect();
+    (GRID, sides, 100.0 / 128.0, mask)
+}
+
+/// 200 CG-adaptive iterations of the 128³ pressure solve with obstacles (f64); returns seconds.
+fn run_pressure() -> f64 {
+    let b = Cpu::<Double>::new();
+    let (grid, sides, dx, mask) = pressure_system();
+    let n: usize = grid.iter().product();
+    let op = PoissonOperator::new(&b, &grid, &sides, &[dx], Some(&mask)).expect("operator");
+    let y = b.upload(rhs::<f64>(n).view()).expect("upload");
+    let p = SolveParams::new(Method::CgAdaptive).with_tolerances(0.0, 0.0, ITERS);
     let t = Instant::now();
     let res = conjugate_gradient(&b, &op, &y, None, &p).expect("cg");
     let s = t.elapsed().as_secs_f64();
@@ -145,6 +185,7 @@ fn summary() {
     // Rounds interleave the triad and the solves so that both see the same machine load; the
     // best of each is reported (the machine is shared and noisy).
     let (mut bw_vec, mut bw_big, mut t32, mut t64) = (0.0f64, 0.0f64, f64::INFINITY, f64::INFINITY);
+    let mut tp = f64::INFINITY;
     for _ in 0..3 {
         // Triad on arrays the size of the CG vectors (what CG streams) and on arrays far larger
         // than the caches (DRAM).
@@ -152,6 +193,7 @@ fn summary() {
         bw_big = bw_big.max(triad::<f64>(1 << 26, 3));
         t32 = t32.min(run_cg::<Single>());
         t64 = t64.min(run_cg::<Double>());
+        tp = tp.min(run_pressure());
     }
     println!(
         "STREAM triad (best of 3 rounds): {bw_vec:.1} GB/s on {} MiB arrays, {bw_big:.1} GB/s on 512 MiB arrays",
@@ -164,6 +206,19 @@ fn summary() {
         println!(
             "{name}: {ms:.2} ms/iteration; {:.0} MB/iteration → bound {bound:.2} ms at {bw_vec:.1} GB/s \
              ({:.2}× the bound; {:.1} GB/s achieved)",
+            bytes / 1e6,
+            ms / bound,
+            bytes / (ms * 1e-3) / 1e9
+        );
+    }
+    {
+        // The pressure solve: 11 f64 vectors and the 1-byte cell flags per iteration.
+        let bytes = (VECTORS_PER_ITER * n * 8 + n) as f64;
+        let ms = tp * 1e3 / ITERS as f64;
+        let bound = bytes / (bw_vec * 1e9) * 1e3;
+        println!(
+            "pressure 128³ (obstacles, Neumann walls, open top, CG-adaptive) f64: {ms:.2} \
+             ms/iteration; {:.0} MB/iteration → bound {bound:.2} ms ({:.2}× the bound; {:.1} GB/s)",
             bytes / 1e6,
             ms / bound,
             bytes / (ms * 1e-3) / 1e9
@@ -182,4 +237,9 @@ fn poisson128_cg200_f32(bencher: divan::Bencher) {
 #[divan::bench(sample_count = 3, sample_size = 1)]
 fn poisson128_cg200_f64(bencher: divan::Bencher) {
     bencher.bench(run_cg::<Double>);
+}
+
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn pressure128_obstacles_adaptive200_f64(bencher: divan::Bencher) {
+    bencher.bench(run_pressure);
 }

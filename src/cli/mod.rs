@@ -34,7 +34,9 @@ mod matching;
 mod orientations;
 mod output;
 mod peaks;
+mod pytom;
 mod ranks;
+mod roc;
 mod run;
 mod search;
 mod solve;
@@ -79,6 +81,8 @@ pub enum Command {
     Match(matching::MatchArgs),
     /// Peak calling on a score map, written as CSV or RELION STAR.
     Peaks(peaks::PeaksArgs),
+    /// pytom-match-pick's ROC estimate of a score map: the threshold maximising recall·(1−FDR).
+    Roc(roc::RocArgs),
     /// Batched conjugate gradient on dense, CSR or Laplacian systems.
     Solve(solve::SolveArgs),
     /// Every backend compiled in and every device found.
@@ -332,6 +336,7 @@ fn run_command(command: Command, mut g: Global, launched: Option<usize>) -> CliR
         Command::Demo(a) => demo::run(&fixed, a),
         Command::Match(a) => run::run_match(&g, a),
         Command::Peaks(a) => peaks::run(&g, a),
+        Command::Roc(a) => roc::run(&g, a),
         Command::Solve(a) => solve::run(&g, a),
         Command::Devices => devices::run(&g),
         Command::Bench(a) => bench::run(&fixed, a),

@@ -79,7 +79,8 @@ pub struct PeaksArgs {
     #[arg(long, value_name = "K")]
     pub false_positives: Option<f64>,
     /// The `match` output folder whose run.json holds the run's score statistics (default: a
-    /// run.json beside --scores, when there is one).
+    /// run.json beside --scores, when there is one); with --caller pytom also a
+    /// pytom-match-pick job file (its job_stats and voxel_size).
     #[arg(long, value_name = "DIR")]
     pub match_run: Option<PathBuf>,
     /// Accept NaN scores and treat them as never a peak (NaN is never above a threshold nor a
@@ -87,10 +88,14 @@ pub struct PeaksArgs {
     /// means a broken computation upstream, and peaks called around it would look valid.
     #[arg(long)]
     pub allow_nan: bool,
-    /// Peak caller: scikit-image's peak_local_max, pytme's maximum-filter caller, or pytme's
-    /// recursive masking.
+    /// Peak caller: scikit-image's peak_local_max, pytme's maximum-filter caller, pytme's
+    /// recursive masking, or pytom-match-pick's extraction (--particle-diameter, --num-peaks;
+    /// --false-positives, default 1, sets its cut-off, --threshold-abs replaces it).
     #[arg(long, value_enum, default_value_t = Caller::Skimage)]
     pub caller: Caller,
+    /// pytom-match-pick's extraction flags (--caller pytom).
+    #[command(flatten)]
+    pub pytom: super::pytom::PytomArgs,
     /// Output peak list: `.csv` (`z,y,x,score[,rotation,rot,tilt,psi]`; 2-D
     /// `y,x,score[,rotation,psi]`) or `.star` (RELION 4: _rlnCoordinateX/Y/Z = array axes
     /// 2, 1, 0). Angles are RELION's, in degrees: Rz(rot)·Ry(tilt)·Rz(psi) is the rotation
@@ -112,6 +117,8 @@ pub enum Caller {
     Maxfilter,
     /// pytme `PeakCallerRecursiveMasking`.
     Recursive,
+    /// pytom-match-pick 0.14 `extract_particles` (`monomorph peaks` only).
+    Pytom,
 }
 
 /// What to call peaks with (host data, no backend type).
@@ -154,6 +161,12 @@ impl PeakQuery {
     /// The query after the checks its flags get wherever they are given (`peaks`, `match
     /// --peaks`): finite thresholds, a positive number of false positives.
     pub fn checked(self) -> CliResult<Self> {
+        if self.caller == Caller::Pytom {
+            return Err(CliError::input(
+                "--caller pytom: only for `monomorph peaks` (it needs --particle-diameter and \
+                 the run's statistics), expected skimage, maxfilter or recursive here",
+            ));
+        }
         for (flag, v) in [
             ("--threshold-abs", self.threshold_abs),
             ("--threshold-rel", self.threshold_rel),
@@ -198,7 +211,9 @@ impl PeakQuery {
     pub fn border(&self, ndim: usize) -> Vec<usize> {
         let w = match self.caller {
             Caller::Skimage => self.exclude_border.unwrap_or(self.min_distance),
-            Caller::Maxfilter | Caller::Recursive => self.exclude_border.unwrap_or(0),
+            Caller::Maxfilter | Caller::Recursive | Caller::Pytom => {
+                self.exclude_border.unwrap_or(0)
+            }
         };
         vec![w; ndim]
     }
@@ -356,6 +371,12 @@ pub fn call<B: Backend>(
             }
             p
         }
+        Caller::Pytom => {
+            return Err(monomorph::Error::invalid(
+                "caller",
+                "pytom's extraction runs through `monomorph peaks --caller pytom`",
+            ));
+        }
         Caller::Maxfilter | Caller::Recursive => {
             let mut min_score = threshold;
             if let Some(r) = q.threshold_rel {
@@ -453,17 +474,17 @@ pub fn read_rotation_set(flag: &str, path: &Path, d: usize, what: &str) -> CliRe
 
 /// What `peaks` takes from a matching run's `run.json`.
 #[derive(Debug, Clone)]
-struct MatchRun {
-    path: PathBuf,
-    stats: RunStats,
-    shape: Vec<usize>,
-    target: Option<String>,
+pub(super) struct MatchRun {
+    pub(super) path: PathBuf,
+    pub(super) stats: RunStats,
+    pub(super) shape: Vec<usize>,
+    pub(super) target: Option<String>,
     /// The target's voxel size `(z, y, x)` in Å, when the run recorded one.
-    voxel_size: Option<[f64; 3]>,
+    pub(super) voxel_size: Option<[f64; 3]>,
 }
 
 /// Reads the score statistics `match` writes into run.json (`score_statistics`).
-fn read_match_run(path: &Path) -> Result<MatchRun, String> {
+pub(super) fn read_match_run(path: &Path) -> Result<MatchRun, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))?;
@@ -557,6 +578,14 @@ fn find_match_run(
 
 /// Runs `monomorph peaks`.
 pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
+    if a.caller == Caller::Pytom {
+        return super::pytom::run_peaks(g, a);
+    }
+    if let Some(flag) = super::pytom::given_flag(&a.pytom) {
+        return Err(CliError::input(format!(
+            "{flag}: a pytom extraction setting, expected it with --caller pytom"
+        )));
+    }
     let mut query = PeakQuery::from_args(&a)?;
     check_out_file("--out", &a.out)?;
     if let Some(p) = &a.png {

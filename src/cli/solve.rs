@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use monomorph::algo::cg::{
-    Boundary, CsrOperator, DenseOperator, LaplacianOperator, Method, Preconditioner, SolveParams,
-    conjugate_gradient,
+    Boundary, CsrOperator, DenseOperator, LaplacianOperator, LinearOperator, Method, NullSpace,
+    PoissonOperator, Preconditioner, Side, SolveParams, SolveResult, conjugate_gradient_observed,
 };
 use monomorph::io::{HostArray, write_npy};
 use monomorph::{Backend, BackendTask, FloatOf};
@@ -42,12 +42,45 @@ pub struct SolveArgs {
     #[arg(long, value_name = "DIR")]
     pub csr: Option<PathBuf>,
     /// Matrix-free Laplacian Δ (h = 1, centre −2·ndim, neighbours +1) on a grid `N[xN[xN]]`,
-    /// unknowns in row-major order; Dirichlet zero unless --periodic.
+    /// unknowns in row-major order (axis 0 slowest; PhiFlow's (x, y[, z]) grids: index =
+    /// ix·ny + iy); Dirichlet zero unless --periodic or --boundary. With --boundary, --spacing
+    /// or --obstacles it is the pressure Laplacian of PhiFlow's fluid solve (the unit stencil
+    /// divided by dx² per axis, the sign of phiml's math.laplace).
     #[arg(long, value_name = "NxN")]
     pub laplacian: Option<String>,
-    /// Periodic boundary for --laplacian.
-    #[arg(long, requires = "laplacian")]
+    /// Periodic boundary for --laplacian (the same as --boundary periodic).
+    #[arg(long, requires = "laplacian", conflicts_with = "boundary")]
     pub periodic: bool,
+    /// Boundary of the solved field for --laplacian (for a pressure solve a closed wall is
+    /// `neumann`, an open side `dirichlet`): one word for every side (`dirichlet`, `neumann`,
+    /// `periodic`, or phiml's `zero`, `zero-gradient`), or a comma list with one item per axis,
+    /// each one word or `LOWER:UPPER` (`neumann,neumann:dirichlet`). A Dirichlet side holds 0 in
+    /// the ghost cell one spacing outside the grid; periodic only on both sides of an axis.
+    #[arg(
+        long,
+        value_name = "SPEC",
+        requires = "laplacian",
+        allow_hyphen_values = true
+    )]
+    pub boundary: Option<String>,
+    /// Grid spacing for --laplacian: one value, or one per axis comma-separated (`0.5,0.25`);
+    /// finite and > 0 (default 1).
+    #[arg(
+        long,
+        value_name = "DX",
+        requires = "laplacian",
+        allow_hyphen_values = true
+    )]
+    pub spacing: Option<String>,
+    /// Obstacle mask for --laplacian, grid-shaped, 1 in obstacle cells (0/1, any numeric or
+    /// bool dtype): those cells are not unknowns (y and x0 there are ignored, x is 0 there) and
+    /// the faces towards them carry no flux.
+    #[arg(long, value_name = "MASK.npy", requires = "laplacian")]
+    pub obstacles: Option<PathBuf>,
+    /// Also write trajectory.npy: x after every iteration, `(steps + 1, batch, n)` (step 0 is
+    /// x0; the state at step k is what a solve with --max-iter k returns).
+    #[arg(long)]
+    pub trajectory: bool,
     /// Right-hand sides `(batch, n)` (or `(n,)` for one system).
     #[arg(long, value_name = "Y.npy")]
     pub rhs: PathBuf,
@@ -92,6 +125,8 @@ pub enum MethodArg {
     Cg,
     /// PhiFlow's CG-adaptive.
     CgAdaptive,
+    /// PhiFlow's default (`Solve('auto')`): CG-adaptive.
+    Auto,
 }
 
 /// `--preconditioner`.
@@ -111,6 +146,13 @@ enum Op {
         data: HostArray,
     },
     Laplacian(Vec<usize>, Boundary),
+    /// The pressure Laplacian: grid, sides, spacing per axis, obstacle mask (row-major).
+    Poisson {
+        grid: Vec<usize>,
+        sides: Vec<[Side; 2]>,
+        spacing: Vec<f64>,
+        obstacles: Option<Vec<bool>>,
+    },
 }
 
 struct SolveTask {
@@ -118,6 +160,33 @@ struct SolveTask {
     y: HostArray,
     x0: Option<HostArray>,
     params: SolveParams,
+    trajectory: bool,
+}
+
+/// Solves with `op`, recording x after every step when `trajectory` (projected as the solver
+/// projects its answer: zero-mean over the floating regions of a singular operator).
+fn solve_with<B: Backend, O: LinearOperator<B>>(
+    b: &B,
+    op: &O,
+    y: &monomorph::Arr<B, FloatOf<B>>,
+    x0: Option<&monomorph::Arr<B, FloatOf<B>>>,
+    params: &SolveParams,
+    trajectory: bool,
+) -> monomorph::Result<(SolveResult<B>, Option<Vec<ArrayD<f64>>>)> {
+    let mut params = params.clone();
+    params.observe_vectors = trajectory;
+    let null: Option<&NullSpace> = op.null_space();
+    let mut steps = Vec::new();
+    let r = conjugate_gradient_observed(b, op, y, x0, &params, |st| {
+        if let Some(x) = st.x {
+            let mut h = x.mapv(super::output::f64_of);
+            if let Some(ns) = null {
+                ns.project(&mut h);
+            }
+            steps.push(h);
+        }
+    })?;
+    Ok((r, trajectory.then_some(steps)))
 }
 
 /// Host copy of the result.
@@ -133,6 +202,9 @@ struct Solved {
     recurrence_residual_norm: Vec<f64>,
     backend: String,
     device: String,
+    trajectory: Option<Vec<ArrayD<f64>>>,
+    /// Floating regions of a singular operator (0 otherwise).
+    null_space_dimension: usize,
 }
 
 impl BackendTask for SolveTask {
@@ -144,10 +216,12 @@ impl BackendTask for SolveTask {
             Some(x) => Some(b.upload_owned(x.into_float::<FloatOf<B>>())?),
             None => None,
         };
-        let r = match &self.op {
+        let (p, trj) = (&self.params, self.trajectory);
+        let mut null_dim = 0;
+        let (r, trajectory) = match &self.op {
             Op::Dense(a) => {
                 let op = DenseOperator::new(b, a.to_float::<FloatOf<B>>().view())?;
-                conjugate_gradient(b, &op, &y, x0.as_ref(), &self.params)?
+                solve_with(b, &op, &y, x0.as_ref(), p, trj)?
             }
             Op::Csr {
                 indptr,
@@ -157,11 +231,21 @@ impl BackendTask for SolveTask {
                 let n = indptr.len().saturating_sub(1);
                 let op =
                     CsrOperator::new(b, n, indptr, indices, data.to_float::<FloatOf<B>>().view())?;
-                conjugate_gradient(b, &op, &y, x0.as_ref(), &self.params)?
+                solve_with(b, &op, &y, x0.as_ref(), p, trj)?
             }
             Op::Laplacian(grid, bc) => {
                 let op = LaplacianOperator::new(grid, *bc)?;
-                conjugate_gradient(b, &op, &y, x0.as_ref(), &self.params)?
+                solve_with(b, &op, &y, x0.as_ref(), p, trj)?
+            }
+            Op::Poisson {
+                grid,
+                sides,
+                spacing,
+                obstacles,
+            } => {
+                let op = PoissonOperator::new(b, grid, sides, spacing, obstacles.as_deref())?;
+                null_dim = op.null_space().map_or(0, |n| n.dimension());
+                solve_with(b, &op, &y, x0.as_ref(), p, trj)?
             }
         };
         b.synchronize()?;
@@ -178,6 +262,8 @@ impl BackendTask for SolveTask {
             recurrence_residual_norm: r.recurrence_residual_norm,
             backend: b.name().to_string(),
             device: b.device().name,
+            trajectory,
+            null_space_dimension: null_dim,
         })
     }
 }
@@ -328,17 +414,153 @@ fn read_operator(a: &SolveArgs, n: usize, batch: usize, rhs: &str) -> CliResult<
                 "--laplacian {spec}: {cells} unknowns, but --rhs has n = {n} (shape {rhs})"
             )));
         }
-        let bc = if a.periodic {
-            Boundary::Periodic
-        } else {
-            Boundary::DirichletZero
+        if a.boundary.is_none() && a.spacing.is_none() && a.obstacles.is_none() && !a.periodic {
+            return Ok(Op::Laplacian(grid, Boundary::DirichletZero));
+        }
+        let sides = match (&a.boundary, a.periodic) {
+            (Some(b), _) => parse_boundary(b, &grid, spec)?,
+            (None, true) => vec![[Side::Periodic; 2]; grid.len()],
+            (None, false) => vec![[Side::Dirichlet; 2]; grid.len()],
         };
-        Ok(Op::Laplacian(grid, bc))
+        let spacing = match &a.spacing {
+            Some(d) => parse_spacing(d, grid.len(), spec)?,
+            None => vec![1.0; grid.len()],
+        };
+        let obstacles = match &a.obstacles {
+            Some(p) => Some(read_obstacles(p, &grid, spec)?),
+            None => None,
+        };
+        Ok(Op::Poisson {
+            grid,
+            sides,
+            spacing,
+            obstacles,
+        })
     } else {
         Err(CliError::input(
             "no operator: expected one of --matrix, --csr, --laplacian",
         ))
     }
+}
+
+/// One boundary word: the solved field's own names, or phiml's extrapolation names.
+fn parse_side(word: &str) -> Option<Side> {
+    match word.trim().to_ascii_lowercase().as_str() {
+        "dirichlet" | "zero" => Some(Side::Dirichlet),
+        "neumann" | "zero-gradient" | "zero_gradient" => Some(Side::Neumann),
+        "periodic" => Some(Side::Periodic),
+        _ => None,
+    }
+}
+
+/// `--boundary SPEC` for a grid: one word for every side, or one item per axis, each one word
+/// or `LOWER:UPPER`; periodic only on both sides of an axis.
+fn parse_boundary(spec: &str, grid: &[usize], lap: &str) -> CliResult<Vec<[Side; 2]>> {
+    let nd = grid.len();
+    let bad = |why: String| {
+        CliError::input(format!(
+            "--boundary {spec}: {why} (expected one of dirichlet, neumann, periodic — or zero, \
+             zero-gradient — for every side, or a comma list with one item per axis of \
+             --laplacian {lap}, each one word or LOWER:UPPER)"
+        ))
+    };
+    let items: Vec<&str> = spec.split(',').map(str::trim).collect();
+    let word = |w: &str| parse_side(w).ok_or_else(|| bad(format!("unknown boundary '{w}'")));
+    let sides: Vec<[Side; 2]> = if items.len() == 1 && !items[0].contains(':') {
+        vec![[word(items[0])?; 2]; nd]
+    } else {
+        if items.len() != nd {
+            return Err(bad(format!(
+                "{} items for a grid of {nd} ax{} (axis {} does not exist{})",
+                items.len(),
+                if nd == 1 { "is" } else { "es" },
+                nd.min(items.len()),
+                if items.len() < nd {
+                    " in the spec: every axis needs one"
+                } else {
+                    ""
+                }
+            )));
+        }
+        items
+            .iter()
+            .map(|it| match it.split(':').collect::<Vec<_>>()[..] {
+                [w] => word(w).map(|s| [s; 2]),
+                [lo, hi] => Ok([word(lo)?, word(hi)?]),
+                _ => Err(bad(format!("'{it}' has more than one ':'"))),
+            })
+            .collect::<CliResult<_>>()?
+    };
+    for (a, s) in sides.iter().enumerate() {
+        if (s[0] == Side::Periodic) != (s[1] == Side::Periodic) {
+            return Err(bad(format!(
+                "axis {a} is periodic on one side only ({}:{}); periodic needs both sides",
+                s[0].name(),
+                s[1].name()
+            )));
+        }
+    }
+    Ok(sides)
+}
+
+/// `--spacing DX`: one value or one per axis, each finite and > 0.
+fn parse_spacing(spec: &str, nd: usize, lap: &str) -> CliResult<Vec<f64>> {
+    let bad = |why: String| CliError::input(format!("--spacing {spec}: {why}"));
+    let vals: Vec<f64> = spec
+        .split(',')
+        .map(|v| {
+            let v = v.trim();
+            v.parse::<f64>()
+                .map_err(|_| bad(format!("'{v}' is not a number")))
+        })
+        .collect::<CliResult<_>>()?;
+    if vals.len() != 1 && vals.len() != nd {
+        return Err(bad(format!(
+            "{} values for a grid of {nd} axes (--laplacian {lap}): give one value or one per axis",
+            vals.len()
+        )));
+    }
+    for &v in &vals {
+        if !(v.is_finite() && v > 0.0 && (1.0 / (v * v)).is_finite()) {
+            return Err(bad(format!("{v}: every spacing must be finite and > 0")));
+        }
+    }
+    Ok(if vals.len() == 1 {
+        vec![vals[0]; nd]
+    } else {
+        vals
+    })
+}
+
+/// `--obstacles MASK.npy`: grid-shaped, values 0/1, not every cell an obstacle; row-major flags.
+fn read_obstacles(p: &Path, grid: &[usize], lap: &str) -> CliResult<Vec<bool>> {
+    let m = read_npy_input("--obstacles", p)?;
+    if m.shape() != grid {
+        return Err(CliError::input(format!(
+            "--obstacles {}: shape {:?}, expected the grid shape {grid:?} of --laplacian {lap}",
+            p.display(),
+            m.shape()
+        )));
+    }
+    let vals: Vec<f64> = m.to_float::<f64>().iter().copied().collect();
+    if let Some((i, v)) = vals
+        .iter()
+        .enumerate()
+        .find(|(_, v)| **v != 0.0 && **v != 1.0)
+    {
+        return Err(CliError::input(format!(
+            "--obstacles {}: value {v} at flat index {i}, expected 0 (fluid) or 1 (obstacle)",
+            p.display()
+        )));
+    }
+    let mask: Vec<bool> = vals.iter().map(|&v| v == 1.0).collect();
+    if mask.iter().all(|&o| o) {
+        return Err(CliError::input(format!(
+            "--obstacles {}: every cell is an obstacle, so the system has no unknowns",
+            p.display()
+        )));
+    }
+    Ok(mask)
 }
 
 /// Checks the scalar flags before any file is read.
@@ -355,7 +577,7 @@ fn check_flags(a: &SolveArgs) -> CliResult<()> {
             "--max-iter 0: expected at least 1 iteration",
         ));
     }
-    if a.preconditioner == PreconditionerArg::Jacobi && a.method == MethodArg::CgAdaptive {
+    if a.preconditioner == PreconditionerArg::Jacobi && a.method != MethodArg::Cg {
         return Err(CliError::input(
             "--preconditioner jacobi: only with --method cg (--method cg-adaptive has no preconditioned form)",
         ));
@@ -409,26 +631,35 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     let g = &g.for_inputs(&inputs)?;
     let method = match a.method {
         MethodArg::Cg => Method::Cg,
-        MethodArg::CgAdaptive => Method::CgAdaptive,
+        MethodArg::CgAdaptive | MethodArg::Auto => Method::CgAdaptive,
     };
     let mut params = SolveParams::new(method).with_tolerances(a.rtol, a.atol, a.max_iter);
     params.preconditioner = match a.preconditioner {
         PreconditionerArg::None => Preconditioner::None,
         PreconditionerArg::Jacobi => Preconditioner::Jacobi,
     };
-    let task = SolveTask { op, y, x0, params };
+    let boundary_info = laplacian_info(&op);
+    let task = SolveTask {
+        op,
+        y,
+        x0,
+        params,
+        trajectory: a.trajectory,
+    };
     let inputs: Vec<(&str, &Path)> = [
         ("--matrix", a.matrix.as_deref()),
         ("--rhs", Some(a.rhs.as_path())),
         ("--x0", a.x0.as_deref()),
+        ("--obstacles", a.obstacles.as_deref()),
     ]
     .into_iter()
     .filter_map(|(f, p)| p.map(|p| (f, p)))
     .collect();
-    let outputs: Vec<(&str, PathBuf)> = ["x.npy", "residual.npy", "result.json"]
-        .iter()
-        .map(|n| ("--out", a.out.join(n)))
-        .collect();
+    let mut names = vec!["x.npy", "residual.npy", "result.json"];
+    if a.trajectory {
+        names.push("trajectory.npy");
+    }
+    let outputs: Vec<(&str, PathBuf)> = names.iter().map(|n| ("--out", a.out.join(n))).collect();
     check_distinct(&outputs, &inputs)?;
     let mut out = Outputs::in_dir("--out", &a.out)?;
     let s = timings
@@ -436,6 +667,14 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         .map_err(|e| input_sized(e, &a, &rhs))?;
     out.stage("x.npy", |p| write_npy(p, &s.x))?;
     out.stage("residual.npy", |p| write_npy(p, &s.residual))?;
+    let mut steps = None;
+    if let Some(t) = &s.trajectory {
+        let views: Vec<_> = t.iter().map(|a| a.view()).collect();
+        let stack = ndarray::stack(ndarray::Axis(0), &views)
+            .map_err(|e| CliError::failure(format!("trajectory: {e}")))?;
+        steps = Some(t.len().saturating_sub(1));
+        out.stage("trajectory.npy", |p| write_npy(p, &stack))?;
+    }
     let mut info = run_info(g, &s.backend, &s.device);
     let result = json!({
         "iterations": s.iterations,
@@ -452,6 +691,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         "max_iter": a.max_iter,
         "batch": batch,
         "n": n,
+        "trajectory_steps": steps,
         "timings": timings.to_json(),
         "peak_memory_bytes": peak_memory_bytes(),
     });
@@ -459,11 +699,51 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         for (k, v) in r {
             obj.insert(k.clone(), v.clone());
         }
+        if let Some(serde_json::Value::Object(l)) = boundary_info {
+            for (k, v) in l {
+                obj.insert(k, v);
+            }
+            obj.insert("null_space_dimension".into(), json!(s.null_space_dimension));
+        }
+        if !a.trajectory {
+            obj.remove("trajectory_steps");
+        }
     }
     // result.json last: it marks the run complete.
     out.json("result.json", &info)?;
     out.commit()?;
     report(g, &s, &a.out)
+}
+
+/// What `result.json` records of a `--laplacian` operator: boundary per axis (`[lower,
+/// upper]`), spacing per axis and obstacle count; `None` for matrices.
+fn laplacian_info(op: &Op) -> Option<serde_json::Value> {
+    match op {
+        Op::Laplacian(grid, bc) => {
+            let side = match bc {
+                Boundary::Periodic => "periodic",
+                Boundary::DirichletZero => "dirichlet",
+            };
+            Some(json!({
+                "grid": grid,
+                "boundary": vec![[side, side]; grid.len()],
+                "spacing": vec![1.0; grid.len()],
+                "obstacle_count": 0,
+            }))
+        }
+        Op::Poisson {
+            grid,
+            sides,
+            spacing,
+            obstacles,
+        } => Some(json!({
+            "grid": grid,
+            "boundary": sides.iter().map(|s| [s[0].name(), s[1].name()]).collect::<Vec<_>>(),
+            "spacing": spacing,
+            "obstacle_count": obstacles.as_ref().map_or(0, |m| m.iter().filter(|&&o| o).count()),
+        })),
+        _ => None,
+    }
 }
 
 /// The solve's errors in the user's terms: a memory shortfall is a consequence of the input's

@@ -8,6 +8,7 @@
 pub mod args;
 pub mod mrc;
 pub mod npy;
+pub mod plot;
 pub mod png;
 pub mod star;
 mod stream;

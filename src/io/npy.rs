@@ -56,7 +56,7 @@ struct Header {
 }
 
 fn parse_descr(d: &str) -> std::result::Result<(Kind, bool), String> {
-    let supported = "expected one of <f4 <f8 <i4 <i8 (either byte order) or |i1 |u1 <i2 <u2";
+    let supported = "expected one of <f4 <f8 <i4 <i8 (either byte order) or |i1 |u1 |b1 <i2 <u2";
     // `split_at_checked`: a dtype starting with a multi-byte character is an error, not a panic.
     let Some((order, code)) = d.split_at_checked(1).filter(|_| d.len() >= 2) else {
         return Err(format!("unsupported dtype '{d}', {supported}"));
@@ -71,6 +71,8 @@ fn parse_descr(d: &str) -> std::result::Result<(Kind, bool), String> {
         "f8" => Kind::F64,
         "i1" => Kind::I8,
         "u1" => Kind::U8,
+        // numpy's bool: one byte, 0 or 1 (read as uint8).
+        "b1" => Kind::U8,
         "i2" => Kind::I16,
         "u2" => Kind::U16,
         "i4" => Kind::I32,

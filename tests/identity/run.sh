@@ -114,5 +114,6 @@ refused err_devices 0 match $T $P -a 40 -o o --devices 0,0 --backend cpu
 refused err_missing 0 match -m $IN/nope.mrc $P -a 40 -o o
 refused err_list_missing 0 match --target-list $IN/nope.txt $P -a 40 -o o
 refused err_mpi2_peaks_one 2 match $T $P -a 40 -o o --peaks
+refused err_list_pytom 0 match $L $P -a 40 -o o --peaks --caller pytom
 echo "== $cases cases, $files files compared"
 [ $fail = 0 ] && echo "IDENTICAL" || { echo "DIFFERENCES"; exit 1; }

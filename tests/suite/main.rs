@@ -6,6 +6,7 @@
 mod api;
 mod background;
 mod cg;
+mod cg_pressure;
 mod cg_round_trips;
 mod cg_trust;
 #[cfg(feature = "cli")]
@@ -16,6 +17,9 @@ mod cli_filters;
 mod cli_hostile;
 #[cfg(feature = "cli")]
 mod cli_peaks;
+#[cfg(feature = "cli")]
+mod cli_pressure;
+mod cli_pytom;
 #[cfg(feature = "cli")]
 mod cli_robust;
 #[cfg(feature = "cli")]
@@ -28,6 +32,7 @@ mod conformance;
 mod devices;
 mod filter_fixtures;
 mod filters;
+mod fit;
 #[cfg(feature = "io")]
 mod fuzz;
 #[cfg(feature = "cli")]
@@ -45,6 +50,7 @@ mod peaks;
 mod planted;
 #[cfg(feature = "cli")]
 mod pytme_frame;
+mod pytom_pick;
 mod resample_fixtures;
 mod rotation_edges;
 mod rotation_sets;

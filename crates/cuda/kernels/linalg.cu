@@ -342,3 +342,87 @@ extern "C" __global__ void row_partials_into(const double *partial, i64 off, i64
                                    len, rows, bpr, row0, partial);                          \
     }
 MM_FLOATS(MM_LA)
+
+// The pressure-Poisson stencil (monomorph_core::PoissonStencil, Linalg::stencil): per-cell flags
+// (bit 0 active, bit 1 + 2p / 2 + 2p the lower / upper face of padded axis p open) decide which
+// faces carry flux; a Dirichlet ghost holds 0; a periodic axis wraps. Without a flags array the
+// flags follow from the boundary alone (`open`: bit 2p / 2p + 1 = the lower / upper boundary face
+// of padded axis p is open). Same order and rounding as the CPU backend: per real axis, slowest
+// first, c_p * ((lo + hi) - k * x), summed left to right.
+
+template <typename T>
+__device__ __forceinline__ T mm_stencil_axis(unsigned f, int p, T lo, T hi, T x) {
+    const T l = (f & (1u << (1 + 2 * p))) ? lo : (T)0;
+    const T h = (f & (1u << (2 + 2 * p))) ? hi : (T)0;
+    const T k = (T)(((f >> (1 + 2 * p)) & 1u) + ((f >> (2 + 2 * p)) & 1u));
+    return (l + h) - mm_mul(k, x);
+}
+
+template <typename T>
+__device__ __forceinline__ T mm_stencil_point(const T *xv, const unsigned char *cells,
+                                              int has_cells, i64 idx, i64 nz, i64 ny, i64 nx,
+                                              double cz, double cy, double cx, int per, int open,
+                                              int first) {
+    const i64 n3[3] = {nz, ny, nx};
+    const i64 st[3] = {ny * nx, nx, 1};
+    const i64 c3[3] = {idx / (ny * nx), (idx / nx) % ny, idx % nx};
+    const double cc[3] = {cz, cy, cx};
+    unsigned f;
+    if (has_cells) {
+        f = cells[idx];
+    } else {
+        f = 1u;
+        for (int p = first; p < 3; ++p) {
+            if (c3[p] > 0 || ((open >> (2 * p)) & 1)) f |= 1u << (1 + 2 * p);
+            if (c3[p] + 1 < n3[p] || ((open >> (2 * p + 1)) & 1)) f |= 1u << (2 + 2 * p);
+        }
+    }
+    if (!(f & 1u)) return (T)0;
+    const T x = xv[idx];
+    T acc = (T)0;
+    for (int p = first; p < 3; ++p) {
+        const i64 c = c3[p], len = n3[p], s = st[p];
+        const int wrap = (per >> p) & 1;
+        T lo = (T)0, hi = (T)0;
+        if (c > 0) lo = xv[idx - s];
+        else if (wrap) lo = xv[idx + (len - 1) * s];
+        if (c + 1 < len) hi = xv[idx + s];
+        else if (wrap) hi = xv[idx - (len - 1) * s];
+        const T term = mm_mul((T)cc[p], mm_stencil_axis<T>(f, p, lo, hi, x));
+        acc = (p == first) ? term : acc + term;
+    }
+    return acc;
+}
+
+#define MM_STENCIL(n, T)                                                                       \
+    extern "C" __global__ void stencil_##n(const T *x, T *y, i64 batch, i64 nz, i64 ny, i64 nx, \
+                                           double cz, double cy, double cx, int per, int open,   \
+                                           int first, const unsigned char *cells,               \
+                                           int has_cells) {                                     \
+        const i64 len = nz * ny * nx;                                                          \
+        GRID_LOOP(g, batch * len) {                                                            \
+            const i64 b = g / len, idx = g % len;                                               \
+            y[g] = mm_stencil_point<T>(x + b * len, cells, has_cells, idx, nz, ny, nx, cz, cy,  \
+                                       cx, per, open, first);                                   \
+        }                                                                                      \
+    }                                                                                          \
+    extern "C" __global__ void stencil_dot_##n(                                                \
+        const T *x, T *y, i64 nz, i64 ny, i64 nx, double cz, double cy, double cx, int per,    \
+        int open, int first, const unsigned char *cells, int has_cells, const int *active,     \
+        i64 bpr, i64 row0, double *partial) {                                                  \
+        const i64 row = row0 + blockIdx.y;                                                     \
+        const i64 len = nz * ny * nx;                                                          \
+        double acc = 0.0;                                                                      \
+        if (active[row]) {                                                                     \
+            const T *xv = x + row * len;                                                       \
+            for (i64 i = (i64)blockIdx.x * MM_BLOCK + threadIdx.x; i < len;                    \
+                 i += bpr * MM_BLOCK) {                                                        \
+                const T v = mm_stencil_point<T>(xv, cells, has_cells, i, nz, ny, nx, cz, cy,   \
+                                                cx, per, open, first);                         \
+                y[row * len + i] = v;                                                          \
+                acc += (double)xv[i] * (double)v;                                              \
+            }                                                                                  \
+        }                                                                                      \
+        mm_block_sum(acc, partial, row * bpr + blockIdx.x);                                    \
+    }
+MM_FLOATS(MM_STENCIL)

@@ -122,6 +122,8 @@ fn extra_kernels() -> Vec<String> {
             "matvec_dense_dot",
             "matvec_csr_dot",
             "axpy_pair_rows_ratio",
+            "stencil",
+            "stencil_dot",
         ] {
             v.push(format!("{k}_{t}"));
         }

@@ -2,6 +2,7 @@
 
 pub mod cg;
 pub mod filters;
+pub mod fit;
 pub mod matching;
 pub mod peaks;
 pub mod rotations;

@@ -8,6 +8,8 @@
 //!   minimum-distance filter runs over a grid of buckets.
 //! * [`max_filter_coordinates`], [`call_peaks_maximum_filter`], [`call_peaks_fast`] and
 //!   [`call_peaks_recursive`] are pytme's peak callers on the same primitives.
+//! * [`extract_pytom`] is pytom-match-pick's candidate extraction (cube suppression, optional
+//!   top-hat dual threshold [`tophat_mask`]) and [`estimate_roc`] its ROC estimate.
 //! * [`false_alarm_threshold`] turns "at most k false positives" into a score threshold.
 //! * [`refine_parabolic`] adds a sub-voxel offset to each peak (a parabola through the peak
 //!   and its neighbours, per axis); [`oversample_peaks`] finds sub-voxel positions as pytme's
@@ -25,11 +27,15 @@
 //! NaN) has no peaks, like scikit-image's constant ("trivial") image.
 
 mod false_alarm;
+mod histogram;
 mod oversample;
 mod pytme;
+mod pytom;
 mod refine;
+mod roc;
 mod spacing;
 mod stats;
+mod tophat;
 
 use ndarray::ArrayView3;
 
@@ -42,15 +48,19 @@ use crate::error::{Error, Result, fmt_shape};
 use crate::shape::{expect_nonempty, expect_shape};
 
 pub use false_alarm::{FalseAlarm, RunStats, false_alarm};
+pub use histogram::{centres as histogram_centres, histogram};
 pub use oversample::oversample_peaks;
 pub use pytme::{
     PytmeParams, RecursiveMask, call_peaks_fast, call_peaks_maximum_filter, call_peaks_recursive,
     max_filter_coordinates,
 };
+pub use pytom::{Extracted, PytomParams, extract_pytom, pytom_cut_off, pytom_radius};
 pub use refine::refine_parabolic;
+pub use roc::{Gaussian, Roc, RocParams, RocPoint, estimate_roc};
 pub use stats::{
     erfc, erfcinv, false_alarm_threshold, pytme_false_alarm_threshold, voxels_inside_border,
 };
+pub use tophat::{TophatFit, TophatParams, tophat_cut, tophat_mask, white_tophat};
 
 use spacing::{Closeness, greedy_spacing};
 

@@ -156,7 +156,8 @@ macro_rules! conformance_family {
     (linalg, $make:path) => {
         $crate::conformance_family!(@mod linalg, $make;
             dense_matvec, csr_matvec, laplacian_stencil, row_ops, axpy_pair_rows_fused,
-            cg_fused_device_scalars);
+            cg_fused_device_scalars, poisson_stencil_matches_assembled,
+            prop_poisson_stencil_symmetric);
     };
     (correlate, $make:path) => {
         $crate::conformance_family!(@mod correlate, $make;

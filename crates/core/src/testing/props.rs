@@ -8,7 +8,7 @@ use super::{cases, flat, reference};
 use crate::backend::*;
 use crate::dtype::{Float, Real};
 
-fn runner(default_cases: u32) -> TestRunner {
+pub(crate) fn runner(default_cases: u32) -> TestRunner {
     TestRunner::new(Config {
         cases: cases(default_cases),
         failure_persistence: None,

@@ -7,9 +7,10 @@
 //! [`LANES`] independent f64 accumulators so that they vectorise.
 
 use monomorph_core::{
-    Boundary, CsrMatrix, DenseDims, Float, LaplacianDims, Linalg, Precision, Result, check_active,
-    check_axpy_pair_rows, check_axpy_rows, check_laplacian, check_matvec_csr, check_matvec_csr_dot,
-    check_matvec_dense, check_matvec_dense_dot, check_scale_rows, check_xpay_rows,
+    Boundary, CsrMatrix, DenseDims, Float, LaplacianDims, Linalg, PoissonStencil, Precision,
+    Result, check_active, check_axpy_pair_rows, check_axpy_rows, check_laplacian, check_matvec_csr,
+    check_matvec_csr_dot, check_matvec_dense, check_matvec_dense_dot, check_scale_rows,
+    check_xpay_rows,
 };
 use ndarray::ArrayD;
 use rayon::prelude::*;
@@ -23,7 +24,7 @@ const LANES: usize = 8;
 /// Elements per chunk of a row in the fused kernels (a parallel task and a reduction partial).
 const CHUNK: usize = 1 << 14;
 /// Elements per chunk of the Laplacian (8 planes of 128²: the halo planes add 25 %).
-const STENCIL_CHUNK: usize = 1 << 17;
+pub(super) const STENCIL_CHUNK: usize = 1 << 17;
 
 /// Runs `f(row, y_row)` for every row of `y` (rows × n), in parallel over rows or, for one long
 /// row, over chunks of it (`f` then gets the chunk offset).
@@ -53,7 +54,7 @@ fn rows_mut<T: Send + Sync>(y: &mut [T], n: usize, f: impl Fn(usize, usize, &mut
 /// `f(row, offset, chunk)` over chunks of `chunk` elements (the last may be shorter), in
 /// parallel, and returns per row the sum of the chunks' f64 results in chunk order (0 for
 /// inactive rows).
-fn row_chunks_sum<T: Send + Sync>(
+pub(super) fn row_chunks_sum<T: Send + Sync>(
     y: &mut [T],
     n: usize,
     chunk: usize,
@@ -100,7 +101,7 @@ fn wide<T: Float>(v: T) -> f64 {
 
 /// Σ a·b in f64 with [`LANES`] accumulators.
 #[inline]
-fn dot_lanes<T: Float>(a: &[T], b: &[T]) -> f64 {
+pub(super) fn dot_lanes<T: Float>(a: &[T], b: &[T]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0.0f64; LANES];
@@ -332,6 +333,25 @@ impl<P: Precision> Linalg for Cpu<P> {
             self.laplacian_impl(grid, boundary, x, y, &[], false)
                 .map(|_| ())
         })
+    }
+
+    fn stencil<T: Float>(
+        &self,
+        st: &PoissonStencil<Self>,
+        x: &ArrayD<T>,
+        y: &mut ArrayD<T>,
+    ) -> Result<()> {
+        self.install(|| self.stencil_impl(st, x, y, &[], false).map(|_| ()))
+    }
+
+    fn stencil_dot<T: Float>(
+        &self,
+        st: &PoissonStencil<Self>,
+        x: &ArrayD<T>,
+        y: &mut ArrayD<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        self.install(|| self.stencil_impl(st, x, y, active, true))
     }
 
     fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut ArrayD<T>) -> Result<()> {

@@ -8,6 +8,7 @@ mod memory;
 mod reduce;
 mod resample;
 mod spectral;
+mod stencil;
 
 use monomorph_core::{Error, Result};
 use ndarray::ArrayD;

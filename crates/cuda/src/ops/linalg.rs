@@ -1,9 +1,9 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use monomorph_core::{
-    ArrayMeta, Boundary, CsrMatrix, DenseDims, Float, LaplacianDims, Linalg, Memory, Precision,
-    Precond, Ratio, Result, check_active, check_axpy_pair_rows, check_axpy_rows, check_laplacian,
-    check_matvec_csr, check_matvec_csr_dot, check_matvec_dense, check_matvec_dense_dot,
-    check_row_scalars, check_scale_rows, check_xpay_rows,
+    ArrayMeta, Boundary, CsrMatrix, DenseDims, Float, LaplacianDims, Linalg, Memory,
+    PoissonStencil, Precision, Precond, Ratio, Result, check_active, check_axpy_pair_rows,
+    check_axpy_rows, check_laplacian, check_matvec_csr, check_matvec_csr_dot, check_matvec_dense,
+    check_matvec_dense_dot, check_row_scalars, check_scale_rows, check_stencil, check_xpay_rows,
 };
 
 use crate::error::Ck;
@@ -21,7 +21,7 @@ fn row_grid(bpr: usize, rows: usize) -> LaunchConfig {
 /// Where a fused kernel's per-row dots go: back to the host, or into a slot of the per-row
 /// scalars on the device.
 #[derive(Clone, Copy)]
-enum Dots {
+pub(super) enum Dots {
     Host,
     /// Slot of the per-row scalars passed beside.
     Slot(usize),
@@ -29,7 +29,7 @@ enum Dots {
 
 /// Runs `f(config, row0)` for every chunk of at most 65535 rows of a (bpr, rows) grid (the
 /// grid's y dimension is limited to 65535).
-fn row_chunks(
+pub(super) fn row_chunks(
     rows: usize,
     bpr: usize,
     mut f: impl FnMut(LaunchConfig, i64) -> Result<()>,
@@ -47,7 +47,7 @@ impl<P: Precision> Cuda<P> {
     /// Room for `k·rows·bpr` f64 partials (at least one), not initialised: the fused kernels
     /// write every (row, block) entry of each group they compute, inactive rows included, before
     /// the sums read them (no memset on the stream per call).
-    fn partials(
+    pub(super) fn partials(
         &self,
         k: usize,
         rows: usize,
@@ -72,7 +72,7 @@ impl<P: Precision> Cuda<P> {
     }
 
     /// The `active` flags as device ints.
-    fn flags(&self, active: &[bool]) -> Result<CudaSlice<u8>> {
+    pub(super) fn flags(&self, active: &[bool]) -> Result<CudaSlice<u8>> {
         let flags: Vec<i32> = active.iter().map(|&a| a as i32).collect();
         self.upload_small(&flags)
     }
@@ -81,7 +81,7 @@ impl<P: Precision> Cuda<P> {
     /// `dest[g]`) per row: on the host in block order ([`Dots::Host`], returned in group
     /// order), or on the device in a fixed order into a slot of `s` ([`Dots::Slot`], nothing
     /// returned and no synchronisation).
-    fn finish_dots(
+    pub(super) fn finish_dots(
         &self,
         partial: &CudaSlice<u8>,
         rows: usize,
@@ -455,6 +455,19 @@ impl<P: Precision> Linalg for Cuda<P> {
         Ok(())
     }
 
+    fn stencil<T: Float>(
+        &self,
+        st: &PoissonStencil<Self>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+    ) -> Result<()> {
+        let (rows, n) = check_stencil("stencil", st, x.shape(), y.shape())?;
+        if rows == 0 {
+            return Ok(());
+        }
+        self.stencil_dev(st, rows, n, x, y)
+    }
+
     fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut CudaArray<T>) -> Result<()> {
         let (rows, n) = check_scale_rows(alpha, x.shape())?;
         self.row_kernel("scale_rows", alpha, None, x, false, rows, n)
@@ -609,6 +622,42 @@ impl<P: Precision> Linalg for Cuda<P> {
         let mut v =
             self.laplacian_dot_dev(grid, boundary, dims, x, y, &flags, (&[Dots::Host], None))?;
         Ok(v.pop().unwrap_or_default())
+    }
+
+    fn stencil_dot<T: Float>(
+        &self,
+        st: &PoissonStencil<Self>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        let (rows, n) = check_stencil("stencil_dot", st, x.shape(), y.shape())?;
+        check_active("stencil_dot", active, rows)?;
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        let flags = self.flags(active)?;
+        let mut v = self.stencil_dot_dev(st, rows, n, x, y, &flags, (&[Dots::Host], None))?;
+        Ok(v.pop().unwrap_or_default())
+    }
+
+    fn stencil_dot_into<T: Float>(
+        &self,
+        st: &PoissonStencil<Self>,
+        x: &CudaArray<T>,
+        y: &mut CudaArray<T>,
+        mask: &CudaArray<i32>,
+        s: &mut CudaArray<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        let (rows, n) = check_stencil("stencil_dot_into", st, x.shape(), y.shape())?;
+        check_row_scalars("stencil_dot_into", s.shape(), mask.shape(), rows, &[slot])?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let dest = (&[Dots::Slot(slot)][..], Some(s));
+        self.stencil_dot_dev(st, rows, n, x, y, &mask.buf, dest)?;
+        Ok(())
     }
 
     fn matvec_dense_dot<T: Float>(

@@ -8,6 +8,7 @@ mod memory;
 mod reduce;
 mod resample;
 mod spectral;
+mod stencil;
 
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr};
 use monomorph_core::error::fmt_shape;

@@ -47,6 +47,8 @@ pub(super) struct Book {
     pub true_sq: Vec<f64>,
     /// The loop's own verdict before the true residual was checked.
     pub loop_converged: Vec<bool>,
+    /// `Σ` of the squared part of `y` in the operator's null space (0 without one).
+    pub null_sq: Vec<f64>,
 }
 
 impl Book {
@@ -117,6 +119,18 @@ impl Book {
             }
             return format!(
                 "converged: ‖y − A·x‖ = {t:.3e} ≤ tolerance {tol:.3e} after {it} iteration(s)"
+            );
+        }
+        if !self.diverged[e] && self.null_sq[e] > self.tol_sq[e] {
+            return format!(
+                "not converged: y has a component of norm {:.3e} in the operator's null space \
+                 (tolerance {tol:.3e}), so the system has no solution — the operator is singular \
+                 (a region of cells without an open Dirichlet side: all-Neumann or periodic \
+                 boundaries, or cells closed off by obstacles) and y must sum to zero over each \
+                 such region; subtract its mean over the region's cells (PhiFlow subtracts the \
+                 mean divergence over the fluid cells). x solves the system with that component \
+                 removed (‖y − A·x‖ = {t:.3e})",
+                self.null_sq[e].sqrt()
             );
         }
         let indefinite = |k: usize| {

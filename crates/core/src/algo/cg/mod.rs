@@ -60,13 +60,15 @@
 
 mod book;
 mod operator;
+mod poisson;
 mod solve;
 
 pub use operator::{CsrOperator, DenseOperator, LaplacianOperator, LinearOperator};
+pub use poisson::{NullSpace, PoissonOperator};
 pub use solve::{conjugate_gradient, conjugate_gradient_observed};
 
 use crate::backend::{Arr, BackendTypes, FloatOf};
-pub use crate::backend::{Boundary, CsrMatrix};
+pub use crate::backend::{Boundary, CsrMatrix, PoissonStencil, Side};
 
 /// The CG variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -8,6 +8,8 @@ use crate::backend::{
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 
+use super::NullSpace;
+
 /// A square linear operator applied to a whole batch at once: `y[b] = A_b · x[b]` for
 /// `x`, `y` of shape `(batch, n)`.
 ///
@@ -114,6 +116,16 @@ pub trait LinearOperator<B: Reduce> {
     fn diagonal(&self, b: &B) -> Result<Option<ArrayD<f64>>> {
         let _ = b;
         Ok(None)
+    }
+
+    /// The operator's null space cell by cell, when it is known: cells that are not unknowns
+    /// and regions whose constant is in the null space ([`NullSpace`]). With one, the solver
+    /// zeroes `y` and `x0` on the pinned cells, iterates on the residual projected onto the
+    /// range, returns the solution of zero mean over each region, and reports a right-hand side
+    /// with a component in the null space (above the tolerance) as not converged. `None` (the
+    /// default): no such treatment.
+    fn null_space(&self) -> Option<&NullSpace> {
+        None
     }
 }
 

@@ -109,6 +109,9 @@ impl<B: Memory + Elementwise + Linalg, O: LinearOperator<B> + ?Sized> LinearOper
     fn diagonal(&self, b: &B) -> Result<Option<ArrayD<f64>>> {
         self.0.diagonal(b)
     }
+    fn null_space(&self) -> Option<&super::NullSpace> {
+        self.0.null_space()
+    }
 }
 
 /// One value per entry from a list of 1 or `batch` values.
@@ -259,6 +262,12 @@ struct Cg<'a, B: Memory + Elementwise + Linalg> {
     dq: Vec<f64>,
     book: Book,
     step: usize,
+    /// The operator's null space when it has floating regions (the residual the loop
+    /// iterates on is projected onto the range).
+    null: Option<&'a super::NullSpace>,
+    /// The unprojected true residual `y − A·x` of the last [`Cg::true_residual`], on the host
+    /// (only with `null`): the residual the result reports.
+    r_true: Option<ArrayD<FloatOf<B>>>,
 }
 
 impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
@@ -457,11 +466,35 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
         Ok(())
     }
 
-    /// `r = y − A·x` for every entry (one operator application) and its `Σr²`.
-    fn true_residual(&mut self) -> Result<Vec<f64>> {
+    /// `r = y − A·x` for every entry (one operator application): returns its `Σr²` (the
+    /// true residual, judged at exit) and the `Σr²` the loop iterates on. They are the same
+    /// except for an operator with floating regions ([`Cg::null`]), whose `r` is then
+    /// projected onto the range (each region's mean removed; the unprojected `r` is kept in
+    /// [`Cg::r_true`]).
+    fn true_residual(&mut self) -> Result<(Vec<f64>, Vec<f64>)> {
         self.op.apply(self.b, &self.x, &mut self.q)?;
         self.b.binary(BinaryOp::Sub, self.y, &self.q, &mut self.r)?;
-        self.b.sum_sq_rows(&self.r).map(rows_f64)
+        let sq = rows_f64(self.b.sum_sq_rows(&self.r)?);
+        let Some(ns) = self.null else {
+            return Ok((sq.clone(), sq));
+        };
+        let host = self.b.download(&self.r)?;
+        let mut p = host.clone();
+        ns.project(&mut p);
+        self.r = self.b.upload(p.view())?;
+        self.r_true = Some(host);
+        Ok((sq, rows_f64(self.b.sum_sq_rows(&self.r)?)))
+    }
+
+    /// With floating regions: `x` minus its mean over each region (the zero-mean solution;
+    /// `A·x` is unchanged).
+    fn project_x(&mut self) -> Result<()> {
+        if let Some(ns) = self.null {
+            let mut h = self.b.download(&self.x)?;
+            ns.project(&mut h);
+            self.x = self.b.upload(h.view())?;
+        }
+        Ok(())
     }
 
     /// Residual replacement: the entries whose recurrence met the tolerance but whose true
@@ -531,6 +564,21 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
         None
     };
 
+    // An operator with cells that are not unknowns ignores y (and x0) there: both are zeroed.
+    let ns = op.null_space();
+    let y_owned = match ns {
+        Some(ns) if ns.pinned() > 0 => {
+            let mut h = b.download(y)?;
+            ns.zero_pinned(&mut h);
+            Some(b.upload(h.view())?)
+        }
+        _ => None,
+    };
+    let y = y_owned.as_ref().unwrap_or(y);
+    let null_sq = match ns {
+        Some(ns) if ns.dimension() > 0 => ns.null_sq(&b.download(y)?),
+        _ => vec![0.0; batch],
+    };
     // x, r = y − A·x. A row with y = 0 has the answer x = 0 whatever x0 is (as scipy's cg):
     // it starts from 0 and converges at once, even with atol = 0.
     let ysq = rows_f64(b.sum_sq_rows(y)?);
@@ -547,6 +595,14 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
         }
         Some(x0) => b.duplicate(x0)?,
         None => b.zeros::<T<B>>(&shape)?,
+    };
+    let x = match (ns, x0) {
+        (Some(ns), Some(_)) if ns.pinned() > 0 => {
+            let mut h = b.download(&x)?;
+            ns.zero_pinned(&mut h);
+            b.upload(h.view())?
+        }
+        _ => x,
     };
     let x_bad: Vec<bool> = match x0 {
         Some(_) => b.sum_rows(&x)?.iter().map(|s| !s.is_finite()).collect(),
@@ -594,10 +650,13 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
             zero_rhs,
             true_sq: Vec::new(),
             loop_converged: Vec::new(),
+            null_sq,
         },
         step: 0,
+        null: ns.filter(|n| n.dimension() > 0),
+        r_true: None,
     };
-    let rsq = cg.true_residual()?;
+    let (_, rsq) = cg.true_residual()?;
     cg.book.rsq0 = rsq.clone();
     cg.book.rsq = rsq;
     for e in 0..batch {
@@ -617,15 +676,21 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
     // singular system without a solution it can fall below the tolerance while y − A·x stays
     // large. An entry whose recurrence converged but whose true residual did not restarts from
     // the true residual (residual replacement) while that keeps paying off. When no entry
-    // iterated, r is already exact.
+    // iterated, r is already exact (except on an operator with floating regions, whose x is
+    // made zero-mean and whose true residual is the unprojected one).
     let mut true_sq = cg.book.rsq.clone();
     let (mut last, mut restarts) = (vec![0.0; batch], vec![0usize; batch]);
-    while cg.book.it.iter().any(|&k| k > 0) {
-        true_sq = cg.true_residual()?;
-        if !cg.restart(&true_sq, &mut last, &mut restarts)? {
+    while cg.book.it.iter().any(|&k| k > 0) || cg.null.is_some() {
+        cg.project_x()?;
+        let (t, p) = cg.true_residual()?;
+        true_sq = t;
+        if !cg.restart(&p, &mut last, &mut restarts)? {
             break;
         }
         cg.iterate(observer)?;
+    }
+    if let Some(r) = cg.r_true.take() {
+        cg.r = b.upload(r.view())?;
     }
     let mut book = cg.book;
     book.finish(true_sq);

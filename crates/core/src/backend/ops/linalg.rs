@@ -1,4 +1,4 @@
-use crate::backend::{Arr, BackendTypes, Memory};
+use crate::backend::{Arr, BackendTypes, Memory, PoissonStencil, check_stencil};
 use crate::dtype::{Element, Float};
 use crate::error::Result;
 
@@ -541,6 +541,15 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
     ) -> Result<()>;
+    /// `y[b] = L·x[b]`: the pressure-Poisson stencil `st` (per-axis and per-side boundaries,
+    /// per-axis spacing, obstacles; see [`PoissonStencil`] for the definition every backend
+    /// computes). `x`, `y`: `(batch, n)` for the stencil's `n` cells.
+    fn stencil<T: Float>(
+        &self,
+        st: &PoissonStencil<Self>,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+    ) -> Result<()>;
     /// `x[b] = alpha[b] · x[b]`.
     fn scale_rows<T: Float>(&self, alpha: &[T], x: &mut Arr<Self, T>) -> Result<()>;
     /// `y[b] = y[b] + alpha[b] · x[b]`. Rows with `alpha[b] == 0` are left unchanged (as BLAS
@@ -658,6 +667,24 @@ pub trait Linalg:
         Ok(out)
     }
 
+    /// [`Linalg::stencil`] fused with the dot product `x[b]·y[b]`, returned per row. Rows where
+    /// `active[b]` is false may be skipped (`y` unspecified there, dot 0).
+    fn stencil_dot<T: Float>(
+        &self,
+        st: &PoissonStencil<Self>,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+        active: &[bool],
+    ) -> Result<Vec<f64>> {
+        use crate::backend::ArrayMeta;
+        let (rows, _) = check_stencil("stencil_dot", st, x.shape(), y.shape())?;
+        check_active("stencil_dot", active, rows)?;
+        self.stencil(st, x, y)?;
+        let mut out = rows_f64(self.dot_rows(x, y)?);
+        mask_rows(&mut out, active);
+        Ok(out)
+    }
+
     /// [`Linalg::matvec_dense`] (square `A`) fused with `x[b]·y[b]`, returned per row; rows where
     /// `active[b]` is false may be skipped (`y` unspecified there, dot 0).
     fn matvec_dense_dot<T: Float>(
@@ -716,6 +743,26 @@ pub trait Linalg:
         )?;
         let active = mask_on(self, mask)?;
         let v = self.laplacian_dot(grid, boundary, x, y, &active)?;
+        store_slot(self, s, slot, &v)
+    }
+
+    /// [`Linalg::stencil_dot`] on the rows where `mask[b] ≠ 0`, writing the dots into slot
+    /// `slot` of `s` (0 for the other rows) instead of returning them.
+    #[allow(clippy::too_many_arguments)]
+    fn stencil_dot_into<T: Float>(
+        &self,
+        st: &PoissonStencil<Self>,
+        x: &Arr<Self, T>,
+        y: &mut Arr<Self, T>,
+        mask: &Arr<Self, i32>,
+        s: &mut Arr<Self, f64>,
+        slot: usize,
+    ) -> Result<()> {
+        use crate::backend::ArrayMeta;
+        let (rows, _) = check_stencil("stencil_dot_into", st, x.shape(), y.shape())?;
+        check_row_scalars("stencil_dot_into", s.shape(), mask.shape(), rows, &[slot])?;
+        let active = mask_on(self, mask)?;
+        let v = self.stencil_dot(st, x, y, &active)?;
         store_slot(self, s, slot, &v)
     }
 

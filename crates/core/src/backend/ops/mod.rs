@@ -8,6 +8,7 @@ mod memory;
 mod reduce;
 mod resample;
 mod spectral;
+mod stencil;
 
 pub use correlate::*;
 pub use elementwise::*;
@@ -17,6 +18,7 @@ pub use memory::*;
 pub use reduce::*;
 pub use resample::*;
 pub use spectral::*;
+pub use stencil::*;
 
 // The checks' shape helpers with the argument's name built only on failure: the checks run on
 // every op call, and most names carry the op's (`format!`), which a passing call should not pay

@@ -9,6 +9,7 @@ mod memory;
 mod reduce;
 mod resample;
 mod spectral;
+mod stencil;
 mod validation;
 pub use correlate::*;
 pub use elementwise::*;
@@ -18,6 +19,7 @@ pub use memory::*;
 pub use reduce::*;
 pub use resample::*;
 pub use spectral::*;
+pub use stencil::*;
 pub use validation::*;
 
 use ndarray::ArrayD;
