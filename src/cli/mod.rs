@@ -335,6 +335,7 @@ fn run_command(command: Command, mut g: Global, launched: Option<usize>) -> CliR
     let done = match command {
         Command::Demo(a) => demo::run(&fixed, a),
         Command::Match(a) => run::run_match(&g, a),
+        Command::Peaks(a) if a.caller == peaks::Caller::Pytom => pytom::run_peaks(&g, a),
         Command::Peaks(a) => peaks::run(&g, a),
         Command::Roc(a) => roc::run(&g, a),
         Command::Solve(a) => solve::run(&g, a),

@@ -95,7 +95,7 @@ pub struct PeaksArgs {
     pub caller: Caller,
     /// pytom-match-pick's extraction flags (--caller pytom).
     #[command(flatten)]
-    pub pytom: super::pytom::PytomArgs,
+    pub pytom: PytomArgs,
     /// Output peak list: `.csv` (`z,y,x,score[,rotation,rot,tilt,psi]`; 2-D
     /// `y,x,score[,rotation,psi]`) or `.star` (RELION 4: _rlnCoordinateX/Y/Z = array axes
     /// 2, 1, 0). Angles are RELION's, in degrees: Rz(rot)·Ry(tilt)·Rz(psi) is the rotation
@@ -119,6 +119,51 @@ pub enum Caller {
     Recursive,
     /// pytom-match-pick 0.14 `extract_particles` (`monomorph peaks` only).
     Pytom,
+}
+
+/// The flags of `peaks --caller pytom` (pytom-match-pick's `pytom_extract_candidates.py`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct PytomArgs {
+    /// Particle diameter in Å (--caller pytom): border planes of `r = int(D/2/voxel)` voxels
+    /// are not searched and a `(2r+1)³` cube around each particle is cleared (pytom's
+    /// behaviour; its documentation says a ball). The voxel size comes from the scores' MRC
+    /// header, else the matching run's run.json, else --sampling-rate.
+    #[arg(long, value_name = "Å")]
+    pub particle_diameter: Option<f64>,
+    /// Voxel size in Å of the scores, for --particle-diameter when neither the scores' header
+    /// nor the run.json holds one.
+    #[arg(long, value_name = "Å")]
+    pub sampling_rate: Option<f64>,
+    /// --caller pytom: keep only voxels whose white top-hat transform exceeds the cut fitted to
+    /// its histogram (pytom's --tophat-filter: a Gaussian fitted to the log histogram, cut at
+    /// --false-positives expected false positives).
+    #[arg(long)]
+    pub tophat_filter: bool,
+    /// Connectivity of the top-hat's structure element: 1 (faces), 2 (+ edges), 3 (cube).
+    #[arg(long, value_name = "1|2|3", default_value_t = 1)]
+    pub tophat_connectivity: usize,
+    /// Bins of the top-hat histogram.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub tophat_bins: usize,
+    /// Mask (`.npy` or MRC, the scores' shape): scores where it is <= 0 are set to 0 before
+    /// extraction, as pytom's --tomogram-mask.
+    #[arg(long, value_name = "M")]
+    pub tomogram_mask: Option<PathBuf>,
+}
+
+/// The first pytom-only flag given (for the other callers, which do not use them).
+pub fn given_flag(p: &PytomArgs) -> Option<&'static str> {
+    [
+        ("--particle-diameter", p.particle_diameter.is_some()),
+        ("--sampling-rate", p.sampling_rate.is_some()),
+        ("--tophat-filter", p.tophat_filter),
+        ("--tophat-connectivity", p.tophat_connectivity != 1),
+        ("--tophat-bins", p.tophat_bins != 50),
+        ("--tomogram-mask", p.tomogram_mask.is_some()),
+    ]
+    .into_iter()
+    .find(|(_, g)| *g)
+    .map(|(f, _)| f)
 }
 
 /// What to call peaks with (host data, no backend type).
@@ -576,12 +621,10 @@ fn find_match_run(
     }
 }
 
-/// Runs `monomorph peaks`.
+/// Runs `monomorph peaks` with the skimage, maxfilter and recursive callers (`--caller pytom`
+/// runs `pytom::run_peaks`, chosen where the command is dispatched).
 pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
-    if a.caller == Caller::Pytom {
-        return super::pytom::run_peaks(g, a);
-    }
-    if let Some(flag) = super::pytom::given_flag(&a.pytom) {
+    if let Some(flag) = given_flag(&a.pytom) {
         return Err(CliError::input(format!(
             "{flag}: a pytom extraction setting, expected it with --caller pytom"
         )));

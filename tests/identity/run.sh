@@ -115,5 +115,7 @@ refused err_missing 0 match -m $IN/nope.mrc $P -a 40 -o o
 refused err_list_missing 0 match --target-list $IN/nope.txt $P -a 40 -o o
 refused err_mpi2_peaks_one 2 match $T $P -a 40 -o o --peaks
 refused err_list_pytom 0 match $L $P -a 40 -o o --peaks --caller pytom
+case_ peaks_pytom 0 peaks --scores m/scores.npy --match-run m --caller pytom --particle-diameter 40 --sampling-rate 10 --num-peaks 5 --out o/peaks.star
+refused err_peaks_pytom_flag 0 peaks --scores m/scores.npy --particle-diameter 40 --out o/peaks.star
 echo "== $cases cases, $files files compared"
 [ $fail = 0 ] && echo "IDENTICAL" || { echo "DIFFERENCES"; exit 1; }
