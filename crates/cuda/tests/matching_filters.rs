@@ -99,6 +99,10 @@ enum Layout {
     OwnRotation,
     /// Filter arrays only (no target, no scores): the filter tests of tests/suite, not here.
     FiltersOnly,
+    /// A command-line case: pytme's maps cropped to their centre (`scores_center.npy`), its
+    /// inputs shared with another folder (`copy_cases.py`); run end to end through the command
+    /// by tests/suite's `cli_filters`, not here.
+    CommandCrops,
 }
 
 fn layout(dir: &std::path::Path) -> Layout {
@@ -113,10 +117,18 @@ fn layout(dir: &std::path::Path) -> Layout {
         } else {
             Layout::OwnRotation
         }
+    } else if has("scores_center.npy") {
+        assert!(
+            has("rotation_index_center.npy"),
+            "{name}: scores_center.npy alone"
+        );
+        Layout::CommandCrops
     } else if !has("target.npy") && (has("template_filter.npy") || has("target_filter.npy")) {
         Layout::FiltersOnly
     } else {
-        panic!("{name}: a case.json of no known layout (scores, or filter arrays only)")
+        panic!(
+            "{name}: a case.json of no known layout (scores, centre crops, or filter arrays only)"
+        )
     }
 }
 
@@ -142,7 +154,7 @@ fn filter_fixtures_on_the_gpu() {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         let layout = layout(&dir);
         seen.push((name.clone(), layout));
-        if layout == Layout::FiltersOnly {
+        if matches!(layout, Layout::FiltersOnly | Layout::CommandCrops) {
             continue;
         }
         let f64s = |a: ArrayD<f32>| a.mapv(|v| v as f64);
