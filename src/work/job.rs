@@ -112,7 +112,12 @@ impl MatchJob {
     /// Uploads the job's arrays to `b` in its float type and builds the filters there.
     pub fn upload<B: Backend>(&self, b: &B) -> Result<Uploaded<B>> {
         let up = |a: &HostArray| b.upload(a.to_float::<FloatOf<B>>().view());
-        let (target, template) = (up(&self.target)?, up(&self.template)?);
+        let (target, template) = {
+            // The command's `--trace` shows the inputs' upload as its own span.
+            #[cfg(feature = "cli")]
+            let _s = tracing::info_span!("upload").entered();
+            (up(&self.target)?, up(&self.template)?)
+        };
         let template_mask = self.template_mask.as_ref().map(up).transpose()?;
         let target_mask = self.target_mask.as_ref().map(up).transpose()?;
         let scheduling_mask = self.search.mask.as_ref().map(up).transpose()?;
