@@ -11,10 +11,12 @@
 
 use std::process::ExitCode;
 
-use monomorph::algo::matching::{MatchParams, Score};
+use monomorph::HostArray;
+use monomorph::algo::matching::Score;
 use monomorph::algo::rotations::RotationSet;
 use monomorph::dist::{self, mpi, mpi::traits::*};
 use monomorph::prelude::*;
+use monomorph::work::{Control, MatchJob};
 use ndarray::{ArrayD, IxDyn};
 
 /// A 32³ target with the template planted at (12, 16, 20), same on every rank.
@@ -32,15 +34,16 @@ fn inputs() -> (ArrayD<f32>, ArrayD<f32>) {
 fn run(comm: &impl Communicator) -> Result<Option<(usize, f32, f64)>, dist::RankError> {
     let b = Cpu::<Single>::new();
     let (target, template) = inputs();
-    // Uploads can fail on one rank only: agree before the collective match.
-    let up = dist::agree(
-        comm,
-        b.upload(target.view())
-            .and_then(|t| Ok((t, b.upload(template.view())?))),
-    )?;
+    // The job is owned host data: the same on every rank; each rank runs its rotation range
+    // (agreed on: a step that fails on one rank fails on all), rank 0 merges.
     let rotations = dist::agree(comm, RotationSet::uniform(3, 45.0))?;
-    let params = MatchParams::new(Score::NCC, rotations);
-    let merged = dist::match_template(comm, &b, &up.0, &up.1, &params)?;
+    let job = MatchJob::new(
+        HostArray::F32(target),
+        HostArray::F32(template),
+        Score::NCC,
+        rotations,
+    );
+    let merged = dist::match_template(comm, &b, &job, &Control::new())?;
     // Rank 0 of `comm`: the best voxel and the run's Σ score² statistic.
     let best = merged.map(|r| -> Result<(usize, f32, f64), Error> {
         let s = b.download(&r.scores)?;

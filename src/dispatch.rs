@@ -32,10 +32,8 @@ pub enum PrecisionChoice {
 impl PrecisionChoice {
     /// The precision that keeps every value of `data`: `Double` for float64 and int64 arrays,
     /// `Single` for the rest (float32 and the types that arrive as float32, int32).
-    #[cfg(feature = "io")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "io")))]
-    pub fn of_input(data: &crate::io::HostArray) -> Self {
-        use crate::io::HostArray;
+    pub fn of_input(data: &crate::HostArray) -> Self {
+        use crate::HostArray;
         match data {
             HostArray::F64(_) | HostArray::I64(_) => PrecisionChoice::Double,
             HostArray::F32(_) | HostArray::I32(_) => PrecisionChoice::Single,

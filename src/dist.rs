@@ -1,36 +1,38 @@
-//! Template matching over MPI ranks (feature `mpi`): the rotations split into contiguous ranges,
-//! one per rank, and an exact merge on rank 0.
+//! Template matching over MPI ranks (feature `mpi`): the executor of the work layer
+//! ([`crate::work`]) whose workers are ranks. One job's rotations split into contiguous ranges,
+//! one per rank ([`rotation_range`]), each rank's [`Part`] reduced onto rank 0, where
+//! [`MatchJob::finish`] assembles the result.
 //!
-//! The merged result is bit-identical to [`match_template`] in one process, whatever the number
-//! of ranks:
+//! The merged result is bit-identical to one process, whatever the number of ranks:
 //!
-//! * rank `k` of `n` searches rotations [`rotation_range`]`(nrot, n, k)`, the `k`-th contiguous
-//!   range, so lower ranks hold earlier rotations;
-//! * the per-voxel maxima are reduced with a non-commutative operation in which a later rank's
-//!   value wins only if strictly greater, which is the single loop's strict `>` with ties kept
-//!   by the lower rotation index (also for `−0`/`+0` and NaN);
+//! * rank `k` of `n` searches rotations [`rotation_range`]`(nrot, n, k)`;
+//! * the per-voxel maxima are reduced with [`replaces`], the single loop's strict `>` with ties
+//!   kept by the lower rotation index (also for `−0`/`+0`), in an order-free reduction;
 //! * Σ score² is not summed per rank (an MPI sum of per-rank totals is 1–2 ulp off): every rank
-//!   keeps the partial of each (tile, rotation) call ([`MatchResult::ssum_parts`]), rank 0
-//!   gathers them and folds them in the single process's order (tile by tile, rotations in order
-//!   within a tile).
+//!   keeps the partial of each (tile, rotation) call and rank 0 gathers them into the part,
+//!   whose ranges [`MatchJob::finish`] folds in the single process's order;
+//! * the score moments are integer sums and the background maxima start from +0: exact.
 //!
 //! Every collective here must be reached by every rank. A step that can fail on some ranks only
 //! goes through [`agree`] first, so that all ranks see the same error instead of some waiting
 //! forever in the next collective; [`match_template`] does this for its own steps.
 //!
 //! ```no_run
-//! use monomorph::algo::matching::{MatchParams, Score};
+//! use monomorph::algo::matching::Score;
 //! use monomorph::algo::rotations::RotationSet;
 //! use monomorph::dist::{self, mpi::traits::Communicator};
+//! use monomorph::ndarray::{ArrayD, IxDyn};
 //! use monomorph::prelude::*;
+//! use monomorph::work::{Control, MatchJob};
+//! use monomorph::HostArray;
 //!
 //! let universe = dist::mpi::initialize().expect("MPI initialised twice");
 //! let world = universe.world();
 //! let b = Cpu::<Single>::new();
-//! let target = b.upload(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[32, 32, 32])).view())?;
-//! let template = b.upload(ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[8, 8, 8])).view())?;
-//! let params = MatchParams::new(Score::CC, RotationSet::uniform(3, 30.0)?);
-//! match dist::match_template(&world, &b, &target, &template, &params) {
+//! let target = HostArray::F32(ArrayD::zeros(IxDyn(&[32, 32, 32])));
+//! let template = HostArray::F32(ArrayD::zeros(IxDyn(&[8, 8, 8])));
+//! let job = MatchJob::new(target, template, Score::CC, RotationSet::uniform(3, 30.0)?);
+//! match dist::match_template(&world, &b, &job, &Control::new()) {
 //!     Ok(Some(result)) => println!("rank 0: ssum {}", result.ssum), // the merged result
 //!     Ok(None) => {}                                                 // other ranks
 //!     Err(e) => eprintln!("{e}"), // every rank: the lowest failing rank's error
@@ -41,16 +43,15 @@
 use std::fmt;
 use std::os::raw::{c_int, c_void};
 
-use monomorph_core::algo::matching::{BackgroundScores, MatchParams, MatchResult, ScoreMoments};
-use monomorph_core::algo::rotations::RotationSet;
+use monomorph_core::algo::matching::{MatchResult, background_grid};
 use mpi::Count;
 use mpi::collective::{SystemOperation, UnsafeUserOperation};
 use mpi::datatype::{PartitionMut, UserDatatype};
 use mpi::traits::*;
 
-use crate::split::replaces;
-pub use crate::split::{Part, match_range, rotation_range};
-use crate::{Arr, Backend, Error, FloatOf, Real, Result};
+pub use crate::work::rotation_range;
+use crate::work::{Control, Maps, MatchJob, Part, replaces};
+use crate::{Backend, Error, Result};
 
 /// The `mpi` crate (rsmpi) this module is built on, so that a user crate initialises MPI and
 /// builds communicators with the same version.
@@ -221,7 +222,7 @@ unsafe extern "C" fn keep_first_max<T: PartialOrd + Copy, I: PartialOrd + Defaul
 /// Collective: rank 0's `scores` / `index` become the merge of every rank's maps (each rank's
 /// indices already global), the lower rank winning ties. Other ranks' slices are left as they
 /// are. Every rank must pass slices of the same length.
-pub fn reduce_best<C: Communicator, T: PartialOrd + Copy, I: PartialOrd + Default + Copy>(
+fn reduce_best<C: Communicator, T: PartialOrd + Copy, I: PartialOrd + Default + Copy>(
     comm: &C,
     scores: &mut [T],
     index: &mut [I],
@@ -296,11 +297,7 @@ unsafe extern "C" fn add_wide(
 /// every rank learns the scales (those of any rank that ran rotations: they depend on the
 /// inputs only). Every rank must pass the same length (zeros where it ran no rotation, with
 /// scales `[0, 0]`).
-pub fn reduce_moments<C: Communicator>(
-    comm: &C,
-    acc: &mut [i64],
-    scale: [f64; 2],
-) -> Result<[f64; 2]> {
+fn reduce_moments<C: Communicator>(comm: &C, acc: &mut [i64], scale: [f64; 2]) -> Result<[f64; 2]> {
     let mut all = [0.0f64; 2];
     comm.all_reduce_into(&scale[..], &mut all[..], SystemOperation::max());
     if !acc.len().is_multiple_of(2) {
@@ -329,22 +326,54 @@ pub fn reduce_moments<C: Communicator>(
     Ok(all)
 }
 
-/// Collective: every rank's Σ score² partials (`parts`: this rank's rotations, tile by tile)
-/// folded on rank 0 in the single process's order: tile by tile, and within a tile, rotation
-/// by rotation across the ranks. Returns, on rank 0, the partials in that order (what one
-/// process's [`MatchResult::ssum_parts`] holds), their left fold from zero, and the number of
-/// tiles; `None` elsewhere.
-pub fn fold_ssum_parts<C: Communicator>(
-    comm: &C,
-    nrot: usize,
-    parts: &[f64],
-) -> Result<Option<(Vec<f64>, f64, usize)>> {
+/// The identity maps of `job` (what a rank with no rotations contributes): scores −∞, index
+/// −1, zero moments and background.
+fn identity_maps(job: &MatchJob) -> Maps {
+    let ts = job.target.shape();
+    let voxels: usize = ts.iter().product();
+    Maps {
+        scores: vec![f64::NEG_INFINITY; voxels],
+        index: vec![-1; voxels],
+        moments: job.score_stats.then(|| (vec![0; 4 * voxels], [0.0; 2])),
+        background: job.background.map(|_| {
+            let (g, count) = background_grid(ts, job.template.shape(), job.pad_edges);
+            (vec![0.0; g.iter().product()], count)
+        }),
+    }
+}
+
+/// Collective: every rank's part of `job` (its rotations, [`Part::empty`] when it ran none)
+/// merged onto rank 0 with the one merge rule: `Some` on rank 0, `None` elsewhere. Every rank
+/// must call it after its own part succeeded (e.g. through [`agree`]). An error here is local
+/// to rank 0 (after the collectives), so [`agree`] on it.
+pub fn reduce<C: Communicator>(comm: &C, job: &MatchJob, part: Part) -> Result<Option<Part>> {
     let (size, rank) = (comm.size() as usize, comm.rank() as usize);
+    let mut maps = part.maps.unwrap_or_else(|| identity_maps(job));
+    reduce_best(comm, &mut maps.scores, &mut maps.index)?;
+    if let Some((acc, scale)) = maps.moments.as_mut() {
+        *scale = reduce_moments(comm, acc, *scale)?;
+    }
     let root = comm.process_at_rank(0);
-    let n = parts.len() as Count;
+    if let Some((map, _)) = maps.background.as_mut() {
+        // Background maxima (from +0; never −0 or NaN): MPI's MAX is exact on them.
+        if rank == 0 {
+            let mut recv = vec![0.0f64; map.len()];
+            for (s, r) in map.chunks(CHUNK).zip(recv.chunks_mut(CHUNK)) {
+                root.reduce_into_root(s, r, SystemOperation::max());
+            }
+            *map = recv;
+        } else {
+            for s in map.chunks(CHUNK) {
+                root.reduce_into(s, SystemOperation::max());
+            }
+        }
+    }
+    // Σ score² partials of every rank's range, gathered (ranges known from the split).
+    let mine: Vec<f64> = part.ranges.into_iter().flat_map(|(_, p)| p).collect();
+    let n = mine.len() as Count;
     if rank != 0 {
         root.gather_into(&n);
-        root.gather_varcount_into(parts);
+        root.gather_varcount_into(&mine[..]);
         return Ok(None);
     }
     let mut counts = vec![0 as Count; size];
@@ -360,134 +389,37 @@ pub fn fold_ssum_parts<C: Communicator>(
     let total: usize = counts.iter().map(|&c| c as usize).sum();
     let mut all = vec![0.0f64; total];
     root.gather_varcount_into_root(
-        parts,
+        &mine[..],
         &mut PartitionMut::new(&mut all[..], counts.clone(), &displs[..]),
     );
-    let parts: Vec<(usize, usize, &[f64])> = (0..size)
+    let nrot = job.rotations.len();
+    let ranges = (0..size)
         .map(|k| {
-            let r = rotation_range(nrot, size, k);
             let at = displs[k] as usize;
-            (r.start, r.len(), &all[at..at + counts[k] as usize])
+            (
+                rotation_range(nrot, size, k),
+                all[at..at + counts[k] as usize].to_vec(),
+            )
         })
         .collect();
-    crate::split::order_ssum(&parts, nrot)
-        .map(Some)
-        .map_err(|m| Error::invalid("ssum_parts", m))
+    Ok(Some(Part {
+        ranges,
+        maps: Some(maps),
+    }))
 }
 
-/// Local (no communication): runs this rank's rotations of `params.rotations` and downloads the
-/// result. `params.progress` sees this rank's steps only. A rank with no rotations (more ranks
-/// than rotations) returns empty maps without touching the backend.
-pub fn match_part<B: Backend, C: Communicator>(
-    comm: &C,
-    b: &B,
-    target: &Arr<B, FloatOf<B>>,
-    template: &Arr<B, FloatOf<B>>,
-    params: &MatchParams<'_, B>,
-) -> Result<Part<B>> {
-    let nrot = params.rotations.len();
-    let range = rotation_range(nrot, comm.size() as usize, comm.rank() as usize);
-    match_range(b, target, template, params, range)
-}
-
-/// Collective: merges every rank's [`Part`] on rank 0 (see the module docs) and uploads the
-/// result there. `rotations` is the whole rotation set. `Some` on rank 0, `None` elsewhere.
-/// Call it only after every rank's [`match_part`] succeeded (e.g. through [`agree`]). An error
-/// here is local to rank 0 (after the collectives), so [`agree`] on it before exiting.
-pub fn merge<B: Backend, C: Communicator>(
-    comm: &C,
-    b: &B,
-    mut part: Part<B>,
-    rotations: &RotationSet,
-) -> Result<Option<MatchResult<B>>> {
-    let shape = part.scores.shape().to_vec();
-    let (Some(s), Some(i)) = (
-        part.scores.as_slice_memory_order_mut(),
-        part.rotation_index.as_slice_memory_order_mut(),
-    ) else {
-        return Err(Error::invalid("part", "expected contiguous maps"));
-    };
-    reduce_best(comm, s, i)?;
-    let moments = match part.moments.as_mut() {
-        Some((acc, scale)) => {
-            let words = acc
-                .as_slice_memory_order_mut()
-                .ok_or_else(|| Error::invalid("part", "expected contiguous moments"))?;
-            let scale = reduce_moments(comm, words, *scale)?;
-            Some((scale, acc))
-        }
-        None => None,
-    };
-    let background = match part.background.as_mut() {
-        Some((map, count)) => {
-            // Background maxima (from +0; never −0 or NaN): MPI's MAX is exact on them.
-            let send: Vec<f64> = map.iter().map(|v| v.as_f64()).collect();
-            let root = comm.process_at_rank(0);
-            if comm.rank() == 0 {
-                let mut recv = vec![0.0f64; send.len()];
-                for (s, r) in send.chunks(CHUNK).zip(recv.chunks_mut(CHUNK)) {
-                    root.reduce_into_root(s, r, SystemOperation::max());
-                }
-                for (m, v) in map.iter_mut().zip(recv) {
-                    *m = FloatOf::<B>::from_f64(v);
-                }
-            } else {
-                for s in send.chunks(CHUNK) {
-                    root.reduce_into(s, SystemOperation::max());
-                }
-            }
-            Some((map, *count))
-        }
-        None => None,
-    };
-    let nrot = rotations.len();
-    let folded = fold_ssum_parts(comm, nrot, &part.ssum_parts)?;
-    let Some((ssum_parts, sum, tiles)) = folded else {
-        return Ok(None);
-    };
-    let voxels: usize = shape.iter().product();
-    let background = match background {
-        Some((map, count)) => Some(BackgroundScores {
-            map: b.upload(map.view())?,
-            count,
-        }),
-        None => None,
-    };
-    let mut r = MatchResult {
-        scores: b.upload(part.scores.view())?,
-        rotation_index: b.upload(part.rotation_index.view())?,
-        rotations: rotations.clone(),
-        n_rotations: nrot,
-        ssum: sum / (voxels as f64 * nrot as f64),
-        ssum_parts,
-        tiles,
-        background,
-        background_shift: None,
-        moments: match moments {
-            Some((scale, acc)) => Some(ScoreMoments {
-                acc: b.upload(acc.view())?,
-                scale,
-            }),
-            None => None,
-        },
-    };
-    // The background of every rotation is merged: subtract it once.
-    r.apply_background(b)?;
-    Ok(Some(r))
-}
-
-/// Collective: [`match_template`](monomorph_core::algo::matching::match_template) over the
-/// ranks of `comm`, each searching its [`rotation_range`]: the merged result on rank 0
-/// (bit-identical to one process), `None` on the others, and on a failure of any rank the same
-/// [`RankError`] on every rank.
+/// Collective: `job` over the ranks of `comm`, each searching its [`rotation_range`] as worker
+/// `rank` of `control`: the merged result on rank 0 (bit-identical to one process), `None` on
+/// the others, and on a failure of any rank the same [`RankError`] on every rank.
 pub fn match_template<B: Backend, C: Communicator>(
     comm: &C,
     b: &B,
-    target: &Arr<B, FloatOf<B>>,
-    template: &Arr<B, FloatOf<B>>,
-    params: &MatchParams<'_, B>,
+    job: &MatchJob,
+    control: &Control<'_>,
 ) -> std::result::Result<Option<MatchResult<B>>, RankError> {
-    let part = agree(comm, match_part(comm, b, target, template, params))?;
-    let merged = merge(comm, b, part, &params.rotations);
+    let (size, rank) = (comm.size() as usize, comm.rank() as usize);
+    let range = rotation_range(job.rotations.len(), size, rank);
+    let part = agree(comm, job.run_range(b, range, control, rank))?;
+    let merged = reduce(comm, job, part).and_then(|p| p.map(|p| job.finish(b, p)).transpose());
     agree(comm, merged)
 }

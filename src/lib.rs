@@ -67,6 +67,9 @@
 //! * [`Backend`] and its op families ([`Memory`], [`Elementwise`], [`Reduce`], [`Spectral`],
 //!   [`Resample`], [`Filter`], [`Linalg`]): write your own algorithm on the ops.
 //! * [`dispatch`](dispatch::dispatch) / [`DefaultBackend`]: pick the backend at run time, once.
+//! * [`work`]: owned jobs ([`work::MatchJob`]) run by interchangeable executors (serial, device
+//!   threads, MPI ranks with `dist` under the `mpi` feature), their parts merged exactly: see
+//!   [Running on several devices and ranks](work#running-on-several-devices-and-ranks).
 //! * [`ndarray`] and [`num_complex`]: the exact versions this API uses, re-exported.
 //!
 //! ## Features
@@ -92,13 +95,15 @@ pub mod dispatch;
 #[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
 #[allow(unsafe_code)]
 pub mod dist;
+mod host_array;
 #[cfg(feature = "io")]
 pub mod io;
-pub mod split;
+pub mod work;
 
 pub use dispatch::{
     BackendChoice, BackendTask, DefaultBackend, DispatchOptions, PrecisionChoice, dispatch,
 };
+pub use host_array::HostArray;
 
 // The core crate, re-exported without inlining: its pages are generated from the source, so
 // they show the aliases (`Arr<B, FloatOf<B>>`) instead of the projections an inlined copy

@@ -13,8 +13,9 @@ use monomorph::{Backend, BackendTask, BorderMode, ComplexOf, FloatOf};
 use ndarray::{ArrayD, IxDyn, Zip};
 use serde_json::{Value, json};
 
+use super::error::{CliError, CliResult};
+use super::global::{Global, PrecisionArg};
 use super::output::check_memory;
-use super::{CliError, CliResult, Global, PrecisionArg};
 
 /// Options of `monomorph bench`.
 #[derive(Args, Debug, Clone)]

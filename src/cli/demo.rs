@@ -14,10 +14,12 @@ use ndarray::{ArrayD, IxDyn};
 use serde_json::json;
 use tracing::info_span;
 
-use super::matching::MatchJob;
+use super::error::{CliError, CliResult};
+use super::global::Global;
+use super::matching::Job;
 use super::output::{Outputs, check_memory, check_out_dir, peak_memory_bytes, run_info};
 use super::peaks::{Caller, PeakQuery, euler_of};
-use super::{CliError, CliResult, Global};
+use monomorph::work::{Control, MatchJob};
 
 /// Options of `monomorph demo`.
 #[derive(Args, Debug, Clone)]
@@ -248,23 +250,17 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         max_score: None,
         oversampling: None,
     };
-    let job = MatchJob {
-        target: HostArray::F64(tomo.clone()),
-        template: HostArray::F64(template.clone()),
-        template_mask: Some(HostArray::F64(mask)),
-        target_mask: None,
-        rotations: rotations.clone(),
-        score: Score::FLC,
-        interpolation: Interpolation::Cubic,
-        pad_edges: false,
-        memory_limit: None,
-        quiet: g.quiet,
+    let mut job = MatchJob::new(
+        HostArray::F64(tomo.clone()),
+        HostArray::F64(template.clone()),
+        Score::FLC,
+        rotations.clone(),
+    );
+    job.template_mask = Some(HostArray::F64(mask));
+    job.interpolation = Interpolation::Cubic;
+    let job = Job {
+        job: std::sync::Arc::new(job),
         peaks: Some(query),
-        filters: None,
-        score_stats: false,
-        background: None,
-        search: Default::default(),
-        pytme_frame: monomorph::AxisOrder::Pytme,
     };
     if !g.quiet {
         note!(
@@ -276,7 +272,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
     }
     let res = {
         let _s = info_span!("demo_match").entered();
-        monomorph::dispatch(g.dispatch(None), DemoTask(job))?
+        monomorph::dispatch(g.dispatch(None), DemoTask(job, g.quiet))?
     };
 
     // Match found peaks to planted particles (nearest within 3 voxels, each used once).
@@ -451,12 +447,21 @@ struct DemoResult {
     threshold: f64,
 }
 
-struct DemoTask(MatchJob);
+/// The demo's match on one backend (quiet or with a progress bar).
+struct DemoTask(Job, bool);
 
 impl BackendTask for DemoTask {
     type Output = DemoResult;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<DemoResult> {
-        let mut matched = self.0.run(b)?;
+        let (job, nrot) = (&self.0, self.0.job.rotations.len());
+        let pb = super::trace::progress(nrot as u64, "rotations", self.1);
+        let control = Control::new().with_progress(|d, _| pb.set_position(d));
+        let t0 = std::time::Instant::now();
+        let part = job.job.run_range(b, 0..nrot, &control, 0)?;
+        let r = job.job.finish(b, part)?;
+        b.synchronize()?;
+        pb.finish_and_clear();
+        let mut matched = job.matched(b, r, t0.elapsed().as_secs_f64())?;
         // The threshold the peak query used (1 expected false positive, pytme's rule).
         let threshold = matched
             .false_alarm

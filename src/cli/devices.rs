@@ -2,7 +2,8 @@
 
 use monomorph::{Backend, BackendTask};
 
-use super::{CliResult, Global};
+use super::error::CliResult;
+use super::global::Global;
 
 fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / 1073741824.0)

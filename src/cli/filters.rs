@@ -1,17 +1,16 @@
 //! The Fourier-filter flags of `monomorph match` (pytme match's names and defaults) and the
-//! few lines that turn them into a [`FilterSpec`] and built [`Filters`].
+//! few lines that turn them into a [`FilterSpec`] (built on each backend by the library's job).
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use monomorph::algo::filters::{
-    AxisOrder, CtfCorrection, CtfSpec, FilterSpec, Filters, Microscope, TiltWeighting, WedgeSpec,
+    AxisOrder, CtfCorrection, CtfSpec, FilterSpec, Microscope, TiltWeighting, WedgeSpec,
 };
 use monomorph::io::tilt::{read_ctf_file, read_tilt_angles};
-use monomorph::{Backend, FloatOf};
 use serde_json::json;
 
-use super::{CliError, CliResult};
+use super::error::{CliError, CliResult};
 
 /// Fourier filters, as `pytme match` builds them (its flag names and defaults). Arrays are
 /// (z, y, x) as numpy and mrcfile read an MRC; axis numbers in --wedge-axes are pytme's for an
@@ -349,16 +348,6 @@ fn check_ctf_angles(
         )));
     }
     Ok(())
-}
-
-/// Builds the filters on the backend (the whitening spectrum uses its FFT).
-pub fn build<B: Backend>(
-    s: Option<&FilterSpec>,
-    b: &B,
-    target: &monomorph::Arr<B, FloatOf<B>>,
-    template_shape: &[usize],
-) -> monomorph::Result<Option<Filters>> {
-    s.map(|s| s.build(b, target, template_shape)).transpose()
 }
 
 /// What run.json records of the filters.

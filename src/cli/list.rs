@@ -6,130 +6,23 @@
 //! would (the same files, byte for byte), and with `--peaks` its peaks are called as
 //! `monomorph peaks` would call them on those files and gathered into one STAR file,
 //! `OUT/particles.star`, one `_rlnMicrographName` per row. `OUT/list.json` (written last) says
-//! which folder holds which target and how the work was spread. One process runs the targets in
-//! list order; under MPI ([`super::list_mpi`]) rank 0 hands out (target, rotation range) items
-//! to whichever rank asks next.
+//! which folder holds which target and how the work was spread. This file knows the list and
+//! its outputs; where the targets run is chosen in `run.rs` (and `list_mpi.rs` over ranks).
 
-use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use clap::Args;
-use monomorph::algo::matching::{BackgroundScores, MatchResult, background_grid, match_template};
 use monomorph::io::{MicrographPeaks, PeakRow, peaks_star_many};
-use monomorph::{Backend, BackendTask, FloatOf, Index, IntOf, Real};
-use ndarray::{ArrayD, IxDyn};
+use monomorph::work::JobSize;
+use monomorph::{Backend, BackendTask, FloatOf, Real};
+use ndarray::ArrayD;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tracing::info_span;
 
-use super::matching::{MatchArgs, MatchJob, Matched, Prepared, prepare, write};
-use super::output::{Outputs, check_out_dir, path_json};
+use super::error::{CliError, CliResult};
+use super::global::Global;
+use super::matching::{ListArgs, MatchArgs, Matched, Prepared, prepare, write};
+use super::output::{Outputs, path_json};
 use super::peaks::{Caller, PeakQuery, RunStats};
-use super::ranks::Watch;
-use super::trace::progress;
-use super::{CliError, CliResult, Global};
-
-/// The list-mode options of `monomorph match`.
-#[derive(Args, Debug, Clone, Default)]
-pub struct ListArgs {
-    /// Many targets in one job, instead of --target: a text file with one target path per line
-    /// (blank lines and `#` comments skipped; relative paths from the list's folder), or a
-    /// RELION STAR file (`.star`) whose `_rlnTomoReconstructedTomogram` or `_rlnMicrographName`
-    /// column holds the paths (relative paths from the current folder, as in a RELION
-    /// project). --out gets one folder per target, named by the file's stem (`-2`, `-3`, …
-    /// added when stems repeat), holding what a run with --target writes, and list.json.
-    /// Under mpirun the targets (or, with fewer targets than ranks, their rotation ranges)
-    /// go to whichever rank is free next.
-    #[arg(
-        long,
-        value_name = "LIST",
-        conflicts_with = "target",
-        help_heading = "Many targets"
-    )]
-    pub target_list: Option<PathBuf>,
-    /// Call peaks on every target's result, as `monomorph peaks` with the flags below would on
-    /// its output folder, and write them all to one STAR file, OUT/particles.star, naming each
-    /// row's target in `_rlnMicrographName` (the path as the list gives it).
-    #[arg(long, requires = "target_list", help_heading = "Many targets")]
-    pub peaks: bool,
-    /// With --peaks: `peaks --min-distance` (default 5).
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub min_distance: Option<usize>,
-    /// With --peaks: `peaks --threshold-abs` (alias --min-score, pytme's name).
-    #[arg(
-        long,
-        visible_alias = "min-score",
-        value_name = "X",
-        allow_negative_numbers = true,
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub threshold_abs: Option<f64>,
-    /// With --peaks: `peaks --threshold-rel`.
-    #[arg(
-        long,
-        value_name = "Y",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub threshold_rel: Option<f64>,
-    /// With --peaks: `peaks --exclude-border`.
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub exclude_border: Option<usize>,
-    /// With --peaks: `peaks --num-peaks` (per target).
-    #[arg(
-        long,
-        value_name = "K",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub num_peaks: Option<usize>,
-    /// With --peaks: `peaks --false-positives` (per target, from its run's statistics).
-    #[arg(
-        long,
-        value_name = "K",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub false_positives: Option<f64>,
-    /// With --peaks: `peaks --max-score`.
-    #[arg(
-        long,
-        value_name = "X",
-        allow_negative_numbers = true,
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub max_score: Option<f64>,
-    /// With --peaks: `peaks --peak-oversampling`.
-    #[arg(
-        long,
-        value_name = "F",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub peak_oversampling: Option<f64>,
-    /// With --peaks: `peaks --caller` (default skimage).
-    #[arg(
-        long,
-        value_enum,
-        value_name = "CALLER",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub caller: Option<Caller>,
-}
 
 /// One target of the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,15 +254,6 @@ pub fn peak_query(a: &ListArgs) -> CliResult<Option<PeakQuery>> {
     .map(Some)
 }
 
-/// What the up-front check learns of a target: its voxels and rotations (the work).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Info {
-    /// Voxels of the target.
-    pub voxels: u64,
-    /// Rotations searched.
-    pub nrot: u64,
-}
-
 /// Reads and checks entry `e` as its single run would, and the `--peaks` flags against it;
 /// creates nothing.
 pub fn precheck(
@@ -378,7 +262,7 @@ pub fn precheck(
     list: &Path,
     e: &Entry,
     q: Option<&PeakQuery>,
-) -> CliResult<Info> {
+) -> CliResult<JobSize> {
     let ta = target_args(a, e);
     let (p, _job) = prepare(g, &ta).map_err(|err| in_list(err, list, e))?;
     let voxels = p.tshape.iter().product::<usize>() as u64;
@@ -399,40 +283,10 @@ pub fn precheck(
         super::peaks::check_oversampling_memory(&p.tshape, f)
             .map_err(|err| in_list(err, list, e))?;
     }
-    Ok(Info {
+    Ok(JobSize {
         voxels,
-        nrot: p.n_rot as u64,
+        rotations: p.n_rot as u64,
     })
-}
-
-/// A progress callback as the matching loop takes it.
-pub type Callback<'a> = &'a (dyn Fn(usize, usize) -> ControlFlow<()> + Sync);
-
-/// One whole target on a backend: `MatchJob`'s run with the caller's progress callback.
-pub struct Whole<'a> {
-    /// The target's job.
-    pub job: MatchJob,
-    /// Called after every rotation; may stop the loop.
-    pub cb: Callback<'a>,
-}
-
-impl BackendTask for Whole<'_> {
-    type Output = Matched;
-    fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
-        let job = &self.job;
-        let _span = info_span!("match", backend = b.name(), score = %job.score, rotations = job.rotations.len()).entered();
-        let up = job.upload(b)?;
-        let mut params = job.params(&up);
-        params.progress = Some(self.cb);
-        let t0 = Instant::now();
-        let r = {
-            let _s = info_span!("match_template").entered();
-            let r = match_template(b, &up.target, &up.template, &params)?;
-            b.synchronize()?;
-            r
-        };
-        job.finish(b, r, t0.elapsed().as_secs_f64())
-    }
 }
 
 /// A peak row as it travels between ranks (floats as bits: exact).
@@ -550,230 +404,6 @@ pub fn write_target(
     Ok(TargetDone { rows, pixel, ndim })
 }
 
-/// Runs entry `e` whole, as its single run would, with progress callback `cb` (which may stop
-/// it), and writes its folder.
-pub fn run_whole(
-    g: &Global,
-    a: &MatchArgs,
-    list: &Path,
-    e: &Entry,
-    q: Option<&PeakQuery>,
-    cb: Callback<'_>,
-    watch: &Watch,
-) -> CliResult<TargetDone> {
-    let ta = target_args(a, e);
-    let (mut p, job) = prepare(g, &ta).map_err(|err| in_list(err, list, e))?;
-    let out = Outputs::in_dir("--out", &ta.out)?;
-    let dispatch = p.g.dispatch(ta.memory_limit);
-    let m = p.timings.time("total", || match &ta.devices {
-        // --devices: the target's rotations split over the devices' threads.
-        Some(d) => super::workers::run_split(dispatch, d, job, cb, watch),
-        None => watch.outcome(
-            monomorph::dispatch(dispatch, Whole { job, cb }),
-            ta.memory_limit,
-        ),
-    })?;
-    write_target(g, &ta, p, out, m, q)
-}
-
-/// Host maps of a rotation range of one target (rotation indices into the whole set), for
-/// the exact merge ([`merge_parts`]).
-#[derive(Debug, Clone)]
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub struct HostPart {
-    /// First rotation of the range.
-    pub start: usize,
-    /// Rotations in the range.
-    pub len: usize,
-    /// Best score per voxel (widened to f64: exact), C order.
-    pub scores: Vec<f64>,
-    /// Its rotation index (−1 where none).
-    pub index: Vec<i64>,
-    /// Σ score² of each (tile, rotation) call, tile by tile.
-    pub ssum_parts: Vec<f64>,
-    /// `--score-stats`: the score moments over the range (4 words per voxel, exact integer
-    /// sums) and their scales.
-    pub moments: Option<(Vec<i64>, [f64; 2])>,
-    /// `--background-correction`: the background scores over the range (widened to f64,
-    /// exact; C order on the background grid), not yet subtracted, and their mean's count.
-    pub background: Option<(Vec<f64>, f64)>,
-}
-
-/// Merges `part`'s maps into `acc`'s, parts of disjoint rotation ranges in any order, exactly
-/// as one loop over all rotations keeps its running maximum ([`monomorph::split::merge_into`],
-/// the rule every split shares).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn merge_into(acc: &mut HostPart, part: HostPart) -> CliResult<()> {
-    // The moments are integer sums: exact in any order.
-    match (&mut acc.moments, part.moments) {
-        (Some((a, _)), Some((p, _))) => monomorph::backend::host::moments_merge(a, &p),
-        (a @ None, p) => *a = p,
-        (Some(_), None) => {}
-    }
-    // Background maxima (from +0, never −0 or NaN): the greater value, exact in any order.
-    match (&mut acc.background, part.background) {
-        (Some((a, _)), Some((p, _))) => {
-            for (x, y) in a.iter_mut().zip(p) {
-                if y > *x {
-                    *x = y;
-                }
-            }
-        }
-        (a @ None, p) => *a = p,
-        (Some(_), None) => {}
-    }
-    monomorph::split::merge_into(&mut acc.scores, &mut acc.index, &part.scores, &part.index)
-        .map_err(|e| CliError::failure(format!("merging the parts of a target: {e}")))
-}
-
-/// Σ score² partials of every range of a target, `(start, len, partials)` in any order, put in
-/// the single loop's order ([`monomorph::split::order_ssum`]): the partials, their left fold
-/// from zero, and the tile count.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn order_ssum(
-    parts: Vec<(usize, usize, Vec<f64>)>,
-    nrot: usize,
-) -> Result<(Vec<f64>, f64, usize), String> {
-    let parts: Vec<(usize, usize, &[f64])> =
-        parts.iter().map(|(s, l, p)| (*s, *l, &p[..])).collect();
-    monomorph::split::order_ssum(&parts, nrot)
-}
-
-/// The merged maps and Σ score² of `parts` (every range of a target, any order): what one
-/// process's loop over all `nrot` rotations gives, bit for bit ([`merge_into`],
-/// [`order_ssum`]).
-#[cfg(test)]
-pub fn merge_parts(
-    parts: Vec<HostPart>,
-    nrot: usize,
-) -> Result<(HostPart, (Vec<f64>, f64, usize)), String> {
-    let ssum = order_ssum(
-        parts
-            .iter()
-            .map(|p| (p.start, p.len, p.ssum_parts.clone()))
-            .collect(),
-        nrot,
-    )?;
-    let mut it = parts.into_iter();
-    let mut acc = it.next().ok_or("no parts")?;
-    for p in it {
-        merge_into(&mut acc, p).map_err(|e| e.message)?;
-    }
-    Ok((acc, ssum))
-}
-
-/// The single run's result from merged parts, on a backend: `MatchJob::finish` of it.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub struct FromParts {
-    /// The target's job.
-    pub job: MatchJob,
-    /// Merged maps.
-    pub merged: HostPart,
-    /// Per-call partials in the single loop's order, their fold, the tile count.
-    pub ssum: (Vec<f64>, f64, usize),
-    /// The target's shape.
-    pub shape: Vec<usize>,
-    /// Seconds the parts took, summed.
-    pub match_s: f64,
-}
-
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-impl BackendTask for FromParts {
-    type Output = Matched;
-    fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
-        let shape = IxDyn(&self.shape);
-        let bad = |e: ndarray::ShapeError| monomorph::Error::invalid("parts", e.to_string());
-        let s = ArrayD::from_shape_vec(
-            shape.clone(),
-            self.merged
-                .scores
-                .iter()
-                .map(|&v| FloatOf::<B>::from_f64(v))
-                .collect(),
-        )
-        .map_err(bad)?;
-        let i = ArrayD::from_shape_vec(
-            shape,
-            self.merged
-                .index
-                .iter()
-                .map(|&v| IntOf::<B>::from_i64(v))
-                .collect(),
-        )
-        .map_err(bad)?;
-        let nrot = self.job.rotations.len();
-        let voxels: usize = self.shape.iter().product();
-        let (ssum_parts, sum, tiles) = self.ssum;
-        let r = MatchResult {
-            scores: b.upload_owned(s)?,
-            rotation_index: b.upload_owned(i)?,
-            rotations: self.job.rotations.clone(),
-            n_rotations: nrot,
-            ssum: sum / (voxels as f64 * nrot as f64),
-            ssum_parts,
-            tiles,
-            background_shift: None,
-            background: match self.merged.background {
-                Some((map, count)) => {
-                    let g =
-                        background_grid(&self.shape, self.job.template.shape(), self.job.pad_edges)
-                            .0;
-                    let map = ArrayD::from_shape_vec(
-                        IxDyn(&g),
-                        map.into_iter().map(FloatOf::<B>::from_f64).collect(),
-                    )
-                    .map_err(bad)?;
-                    Some(BackgroundScores {
-                        map: b.upload_owned(map)?,
-                        count,
-                    })
-                }
-                None => None,
-            },
-            moments: match self.merged.moments {
-                Some((words, scale)) => {
-                    let mut mshape = self.shape.clone();
-                    mshape.push(4);
-                    let a = ArrayD::from_shape_vec(IxDyn(&mshape), words).map_err(bad)?;
-                    Some(monomorph::algo::matching::ScoreMoments {
-                        acc: b.upload_owned(a)?,
-                        scale,
-                    })
-                }
-                None => None,
-            },
-        };
-        let mut r = r;
-        r.apply_background(b)?;
-        self.job.finish(b, r, self.match_s)
-    }
-}
-
-/// Host maps of a backend's range result.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn host_part<B: Backend>(
-    start: usize,
-    len: usize,
-    scores: &ArrayD<FloatOf<B>>,
-    index: &ArrayD<IntOf<B>>,
-    ssum_parts: Vec<f64>,
-    moments: Option<(&ArrayD<i64>, [f64; 2])>,
-    background: Option<(&ArrayD<FloatOf<B>>, f64)>,
-) -> HostPart {
-    HostPart {
-        start,
-        len,
-        scores: scores.iter().map(|v| v.as_f64()).collect(),
-        index: index
-            .iter()
-            .map(|v| v.to_usize().map_or(-1, |u| u as i64))
-            .collect(),
-        ssum_parts,
-        moments: moments.map(|(a, sc)| (a.iter().copied().collect(), sc)),
-        background: background.map(|(a, c)| (a.iter().map(|v| v.as_f64()).collect(), c)),
-    }
-}
-
 /// Which rank ran which part of a target, and for how long (list.json).
 #[derive(Debug, Clone, Serialize)]
 pub struct Ran {
@@ -870,53 +500,6 @@ pub fn remove_if_new(out: &Path, existed: bool) {
     if !existed {
         let _ = std::fs::remove_dir(out);
     }
-}
-
-/// Runs `monomorph match --target-list`.
-pub fn run(g: &Global, a: &MatchArgs) -> CliResult<()> {
-    #[cfg(feature = "mpi")]
-    if let Some(world) = super::ranks::world() {
-        return super::list_mpi::run(&world, g, a);
-    }
-    let t0 = Instant::now();
-    let list = a.list.target_list.clone().unwrap_or_default();
-    let entries = read_list(&list)?;
-    let q = peak_query(&a.list)?;
-    check_out_dir("--out", &a.out)?;
-    let infos = entries
-        .iter()
-        .map(|e| precheck(g, a, &list, e, q.as_ref()))
-        .collect::<CliResult<Vec<Info>>>()?;
-    let existed = a.out.exists();
-    let total: u64 = infos.iter().map(|i| i.nrot).sum();
-    let pb = progress(total, "rotations", g.quiet);
-    let quiet = Global {
-        quiet: true,
-        ..g.clone()
-    };
-    let mut done = Vec::with_capacity(entries.len());
-    let mut ran = Vec::with_capacity(entries.len());
-    let mut before = 0u64;
-    for (e, info) in entries.iter().zip(&infos) {
-        let watch = Watch::default();
-        let nrot = info.nrot;
-        let cb = |d: usize, t: usize| {
-            pb.set_position(before + d as u64 * nrot / t.max(1) as u64);
-            watch.poll(d)
-        };
-        let t1 = Instant::now();
-        let d = run_whole(&quiet, a, &list, e, q.as_ref(), &cb, &watch);
-        done.push(d.inspect_err(|_| remove_if_new(&a.out, existed))?);
-        ran.push(vec![Ran {
-            rank: 0,
-            rotations: [0, nrot as usize],
-            seconds: t1.elapsed().as_secs_f64(),
-        }]);
-        before += nrot;
-    }
-    pb.finish_and_clear();
-    let wall = t0.elapsed().as_secs_f64();
-    write_summary(a, &list, &entries, &done, &ran, 1, wall, g.quiet)
 }
 
 #[cfg(test)]
@@ -1017,34 +600,5 @@ mod tests {
                 (5, "a#b.mrc".to_string())
             ]
         );
-    }
-
-    #[test]
-    fn merging_parts_in_any_order_keeps_the_first_best_rotation() {
-        let part = |start, scores: Vec<f64>, index: Vec<i64>| HostPart {
-            start,
-            len: 2,
-            scores,
-            index,
-            ssum_parts: vec![start as f64, start as f64 + 1.0],
-            moments: Some((
-                vec![start as i64, -1, -1, 0, -5, -1, 0, 1, 1, 0, 0, 0],
-                [1.0; 2],
-            )),
-            background: None,
-        };
-        // Voxel 0: equal 1.0 at rotations 1 and 2 (1 wins); voxel 1: -0 at 0, +0 at 3 (0 wins);
-        // voxel 2: none in the first part.
-        let a = part(0, vec![1.0, -0.0, f64::MIN], vec![1, 0, -1]);
-        let b = part(2, vec![1.0, 0.0, 0.5], vec![2, 3, 3]);
-        for parts in [vec![a.clone(), b.clone()], vec![b, a]] {
-            let (m, (ordered, sum, tiles)) = merge_parts(parts, 4).unwrap();
-            assert_eq!(m.index, [1, 0, 3]);
-            assert_eq!(m.scores[1].to_bits(), (-0.0f64).to_bits());
-            assert_eq!((ordered, sum, tiles), (vec![0.0, 1.0, 2.0, 3.0], 6.0, 1));
-            // The moments add as 128-bit integers ([low, high] words; carries included).
-            let (m, _) = m.moments.unwrap();
-            assert_eq!(m, [2, -2, -2, 1, -10, -1, 0, 2, 2, 0, 0, 0]);
-        }
     }
 }

@@ -15,9 +15,7 @@
 //! rank 0, which stops every busy rank at its next rotation; the job then ends on every rank
 //! with rank 0's one-line error naming the failing rank.
 
-use std::cmp::Reverse;
 use std::collections::HashMap;
-use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -28,19 +26,21 @@ use monomorph::dist::mpi::collective::SystemOperation;
 use monomorph::dist::mpi::point_to_point::MatchedReceiveVec;
 use monomorph::dist::mpi::topology::SimpleCommunicator;
 use monomorph::dist::mpi::traits::*;
+use monomorph::work::{Control, Item, JobSize, Maps, Part, Plan, RunRange};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::error::{CliError, CliResult};
+use super::global::Global;
 use super::list::{
-    Callback, Entry, HostPart, Info, Ran, TargetDone, Whole, in_list, merge_into, order_ssum,
-    peak_query, precheck, read_list, target_args, write_summary, write_target,
+    Entry, Ran, TargetDone, in_list, peak_query, precheck, read_list, target_args, write_summary,
+    write_target,
 };
-use super::matching::{MatchArgs, match_error, prepare};
+use super::matching::{Finish, MatchArgs, job_dispatch, match_error, prepare, test_hook};
 use super::output::{Outputs, check_out_dir};
 use super::peaks::PeakQuery;
-use super::ranks::Watch;
+use super::ranks::rank_outcome;
 use super::trace::progress;
-use super::{CliError, CliResult, Global};
 
 /// Rank 0 to a worker: an item index, [`NO_MORE`] or [`STOP`].
 const CTRL: i32 = 0x4c01;
@@ -54,48 +54,6 @@ const STOP: i64 = -2;
 const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 /// Values per data message (MPI counts are `i32`).
 const CHUNK: usize = 1 << 26;
-
-/// A work item: rotations `start..end` of target `target` (`whole`: all of them, written by
-/// the rank that runs it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Item {
-    /// Index of the target in the list.
-    pub target: usize,
-    /// First rotation.
-    pub start: usize,
-    /// One past the last rotation.
-    pub end: usize,
-    /// The whole target.
-    pub whole: bool,
-}
-
-/// The items of targets of sizes `infos` for `size` ranks: whole targets when there are at
-/// least as many as ranks, else ⌈size / targets⌉ ranges per target; largest first (voxels ×
-/// rotations; stable, so list order among equals).
-pub fn plan(infos: &[Info], size: usize) -> Vec<Item> {
-    let t = infos.len().max(1);
-    let per = if infos.len() >= size {
-        1
-    } else {
-        size.div_ceil(t)
-    };
-    let mut items = Vec::new();
-    for (k, i) in infos.iter().enumerate() {
-        let n = i.nrot as usize;
-        let p = per.min(n).max(1);
-        for j in 0..p {
-            let r = dist::rotation_range(n, p, j);
-            items.push(Item {
-                target: k,
-                start: r.start,
-                end: r.end,
-                whole: p == 1,
-            });
-        }
-    }
-    items.sort_by_key(|it| Reverse(infos[it.target].voxels * (it.end - it.start) as u64));
-    items
-}
 
 /// A worker's message to rank 0.
 #[derive(Debug, Serialize, Deserialize)]
@@ -136,7 +94,7 @@ enum Res {
 /// An item's outcome on the rank that ran it.
 enum Local {
     Whole(TargetDone),
-    Part(HostPart),
+    Part(Part),
 }
 
 /// The command's context, the same on every rank.
@@ -151,8 +109,10 @@ struct Ctx<'a> {
     list: &'a Path,
     entries: Vec<Entry>,
     q: Option<PeakQuery>,
-    infos: Vec<Info>,
-    items: Vec<Item>,
+    infos: Vec<JobSize>,
+    /// The items ([`Plan::balanced`]): whole targets, or ranges of targets when there are
+    /// fewer targets than ranks; the largest first.
+    plan: Plan,
 }
 
 /// [`dist::agree_code`] keeping the failing rank's exit code.
@@ -188,20 +148,20 @@ pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<(
     let mut local = vec![0u64; 2 * n];
     let checked = (rank..n).step_by(size).try_for_each(|k| {
         let i = precheck(g, a, &list, &entries[k], q.as_ref())?;
-        (local[2 * k], local[2 * k + 1]) = (i.voxels, i.nrot);
+        (local[2 * k], local[2 * k + 1]) = (i.voxels, i.rotations);
         Ok(())
     });
     agree(world, checked)?;
     let mut all = vec![0u64; 2 * n];
     world.all_reduce_into(&local[..], &mut all[..], SystemOperation::sum());
-    let infos: Vec<Info> = all
+    let infos: Vec<JobSize> = all
         .chunks(2)
-        .map(|c| Info {
+        .map(|c| JobSize {
             voxels: c[0],
-            nrot: c[1],
+            rotations: c[1],
         })
         .collect();
-    let items = plan(&infos, size);
+    let plan = Plan::balanced(&infos, size);
     let ctx = Ctx {
         g,
         quiet: Global {
@@ -215,7 +175,7 @@ pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<(
         entries,
         q,
         infos,
-        items,
+        plan,
     };
     let failed = if rank == 0 {
         let failed = coordinate(world, &ctx, t0);
@@ -244,7 +204,7 @@ pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<(
 }
 
 /// Sends `up` (and a part's maps) to rank 0.
-fn send_up(world: &SimpleCommunicator, up: &Up, part: Option<&HostPart>) {
+fn send_up(world: &SimpleCommunicator, up: &Up, part: Option<&Maps>) {
     let root = world.process_at_rank(0);
     let bytes = serde_json::to_vec(up).unwrap_or_default();
     root.send_with_tag(&bytes[..], UP);
@@ -268,44 +228,50 @@ fn send_up(world: &SimpleCommunicator, up: &Up, part: Option<&HostPart>) {
     }
 }
 
-/// Runs item `k` on this rank (progress through `cb`, which may stop it).
-fn run_item(ctx: &Ctx<'_>, k: usize, cb: Callback<'_>, watch: &Watch) -> CliResult<Local> {
-    let it = ctx.items[k];
-    let e = &ctx.entries[it.target];
-    if it.whole {
-        return Ok(Local::Whole(run_whole(ctx, it, cb, watch)?));
-    }
-    let ta = target_args(ctx.a, e);
-    let (p, job) = prepare(&ctx.quiet, &ta).map_err(|err| in_list(err, ctx.list, e))?;
-    let task = super::workers::RangeTask {
-        job: &job,
-        cb,
-        range: it.start..it.end,
-    };
-    let r = monomorph::dispatch(p.g.dispatch(ta.memory_limit), task);
-    Ok(Local::Part(watch.outcome(r, ta.memory_limit)?))
-}
-
-/// Runs whole target `it` on this rank as its single run would (progress through `cb`), and
-/// writes its folder, with run.json's `mpi` saying which rank ran it.
-fn run_whole(ctx: &Ctx<'_>, it: Item, cb: Callback<'_>, watch: &Watch) -> CliResult<TargetDone> {
-    let e = &ctx.entries[it.target];
+/// Runs item `k` on this rank under `control` (progress, stop, hooks): a whole target is
+/// written here, a range comes back as its part.
+fn run_item(ctx: &Ctx<'_>, k: usize, control: &Control<'_>) -> CliResult<Local> {
+    let it = &ctx.plan.items[k];
+    let e = &ctx.entries[it.job];
     let ta = target_args(ctx.a, e);
     let (mut p, job) = prepare(&ctx.quiet, &ta).map_err(|err| in_list(err, ctx.list, e))?;
-    let out = Outputs::in_dir("--out", &ta.out)?;
-    let dispatch = p.g.dispatch(ta.memory_limit);
-    let m = p
-        .timings
-        .time("total", || monomorph::dispatch(dispatch, Whole { job, cb }));
-    let mut m = watch.outcome(m, ta.memory_limit)?;
+    let whole = ctx.plan.is_whole(k);
+    let out = if whole {
+        Some(Outputs::in_dir("--out", &ta.out)?)
+    } else {
+        None
+    };
     let rank = SimpleCommunicator::world().rank();
+    let opts = job_dispatch(&p.g, &job, ta.memory_limit);
+    let t = Instant::now();
+    let task = RunRange {
+        job: &job.job,
+        range: it.range.clone(),
+        control,
+        worker: 0,
+    };
+    let part = p.timings.time("total", || monomorph::dispatch(opts, task));
+    let part = rank_outcome(control, part, ta.memory_limit)?;
+    let Some(out) = out else {
+        return Ok(Local::Part(part));
+    };
+    // A whole target: written by this rank as its single run writes it, run.json's `mpi`
+    // saying which rank ran it.
+    let finish = Finish {
+        job: &job,
+        part,
+        match_s: t.elapsed().as_secs_f64(),
+    };
+    let mut m =
+        monomorph::dispatch(opts, finish).map_err(|err| match_error(err, ta.memory_limit))?;
     let ran = Ran {
         rank,
-        rotations: [it.start, it.end],
+        rotations: [it.range.start, it.range.end],
         seconds: m.match_s,
     };
     m.dist = Some(mpi_json(ctx, &[ran]));
-    write_target(&ctx.quiet, &ta, p, out, m, ctx.q.as_ref())
+    let done = write_target(&ctx.quiet, &ta, p, out, m, ctx.q.as_ref())?;
+    Ok(Local::Whole(done))
 }
 
 /// run.json's `mpi` for a target of the list: the ranks, and which rank ran which rotations
@@ -330,41 +296,43 @@ fn mpi_json(ctx: &Ctx<'_>, ran: &[Ran]) -> serde_json::Value {
 fn work(world: &SimpleCommunicator, ctx: &Ctx<'_>) {
     let root = world.process_at_rank(0);
     let mut up = Up::Ready;
-    let mut part: Option<HostPart> = None;
+    let mut part: Option<Part> = None;
     loop {
-        send_up(world, &up, part.as_ref());
+        send_up(world, &up, part.as_ref().and_then(|p| p.maps.as_ref()));
         if matches!(up, Up::Failed { .. } | Up::Stopped) {
             return;
         }
         let (k, _) = root.receive_with_tag::<i64>(CTRL);
         let Ok(k) = usize::try_from(k) else { return };
         let stopped = AtomicBool::new(false);
-        let watch = Watch::default();
         let reported = Mutex::new(Instant::now());
-        let cb = |d: usize, total: usize| {
-            // Called on this (the MPI) thread between rotations.
-            let w = SimpleCommunicator::world();
-            let mut last = reported.lock().unwrap_or_else(|e| e.into_inner());
-            if last.elapsed() >= REPORT_EVERY {
-                // Rank 0's bar counts this item's rotations as they go.
-                *last = Instant::now();
-                let p = Up::Progress {
-                    item: k,
-                    done: d,
-                    total,
-                };
-                send_up(&w, &p, None);
-            }
-            drop(last);
-            if let Some((m, _)) = w.process_at_rank(0).immediate_matched_probe_with_tag(CTRL) {
-                let _: (i64, _) = m.matched_receive();
-                stopped.store(true, Relaxed);
-                return ControlFlow::Break(());
-            }
-            watch.poll(d)
-        };
+        // Called on this (the MPI) thread between rotations.
+        let control = Control::new()
+            .with_progress(|done, total| {
+                let mut last = reported.lock().unwrap_or_else(|e| e.into_inner());
+                if last.elapsed() >= REPORT_EVERY {
+                    // Rank 0's bar counts this item's rotations as they go.
+                    *last = Instant::now();
+                    let p = Up::Progress {
+                        item: k,
+                        done: done as usize,
+                        total: total as usize,
+                    };
+                    send_up(&SimpleCommunicator::world(), &p, None);
+                }
+            })
+            .with_poll(|| {
+                let w = SimpleCommunicator::world();
+                if let Some((m, _)) = w.process_at_rank(0).immediate_matched_probe_with_tag(CTRL) {
+                    let _: (i64, _) = m.matched_receive();
+                    stopped.store(true, Relaxed);
+                    return true;
+                }
+                dist::stop_requested(&w)
+            })
+            .fail_after(test_hook(None));
         let t = Instant::now();
-        let r = run_item(ctx, k, &cb, &watch);
+        let r = run_item(ctx, k, &control);
         let seconds = t.elapsed().as_secs_f64();
         part = None;
         up = match r {
@@ -375,11 +343,20 @@ fn work(world: &SimpleCommunicator, ctx: &Ctx<'_>) {
                 res: Res::Whole(done),
             },
             Ok(Local::Part(p)) => {
+                let maps = p.maps.as_ref();
+                let ssum_parts = p
+                    .ranges
+                    .iter()
+                    .flat_map(|(_, v)| v.iter().map(|x| x.to_bits()));
                 let res = Res::Part {
-                    voxels: p.scores.len(),
-                    ssum_parts: p.ssum_parts.iter().map(|v| v.to_bits()).collect(),
-                    moment_scale: p.moments.as_ref().map(|(_, s)| s.map(f64::to_bits)),
-                    background: p.background.as_ref().map(|(m, c)| (m.len(), c.to_bits())),
+                    voxels: maps.map_or(0, |m| m.scores.len()),
+                    ssum_parts: ssum_parts.collect(),
+                    moment_scale: maps
+                        .and_then(|m| m.moments.as_ref())
+                        .map(|(_, s)| s.map(f64::to_bits)),
+                    background: maps
+                        .and_then(|m| m.background.as_ref())
+                        .map(|(m, c)| (m.len(), c.to_bits())),
                 };
                 part = Some(p);
                 Up::Done {
@@ -407,8 +384,7 @@ struct Worker {
 /// A split target's merge so far.
 #[derive(Default)]
 struct Merge {
-    maps: Option<HostPart>,
-    ssum: Vec<(usize, usize, Vec<f64>)>,
+    part: Part,
     left: usize,
     seconds: f64,
 }
@@ -460,7 +436,7 @@ impl Coord {
                 Coord::ctrl(k, STOP);
             }
             w.finished = true;
-        } else if let Some(i) = (self.next < ctx.items.len()).then_some(self.next) {
+        } else if let Some(i) = (self.next < ctx.plan.items.len()).then_some(self.next) {
             self.next += 1;
             w.busy = true;
             Coord::ctrl(k, i as i64);
@@ -472,7 +448,7 @@ impl Coord {
 
     /// The next item for rank 0 itself.
     fn take(&mut self, ctx: &Ctx<'_>) -> Option<usize> {
-        (!self.stopping && self.next < ctx.items.len()).then(|| {
+        (!self.stopping && self.next < ctx.plan.items.len()).then(|| {
             self.next += 1;
             self.next - 1
         })
@@ -480,37 +456,29 @@ impl Coord {
 
     /// Records item `k`'s outcome, run by `rank`.
     fn record(&mut self, ctx: &Ctx<'_>, k: usize, rank: i32, seconds: f64, out: Local) {
-        let it = ctx.items[k];
-        self.done_rot += (it.end - it.start) as u64;
-        self.ran[it.target].push(Ran {
+        let it: &Item = &ctx.plan.items[k];
+        self.done_rot += it.range.len() as u64;
+        self.ran[it.job].push(Ran {
             rank,
-            rotations: [it.start, it.end],
+            rotations: [it.range.start, it.range.end],
             seconds,
         });
         match out {
-            Local::Whole(d) => self.done[it.target] = Some(d),
+            Local::Whole(d) => self.done[it.job] = Some(d),
             Local::Part(p) => {
-                let parts = ctx.items.iter().filter(|i| i.target == it.target).count();
-                let m = self.merges.entry(it.target).or_insert_with(|| Merge {
-                    left: parts,
+                let m = self.merges.entry(it.job).or_insert_with(|| Merge {
+                    left: ctx.plan.parts_of(it.job),
                     ..Merge::default()
                 });
-                m.ssum.push((p.start, p.len, p.ssum_parts.clone()));
                 m.seconds += seconds;
-                let merged = match m.maps.as_mut() {
-                    Some(acc) => merge_into(acc, p),
-                    None => {
-                        m.maps = Some(p);
-                        Ok(())
-                    }
-                };
-                if let Err(e) = merged {
+                if let Err(e) = m.part.merge(p) {
+                    let e = CliError::failure(format!("merging the parts of a target: {e}"));
                     self.fail(0, e.code, e.message);
                     return;
                 }
                 m.left -= 1;
                 if m.left == 0 {
-                    self.ready.push(it.target);
+                    self.ready.push(it.job);
                 }
             }
         }
@@ -534,8 +502,8 @@ impl Coord {
         }
         match up {
             Up::Progress { item, done, total } => {
-                if let (Some(it), Some(f)) = (ctx.items.get(item), self.inflight.get_mut(k)) {
-                    let len = (it.end - it.start) as u64;
+                if let (Some(it), Some(f)) = (ctx.plan.items.get(item), self.inflight.get_mut(k)) {
+                    let len = it.range.len() as u64;
                     *f = (done as u64 * len).checked_div(total as u64).unwrap_or(0);
                 }
             }
@@ -573,19 +541,18 @@ impl Coord {
                             }
                             (m, f64::from_bits(count))
                         });
-                        let it = ctx.items[item.min(ctx.items.len() - 1)];
-                        Local::Part(HostPart {
-                            start: it.start,
-                            len: it.end - it.start,
+                        let it = &ctx.plan.items[item.min(ctx.plan.items.len() - 1)];
+                        let ssum_parts = ssum_parts.into_iter().map(f64::from_bits).collect();
+                        let maps = Maps {
                             scores,
                             index,
-                            ssum_parts: ssum_parts.into_iter().map(f64::from_bits).collect(),
                             moments,
                             background,
-                        })
+                        };
+                        Local::Part(Part::new(it.range.clone(), ssum_parts, maps))
                     }
                 };
-                if item < ctx.items.len() && !self.stopping {
+                if item < ctx.plan.items.len() && !self.stopping {
                     self.record(ctx, item, src, seconds, out);
                 }
                 self.assign(ctx, k);
@@ -636,20 +603,13 @@ fn finish_split(ctx: &Ctx<'_>, t: usize, m: Merge, ran: &[Ran]) -> CliResult<Tar
     let e = &ctx.entries[t];
     let ta = target_args(ctx.a, e);
     let (p, job) = prepare(&ctx.quiet, &ta).map_err(|err| in_list(err, ctx.list, e))?;
-    let nrot = ctx.infos[t].nrot as usize;
-    let ssum = order_ssum(m.ssum, nrot).map_err(CliError::failure)?;
-    let merged = m
-        .maps
-        .ok_or_else(|| CliError::failure("a split target without parts"))?;
     let out = Outputs::in_dir("--out", &ta.out)?;
-    let task = super::list::FromParts {
-        job,
-        merged,
-        ssum,
-        shape: p.tshape.clone(),
+    let task = Finish {
+        job: &job,
+        part: m.part,
         match_s: m.seconds,
     };
-    let mut matched = monomorph::dispatch(p.g.dispatch(ta.memory_limit), task)
+    let mut matched = monomorph::dispatch(job_dispatch(&p.g, &job, ta.memory_limit), task)
         .map_err(|e| match_error(e, ta.memory_limit))?;
     matched.dist = Some(mpi_json(ctx, ran));
     write_target(&ctx.quiet, &ta, p, out, matched, ctx.q.as_ref())
@@ -660,7 +620,7 @@ fn finish_split(ctx: &Ctx<'_>, t: usize, m: Merge, ran: &[Ran]) -> CliResult<Tar
 fn coordinate(world: &SimpleCommunicator, ctx: &Ctx<'_>, t0: Instant) -> Option<(i32, u8, String)> {
     let size = world.size() as usize;
     let n = ctx.entries.len();
-    let total: u64 = ctx.infos.iter().map(|i| i.nrot).sum();
+    let total: u64 = ctx.infos.iter().map(|i| i.rotations).sum();
     let pb = progress(total, "rotations", ctx.g.quiet);
     let coord = Mutex::new(Coord {
         next: 0,
@@ -692,21 +652,17 @@ fn coordinate(world: &SimpleCommunicator, ctx: &Ctx<'_>, t0: Instant) -> Option<
         }
         if let Some(k) = c.take(ctx) {
             drop(c);
-            let it = ctx.items[k];
-            let len = (it.end - it.start) as u64;
-            let watch = Watch::default();
-            let cb = |d: usize, t: usize| {
-                let mut c = lock();
-                c.serve(ctx);
-                pb.set_position(c.rotations_done() + d as u64 * len / t.max(1) as u64);
-                if c.stopping {
-                    return ControlFlow::Break(());
-                }
-                drop(c);
-                watch.poll(d)
-            };
+            // Between its own rotations rank 0 answers the others.
+            let control = Control::new()
+                .with_progress(|d, _| {
+                    let mut c = lock();
+                    c.serve(ctx);
+                    pb.set_position(c.rotations_done() + d);
+                })
+                .with_poll(|| lock().stopping || dist::stop_requested(&SimpleCommunicator::world()))
+                .fail_after(test_hook(None));
             let t = Instant::now();
-            let r = run_item(ctx, k, &cb, &watch);
+            let r = run_item(ctx, k, &control);
             let seconds = t.elapsed().as_secs_f64();
             let mut c = lock();
             match r {

@@ -1,24 +1,26 @@
 //! `monomorph match`: template matching over a rotation set.
 
-use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{ArgGroup, Args, ValueEnum};
-use monomorph::algo::matching::{MatchParams, MatchResult, Score, match_template};
+use monomorph::algo::matching::{MatchResult, Score};
 use monomorph::algo::rotations::{RotationSet, Symmetry};
-use monomorph::io::{HostArray, read_euler_csv, write_mrc, write_npy, write_png};
+use monomorph::dispatch::{BackendChoice, DefaultBackend, DispatchOptions};
+use monomorph::io::{read_euler_csv, write_mrc, write_npy, write_png};
+use monomorph::work::{FailAfter, MatchJob, Part, Restriction};
 use monomorph::{AxisOrder, Backend, BackendTask, FloatOf, Interpolation};
 use ndarray::{Array3, ArrayD};
 use serde_json::json;
 use tracing::info_span;
 
+use super::error::{CliError, CliResult};
+use super::global::Global;
 use super::output::{
     Outputs, Timings, check_distinct, check_out_dir, opt_path_json, parse_bytes, path_json,
     peak_memory_bytes, read_input, run_info,
 };
 use super::peaks::{Caller, FalseAlarm, PeakQuery, RunStats, read_rotation_set};
-use super::trace::progress;
-use super::{CliError, CliResult, Global};
 
 /// Options of `monomorph match`.
 #[derive(Args, Debug, Clone)]
@@ -147,8 +149,8 @@ pub struct MatchArgs {
     /// devices, one thread each; with the CPU backend: that many CPU workers sharing rayon's
     /// threads, each with a pool of its own. Under mpirun: the devices the ranks of a node
     /// take in turn (node-local rank i uses the i-th, modulo the list).
-    #[arg(long, value_name = "LIST", value_parser = super::workers::parse_devices)]
-    pub devices: Option<super::workers::Devices>,
+    #[arg(long, value_name = "LIST", value_parser = parse_devices)]
+    pub devices: Option<Devices>,
     /// Fourier filters (pytme's flags).
     #[command(flatten)]
     pub filters: super::filters::FilterArgs,
@@ -157,7 +159,7 @@ pub struct MatchArgs {
     pub search: super::search::SearchArgs,
     /// Many targets in one job (`--target-list`, `--peaks`).
     #[command(flatten)]
-    pub list: super::list::ListArgs,
+    pub list: ListArgs,
 }
 
 impl MatchArgs {
@@ -223,44 +225,12 @@ pub enum InterpArg {
     Linear,
 }
 
-/// Inputs of one matching run (host data only).
-pub struct MatchJob {
-    pub target: HostArray,
-    pub template: HostArray,
-    pub template_mask: Option<HostArray>,
-    pub target_mask: Option<HostArray>,
-    pub rotations: RotationSet,
-    pub score: Score,
-    pub interpolation: Interpolation,
-    pub pad_edges: bool,
-    pub memory_limit: Option<u64>,
-    pub quiet: bool,
-    /// Also call peaks (for a PNG or the demo) with this query.
+/// A checked `match` run: the library's job and what the command adds to it.
+pub struct Job {
+    /// What to compute (host inputs and options).
+    pub job: Arc<MatchJob>,
+    /// Also call peaks (for a PNG) with this query.
     pub peaks: Option<PeakQuery>,
-    /// The Fourier filters, built on the backend before matching.
-    pub filters: Option<monomorph::algo::filters::FilterSpec>,
-    /// Per-voxel statistics of the score over the rotations (`--score-stats`).
-    pub score_stats: bool,
-    /// `--background-correction`.
-    pub background: Option<monomorph::algo::matching::Background>,
-    /// The search restriction (scheduling mask, search box).
-    pub search: super::search::Search,
-    /// How pytme would hold the arrays, from the target's file type ([`pytme_frame`]): the
-    /// frame of everything pytme computes in its own axis order (filters, scrambling noise,
-    /// the rotation's edge test).
-    pub pytme_frame: AxisOrder,
-}
-
-/// How pytme 0.3.6 holds the data of `target`: an MRC file transposed ((x, y, z): reversed
-/// against monomorph's (z, y, x)), a `.npy` as stored. Decided once per job, from the target:
-/// the template, masks and rotations are taken in the target's frame (a template meant for an
-/// MRC tomogram is (z, y, x) here, whatever its file type).
-pub fn pytme_frame(target: &std::path::Path) -> AxisOrder {
-    if monomorph::io::is_mrc(target) {
-        AxisOrder::Reversed
-    } else {
-        AxisOrder::Pytme
-    }
 }
 
 /// Host copy of a matching result.
@@ -285,67 +255,9 @@ pub struct Matched {
     pub devices: Option<serde_json::Value>,
 }
 
-/// The job's arrays on the device, and the Fourier filters built from them (whitening reads
-/// the target), so that every way of running a job (one process, a rank, a list item) applies
-/// the same filters.
-pub struct Uploaded<B: Backend> {
-    /// The target (already contrast-inverted if asked).
-    pub target: monomorph::Arr<B, FloatOf<B>>,
-    /// The template.
-    pub template: monomorph::Arr<B, FloatOf<B>>,
-    tmask: Option<monomorph::Arr<B, FloatOf<B>>>,
-    gmask: Option<monomorph::Arr<B, FloatOf<B>>>,
-    filters: Option<monomorph::algo::filters::Filters>,
-    smask: Option<monomorph::Arr<B, FloatOf<B>>>,
-    search_box: Option<Vec<(usize, usize)>>,
-}
-
-impl MatchJob {
-    /// Uploads the job's arrays to `b` in its float type and builds its filters there.
-    pub fn upload<B: Backend>(&self, b: &B) -> monomorph::Result<Uploaded<B>> {
-        let up = |a: &HostArray| b.upload(a.to_float::<FloatOf<B>>().view());
-        let (target, template) = {
-            let _s = info_span!("upload").entered();
-            (up(&self.target)?, up(&self.template)?)
-        };
-        let tmask = self.template_mask.as_ref().map(up).transpose()?;
-        let gmask = self.target_mask.as_ref().map(up).transpose()?;
-        let smask = self.search.mask.as_ref().map(up).transpose()?;
-        let filters =
-            super::filters::build(self.filters.as_ref(), b, &target, self.template.shape())?;
-        Ok(Uploaded {
-            target,
-            template,
-            tmask,
-            gmask,
-            filters,
-            smask,
-            search_box: self.search.ranges.clone(),
-        })
-    }
-
-    /// The matching parameters of this job over its uploaded masks and filters.
-    pub fn params<'a, B: Backend>(&self, up: &'a Uploaded<B>) -> MatchParams<'a, B> {
-        let mut params = MatchParams::new(self.score, self.rotations.clone());
-        params.template_mask = up.tmask.as_ref();
-        params.target_mask = up.gmask.as_ref();
-        params.filters = up
-            .filters
-            .as_ref()
-            .map(|f| f as &dyn monomorph::algo::filters::SpectralFilter);
-        params.pad_edges = self.pad_edges;
-        params.interpolation = self.interpolation;
-        params.memory_limit = self.memory_limit;
-        params.score_stats = self.score_stats;
-        params.background = self.background;
-        params.scheduling_mask = up.smask.as_ref();
-        params.search_box = up.search_box.as_deref();
-        params.pytme_frame = self.pytme_frame;
-        params
-    }
-
+impl Job {
     /// The host result of a finished match: peaks (when asked for) and downloads.
-    pub fn finish<B: Backend>(
+    pub fn matched<B: Backend>(
         &self,
         b: &B,
         r: MatchResult<B>,
@@ -403,29 +315,22 @@ impl MatchJob {
     }
 }
 
-impl BackendTask for MatchJob {
+/// A finished job's result assembled from its merged parts ([`MatchJob::finish`], the one
+/// assembly) on a backend, then made the command's [`Matched`].
+pub struct Finish<'a> {
+    /// The job.
+    pub job: &'a Job,
+    /// Its parts, merged.
+    pub part: Part,
+    /// Seconds the matching took.
+    pub match_s: f64,
+}
+
+impl BackendTask for Finish<'_> {
     type Output = Matched;
     fn run<B: Backend>(self, b: &B) -> monomorph::Result<Matched> {
-        let _span = info_span!("match", backend = b.name(), score = %self.score, rotations = self.rotations.len()).entered();
-        let up = self.upload(b)?;
-        let pb = progress(self.rotations.len() as u64, "rotations", self.quiet);
-        let cb = |done: usize, total: usize| {
-            pb.set_length(total as u64);
-            pb.set_position(done as u64);
-            ControlFlow::Continue(())
-        };
-        let mut params = self.params(&up);
-        params.progress = Some(&cb);
-        let t0 = std::time::Instant::now();
-        let r = {
-            let _s = info_span!("match_template").entered();
-            let r = match_template(b, &up.target, &up.template, &params)?;
-            b.synchronize()?;
-            r
-        };
-        let match_s = t0.elapsed().as_secs_f64();
-        pb.finish_and_clear();
-        self.finish(b, r, match_s)
+        let r = self.job.job.finish(b, self.part)?;
+        self.job.matched(b, r, self.match_s)
     }
 }
 
@@ -472,36 +377,6 @@ pub struct Prepared {
     pub filters_json: serde_json::Value,
     /// The search restriction, for run.json.
     pub search_json: serde_json::Value,
-}
-
-/// Runs `monomorph match`.
-pub fn run(g: &Global, a: MatchArgs) -> CliResult<()> {
-    if a.list.target_list.is_some() {
-        return super::list::run(g, &a);
-    }
-    if a.list.peaks {
-        // Clap's `requires` does not fire for this flag here; refused rather than ignored.
-        return Err(CliError::input(
-            "--peaks: only with --target-list (peaks of many targets in one STAR file); for one \
-             target run `monomorph peaks --scores OUT/scores.npy` on the output folder",
-        ));
-    }
-    #[cfg(feature = "mpi")]
-    if let Some(world) = super::ranks::world() {
-        return super::ranks::run_match(&world, g, &a);
-    }
-    if let Some(d) = &a.devices {
-        return super::workers::run_match(g, &a, d);
-    }
-    let (mut p, job) = prepare(g, &a)?;
-    let out = Outputs::in_dir("--out", &a.out)?;
-    let m = p
-        .timings
-        .time("total", || {
-            monomorph::dispatch(p.g.dispatch(a.memory_limit), job)
-        })
-        .map_err(|e| match_error(e, a.memory_limit))?;
-    write(&a, p, out, m)
 }
 
 /// The rotation set of `--angular-step` (with `--angular-sampling-set`) or `--orientations`.
@@ -553,11 +428,23 @@ pub fn match_error(e: monomorph::Error, memory_limit: Option<u64>) -> CliError {
     }
 }
 
+/// How pytme 0.3.6 holds the data of `target`: an MRC file transposed ((x, y, z): reversed
+/// against monomorph's (z, y, x)), a `.npy` as stored. Decided once per job, from the target:
+/// the template, masks and rotations are taken in the target's frame (a template meant for an
+/// MRC tomogram is (z, y, x) here, whatever its file type).
+pub fn pytme_frame(target: &std::path::Path) -> AxisOrder {
+    if monomorph::io::is_mrc(target) {
+        AxisOrder::Reversed
+    } else {
+        AxisOrder::Pytme
+    }
+}
+
 /// Reads and checks the inputs of `monomorph match` (creates nothing).
-pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
+pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     check_out_dir("--out", &a.out)?;
-    let threads_split = !super::ranks::under_mpi();
-    super::workers::check_devices(g, a.devices.as_ref(), threads_split)?;
+    // The CPU ids of --devices are worker threads of this process, not under MPI ranks.
+    check_devices(g, a.devices.as_ref(), !g.ranks)?;
     let mut timings = Timings::default();
     let target_path = a.target_path();
     let target = timings.time("read", || read_input("--target", target_path, &[2, 3]))?;
@@ -672,31 +559,30 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
     let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
     let search = a.search.check(&tshape)?;
     let search_json = a.search.to_json(&search);
-    let job = MatchJob {
-        target: if a.filters.invert_target_contrast {
-            super::filters::negate(target.data)
-        } else {
-            target.data
-        },
-        template: template.data,
-        template_mask,
-        target_mask,
-        rotations,
-        score,
-        interpolation: match a.interpolation {
-            InterpArg::Cubic => Interpolation::Cubic,
-            InterpArg::Linear => Interpolation::Linear,
-        },
-        pad_edges: a.pad_edges,
-        memory_limit: a.memory_limit,
-        quiet: g.quiet,
-        peaks: png_query,
-        filters,
-        score_stats: a.score_stats,
-        background: a.background_correction,
-        search,
-        pytme_frame: frame,
+    let voxel_size = target.voxel_size;
+    let target = if a.filters.invert_target_contrast {
+        super::filters::negate(target.data)
+    } else {
+        target.data
     };
+    let mut job = MatchJob::new(target, template.data, score, rotations);
+    job.template_mask = template_mask;
+    job.target_mask = target_mask;
+    job.interpolation = match a.interpolation {
+        InterpArg::Cubic => Interpolation::Cubic,
+        InterpArg::Linear => Interpolation::Linear,
+    };
+    job.pad_edges = a.pad_edges;
+    job.memory_limit = a.memory_limit;
+    job.filters = filters;
+    job.score_stats = a.score_stats;
+    job.background = a.background_correction;
+    job.search = Restriction {
+        mask: search.mask,
+        ranges: search.ranges,
+    };
+    job.precision = g.dispatch(None).precision;
+    job.pytme_frame = frame;
     let n_rot = job.rotations.len();
     let names = [
         "scores.npy",
@@ -728,7 +614,6 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
         .collect();
     let outputs: Vec<(&str, PathBuf)> = names.iter().map(|n| ("--out", a.out.join(n))).collect();
     check_distinct(&outputs, &inputs)?;
-    let voxel_size = target.voxel_size;
     Ok((
         Prepared {
             g,
@@ -740,8 +625,199 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, MatchJob)> {
             filters_json,
             search_json,
         },
-        job,
+        Job {
+            job: Arc::new(job),
+            peaks: png_query,
+        },
     ))
+}
+
+/// The list-mode options of `monomorph match`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ListArgs {
+    /// Many targets in one job, instead of --target: a text file with one target path per line
+    /// (blank lines and `#` comments skipped; relative paths from the list's folder), or a
+    /// RELION STAR file (`.star`) whose `_rlnTomoReconstructedTomogram` or `_rlnMicrographName`
+    /// column holds the paths (relative paths from the current folder, as in a RELION
+    /// project). --out gets one folder per target, named by the file's stem (`-2`, `-3`, …
+    /// added when stems repeat), holding what a run with --target writes, and list.json.
+    /// Under mpirun the targets (or, with fewer targets than ranks, their rotation ranges)
+    /// go to whichever rank is free next.
+    #[arg(
+        long,
+        value_name = "LIST",
+        conflicts_with = "target",
+        help_heading = "Many targets"
+    )]
+    pub target_list: Option<PathBuf>,
+    /// Call peaks on every target's result, as `monomorph peaks` with the flags below would on
+    /// its output folder, and write them all to one STAR file, OUT/particles.star, naming each
+    /// row's target in `_rlnMicrographName` (the path as the list gives it).
+    #[arg(long, requires = "target_list", help_heading = "Many targets")]
+    pub peaks: bool,
+    /// With --peaks: `peaks --min-distance` (default 5).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub min_distance: Option<usize>,
+    /// With --peaks: `peaks --threshold-abs` (alias --min-score, pytme's name).
+    #[arg(
+        long,
+        visible_alias = "min-score",
+        value_name = "X",
+        allow_negative_numbers = true,
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub threshold_abs: Option<f64>,
+    /// With --peaks: `peaks --threshold-rel`.
+    #[arg(
+        long,
+        value_name = "Y",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub threshold_rel: Option<f64>,
+    /// With --peaks: `peaks --exclude-border`.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub exclude_border: Option<usize>,
+    /// With --peaks: `peaks --num-peaks` (per target).
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub num_peaks: Option<usize>,
+    /// With --peaks: `peaks --false-positives` (per target, from its run's statistics).
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub false_positives: Option<f64>,
+    /// With --peaks: `peaks --max-score`.
+    #[arg(
+        long,
+        value_name = "X",
+        allow_negative_numbers = true,
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub max_score: Option<f64>,
+    /// With --peaks: `peaks --peak-oversampling`.
+    #[arg(
+        long,
+        value_name = "F",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub peak_oversampling: Option<f64>,
+    /// With --peaks: `peaks --caller` (default skimage).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "CALLER",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub caller: Option<Caller>,
+}
+
+/// `--devices`: distinct device numbers, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Devices(pub Vec<usize>);
+
+impl std::fmt::Display for Devices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s: Vec<String> = self.0.iter().map(|d| d.to_string()).collect();
+        f.write_str(&s.join(","))
+    }
+}
+
+/// Parses `--devices`: a comma-separated list of distinct device numbers (`0,1,2,3`).
+pub fn parse_devices(s: &str) -> Result<Devices, String> {
+    let mut out: Vec<usize> = Vec::new();
+    if s.trim().is_empty() {
+        return Err("no device, expected a comma-separated list such as 0,1".into());
+    }
+    for t in s.split(',').map(str::trim) {
+        let d: usize = t.parse().map_err(|_| {
+            format!("'{t}' is not a device number, expected a comma-separated list such as 0,1")
+        })?;
+        if out.contains(&d) {
+            return Err(format!(
+                "device {d} is listed twice, expected each device once"
+            ));
+        }
+        out.push(d);
+    }
+    Ok(Devices(out))
+}
+
+/// Checks `--devices` against the devices there are (an input error naming the flag): CUDA
+/// devices, or under the CPU backend one worker per thread (`threads_split`: the CPU ids are
+/// checked only where the CPU runs device threads, not under MPI, where a CPU rank uses no
+/// device).
+pub fn check_devices(g: &Global, devices: Option<&Devices>, threads_split: bool) -> CliResult<()> {
+    let Some(d) = devices else { return Ok(()) };
+    let backend = match g.dispatch(None).backend {
+        BackendChoice::Auto => DefaultBackend::new().backend,
+        b => b,
+    };
+    let (n, what) = match backend {
+        BackendChoice::Cuda => (
+            monomorph::dispatch::cuda_device_count(),
+            "CUDA device(s) visible",
+        ),
+        _ if !threads_split => return Ok(()),
+        _ => (
+            monomorph::Cpu::<monomorph::Single>::new().threads(),
+            "CPU worker(s): one per thread, RAYON_NUM_THREADS or the cores",
+        ),
+    };
+    match d.0.iter().find(|&&k| k >= n) {
+        Some(bad) => Err(CliError::input(format!(
+            "--devices {d}: device {bad} does not exist ({n} {what}), expected numbers below {n}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The test hooks, read once: `MONOMORPH_TEST_FAIL_AFTER=N` (a matching loop fails after N
+/// steps, as a device error would), with `MONOMORPH_TEST_FAIL_DEVICE=D` only the worker on
+/// device D.
+pub fn test_hook(devices: Option<&[usize]>) -> Option<FailAfter> {
+    let num = |v: &str| std::env::var(v).ok()?.trim().parse::<usize>().ok();
+    let steps = num("MONOMORPH_TEST_FAIL_AFTER");
+    match num("MONOMORPH_TEST_FAIL_DEVICE") {
+        Some(d) => Some(FailAfter {
+            worker: Some(devices?.iter().position(|&x| x == d)?),
+            steps: steps.unwrap_or(0),
+        }),
+        None if std::env::var_os("MONOMORPH_TEST_FAIL_DEVICE").is_some() => None,
+        None => steps.map(|steps| FailAfter {
+            worker: None,
+            steps,
+        }),
+    }
+}
+
+/// The dispatch of a job's own work: `g`'s backend in the job's precision.
+pub fn job_dispatch(g: &Global, job: &Job, memory_limit: Option<u64>) -> DispatchOptions {
+    DispatchOptions {
+        precision: job.job.precision,
+        ..g.dispatch(memory_limit)
+    }
 }
 
 /// The `--score-stats` outputs, without their extension (`.npy`, and `.mrc` beside
@@ -868,4 +944,25 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_lists_parse_or_say_why_not() {
+        assert_eq!(parse_devices("0,1").unwrap(), Devices(vec![0, 1]));
+        assert_eq!(parse_devices(" 3 , 1").unwrap(), Devices(vec![3, 1]));
+        for (bad, why) in [
+            ("", "no device"),
+            ("0,0", "listed twice"),
+            ("0,x", "'x' is not a device number"),
+            ("0,", "'' is not"),
+            ("-1", "'-1' is not"),
+        ] {
+            let e = parse_devices(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
 }

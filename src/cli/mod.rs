@@ -17,7 +17,7 @@ macro_rules! say {
 /// nowhere left to report it: `note!("{x}")`.
 macro_rules! note {
     ($($t:tt)*) => {
-        $crate::cli::complain(&format!($($t)*))
+        $crate::cli::output::complain(&format!($($t)*))
     };
 }
 
@@ -26,6 +26,7 @@ mod demo;
 mod devices;
 mod error;
 mod filters;
+mod global;
 mod list;
 #[cfg(feature = "mpi")]
 mod list_mpi;
@@ -36,19 +37,18 @@ mod peaks;
 mod pytom;
 mod ranks;
 mod roc;
+mod run;
 mod search;
 mod solve;
 mod trace;
-mod workers;
 
-use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use monomorph::dispatch::{BackendChoice, DispatchOptions, PrecisionChoice};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use error::{CliError, CliResult};
+pub use global::{Global, PrecisionArg};
+use output::complain;
 
 /// Template matching, peak calling and batched conjugate gradient on CPU or CUDA.
 ///
@@ -71,60 +71,6 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options every subcommand accepts.
-#[derive(Args, Debug, Clone)]
-pub struct Global {
-    /// Backend: `auto` picks CUDA when compiled in and a device is present, else the CPU.
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto, global = true, help_heading = "Global options")]
-    pub backend: BackendArg,
-    /// Float precision of the computation (scores are always written as float32). The default,
-    /// `auto`, follows the main input (the target of `match`, the scores of `peaks`; for
-    /// `solve` every float input: rhs, x0, matrix or CSR values): double for a float64 file,
-    /// single otherwise; `demo` and `bench` run single.
-    #[arg(long, value_enum, default_value_t = PrecisionArg::Auto, global = true, help_heading = "Global options")]
-    pub precision: PrecisionArg,
-    /// Write a Chrome/Perfetto trace of every instrumented step to FILE.json.
-    #[arg(
-        long,
-        value_name = "FILE.json",
-        global = true,
-        help_heading = "Global options"
-    )]
-    pub trace: Option<PathBuf>,
-    /// Print nothing but errors (no progress bar, no table).
-    #[arg(long, short = 'q', global = true, help_heading = "Global options")]
-    pub quiet: bool,
-    /// More log output on stderr (-v info, -vv debug, -vvv trace).
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true, help_heading = "Global options")]
-    pub verbose: u8,
-    /// The CUDA device this process uses (not a flag: set from `match --devices` and the
-    /// node-local rank under MPI); `None`: device 0.
-    #[arg(skip)]
-    pub device: Option<usize>,
-}
-
-/// `--backend`.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendArg {
-    /// The CPU (rayon threads).
-    Cpu,
-    /// CUDA (device 0; `match --devices` and MPI ranks choose others).
-    Cuda,
-    /// CUDA when available, else the CPU.
-    Auto,
-}
-
-/// `--precision`.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PrecisionArg {
-    /// The main input's: float64 / int64 in, double; anything else, single.
-    Auto,
-    /// float32 / int32.
-    Single,
-    /// float64 / int64.
-    Double,
-}
-
 #[derive(Subcommand, Debug)]
 // Parsed once per process: the size of the largest variant (match's many flags) costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -143,70 +89,6 @@ pub enum Command {
     Devices,
     /// Time one algorithm at one size (the cell `cargo xtask bench` runs).
     Bench(bench::BenchArgs),
-}
-
-impl Global {
-    /// The dispatch options these flags ask for.
-    pub fn dispatch(&self, memory_limit: Option<u64>) -> DispatchOptions {
-        DispatchOptions {
-            backend: match self.backend {
-                BackendArg::Cpu => BackendChoice::Cpu,
-                BackendArg::Cuda => BackendChoice::Cuda,
-                BackendArg::Auto => BackendChoice::Auto,
-            },
-            precision: match self.precision {
-                PrecisionArg::Single | PrecisionArg::Auto => PrecisionChoice::Single,
-                PrecisionArg::Double => PrecisionChoice::Double,
-            },
-            memory_limit,
-            device: self.device.unwrap_or(0),
-            threads: None,
-        }
-    }
-
-    /// These flags with `--precision auto` resolved for the main input `data` (read from `path`
-    /// by `flag`): double for float64 data. An explicit `--precision single` on float64 values
-    /// that overflow float32 is an input error naming the file, never a silent infinity.
-    pub fn for_input(
-        &self,
-        flag: &str,
-        path: &std::path::Path,
-        data: &monomorph::io::HostArray,
-    ) -> CliResult<Global> {
-        self.for_inputs(&[(flag, path, data)])
-    }
-
-    /// [`Global::for_input`] for a command with several float inputs (`solve`'s rhs, x0 and
-    /// operator): under `--precision auto` one float64 input makes the run double, so no
-    /// input is narrowed silently; the float32 range check applies to every input.
-    pub fn for_inputs(
-        &self,
-        inputs: &[(&str, &std::path::Path, &monomorph::io::HostArray)],
-    ) -> CliResult<Global> {
-        let mut g = self.clone();
-        if self.precision == PrecisionArg::Auto {
-            let double = inputs
-                .iter()
-                .any(|(_, _, d)| PrecisionChoice::of_input(d) == PrecisionChoice::Double);
-            g.precision = if double {
-                PrecisionArg::Double
-            } else {
-                PrecisionArg::Single
-            };
-        }
-        if g.precision == PrecisionArg::Single {
-            for (flag, path, data) in inputs {
-                if let Some(v) = data.first_beyond_f32() {
-                    return Err(CliError::input(format!(
-                        "{flag} {}: holds {v:e}, beyond the float32 range, expected --precision double (the default for {} data)",
-                        path.display(),
-                        data.dtype()
-                    )));
-                }
-            }
-        }
-        Ok(g)
-    }
 }
 
 /// Parses a clap error into one line.
@@ -303,12 +185,6 @@ fn glue_negative_values(
         }
     }
     out
-}
-
-/// Prints one line on stderr; a closed or full stderr is ignored (there is nowhere left to
-/// report it).
-fn complain(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Entry point: parse, run, print one line on error.
@@ -458,7 +334,8 @@ fn run_command(command: Command, mut g: Global, launched: Option<usize>) -> CliR
     };
     let done = match command {
         Command::Demo(a) => demo::run(&fixed, a),
-        Command::Match(a) => matching::run(&g, a),
+        Command::Match(a) => run::run_match(&g, a),
+        Command::Peaks(a) if a.caller == peaks::Caller::Pytom => pytom::run_peaks(&g, a),
         Command::Peaks(a) => peaks::run(&g, a),
         Command::Roc(a) => roc::run(&g, a),
         Command::Solve(a) => solve::run(&g, a),

@@ -9,7 +9,7 @@ use monomorph::algo::rotations::{
 };
 use ndarray::Ix2;
 
-use super::{CliError, CliResult};
+use super::error::{CliError, CliResult};
 
 /// The RELION Euler angles `[rot, tilt, psi]` (degrees) of a STAR file: every row of the first
 /// table (a `loop_`, or a block of `_label value` pairs for one seed) that has

@@ -8,7 +8,8 @@ use monomorph::error::fmt_bytes;
 use monomorph::io::{HostArray, Volume, read_array};
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, Global};
+use super::error::{CliError, CliResult};
+use super::global::Global;
 
 /// Reads a `.npy` or MRC input named by flag `flag`, checking that it is `dims`-D (any of) and
 /// holds only finite values.
@@ -582,6 +583,13 @@ pub fn check_memory(flag: &str, value: &str, need: Option<u128>) -> CliResult<()
             "{flag} {value}: needs more memory than a 64-bit machine can address, expected a smaller value"
         ))),
     }
+}
+
+/// Prints one line on stderr; a closed or full stderr is ignored (there is nowhere left to
+/// report it).
+pub fn complain(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 #[cfg(test)]

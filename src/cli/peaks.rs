@@ -5,17 +5,18 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use monomorph::algo::peaks::{
     ExcludeBorder, Peak, PeakParams, PytmeParams, attach_rotations, call_peaks_maximum_filter,
-    call_peaks_recursive, false_alarm_threshold, find_peaks, oversample_peaks,
-    pytme_false_alarm_threshold, voxels_inside_border,
+    call_peaks_recursive, false_alarm, find_peaks, oversample_peaks,
 };
+pub use monomorph::algo::peaks::{FalseAlarm, RunStats};
 use monomorph::algo::rotations::{RotationSet, relion_euler_of};
 use monomorph::io::{HostArray, PeakRow, TableMeta, write_peaks_with, write_png};
-use monomorph::{Arr, Backend, BackendTask, FloatOf, Real};
+use monomorph::{Arr, Backend, BackendTask, FloatOf};
 use ndarray::{Array3, ArrayD, Ix3};
 use tracing::info_span;
 
+use super::error::{CliError, CliResult};
+use super::global::Global;
 use super::output::{Outputs, check_distinct, check_out_file, read_npy_input};
-use super::{CliError, CliResult, Global};
 
 /// Options of `monomorph peaks`.
 #[derive(Args, Debug, Clone)]
@@ -94,7 +95,7 @@ pub struct PeaksArgs {
     pub caller: Caller,
     /// pytom-match-pick's extraction flags (--caller pytom).
     #[command(flatten)]
-    pub pytom: super::pytom::PytomArgs,
+    pub pytom: PytomArgs,
     /// Output peak list: `.csv` (`z,y,x,score[,rotation,rot,tilt,psi]`; 2-D
     /// `y,x,score[,rotation,psi]`) or `.star` (RELION 4: _rlnCoordinateX/Y/Z = array axes
     /// 2, 1, 0). Angles are RELION's, in degrees: Rz(rot)·Ry(tilt)·Rz(psi) is the rotation
@@ -120,6 +121,51 @@ pub enum Caller {
     Pytom,
 }
 
+/// The flags of `peaks --caller pytom` (pytom-match-pick's `pytom_extract_candidates.py`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct PytomArgs {
+    /// Particle diameter in Å (--caller pytom): border planes of `r = int(D/2/voxel)` voxels
+    /// are not searched and a `(2r+1)³` cube around each particle is cleared (pytom's
+    /// behaviour; its documentation says a ball). The voxel size comes from the scores' MRC
+    /// header, else the matching run's run.json, else --sampling-rate.
+    #[arg(long, value_name = "Å")]
+    pub particle_diameter: Option<f64>,
+    /// Voxel size in Å of the scores, for --particle-diameter when neither the scores' header
+    /// nor the run.json holds one.
+    #[arg(long, value_name = "Å")]
+    pub sampling_rate: Option<f64>,
+    /// --caller pytom: keep only voxels whose white top-hat transform exceeds the cut fitted to
+    /// its histogram (pytom's --tophat-filter: a Gaussian fitted to the log histogram, cut at
+    /// --false-positives expected false positives).
+    #[arg(long)]
+    pub tophat_filter: bool,
+    /// Connectivity of the top-hat's structure element: 1 (faces), 2 (+ edges), 3 (cube).
+    #[arg(long, value_name = "1|2|3", default_value_t = 1)]
+    pub tophat_connectivity: usize,
+    /// Bins of the top-hat histogram.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub tophat_bins: usize,
+    /// Mask (`.npy` or MRC, the scores' shape): scores where it is <= 0 are set to 0 before
+    /// extraction, as pytom's --tomogram-mask.
+    #[arg(long, value_name = "M")]
+    pub tomogram_mask: Option<PathBuf>,
+}
+
+/// The first pytom-only flag given (for the other callers, which do not use them).
+pub fn given_flag(p: &PytomArgs) -> Option<&'static str> {
+    [
+        ("--particle-diameter", p.particle_diameter.is_some()),
+        ("--sampling-rate", p.sampling_rate.is_some()),
+        ("--tophat-filter", p.tophat_filter),
+        ("--tophat-connectivity", p.tophat_connectivity != 1),
+        ("--tophat-bins", p.tophat_bins != 50),
+        ("--tomogram-mask", p.tomogram_mask.is_some()),
+    ]
+    .into_iter()
+    .find(|(_, g)| *g)
+    .map(|(f, _)| f)
+}
+
 /// What to call peaks with (host data, no backend type).
 #[derive(Debug, Clone)]
 pub struct PeakQuery {
@@ -137,54 +183,6 @@ pub struct PeakQuery {
     pub max_score: Option<f64>,
     /// Sub-voxel positions by pytme's upsampled DFT with this factor.
     pub oversampling: Option<f64>,
-}
-
-/// What pytme's false-alarm rule needs from a matching run.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunStats {
-    /// Σ score² over voxels and rotations / (voxels · rotations) (pytme's `ssum`).
-    pub ssum: f64,
-    /// Number of rotations searched.
-    pub n_rotations: usize,
-}
-
-/// How a `--false-positives` threshold was made.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FalseAlarm {
-    /// Expected false positives asked for.
-    pub k: f64,
-    /// `true`: pytme's rule from the run's statistics; `false`: the map-σ fallback.
-    pub from_run: bool,
-    /// The noise standard deviation used.
-    pub sigma: f64,
-    /// Voxels inside the border.
-    pub n_voxels: usize,
-    /// Rotations counted.
-    pub n_rotations: usize,
-    /// The score threshold (`None` when the border leaves no voxel).
-    pub threshold: Option<f64>,
-}
-
-impl FalseAlarm {
-    /// One line saying which rule made the threshold.
-    pub fn describe(&self) -> String {
-        let t = self
-            .threshold
-            .map_or("none (no voxel inside the border)".to_string(), |t| {
-                format!("{t}")
-            });
-        let rule = if self.from_run {
-            "pytme's postprocess rule from the matching run's statistics (sigma = sqrt(ssum))"
-        } else {
-            "map-sigma fallback (no matching run statistics: sigma = the score map's standard \
-             deviation inside the border)"
-        };
-        format!(
-            "false-alarm threshold {t} for {} expected false positive(s): {rule}, sigma {}, \
-             {} voxels x {} rotations",
-            self.k, self.sigma, self.n_voxels, self.n_rotations
-        )
-    }
 }
 
 impl PeakQuery {
@@ -364,89 +362,6 @@ impl Called {
     }
 }
 
-/// The false-alarm threshold of `q` on `scores` (see [`PeaksArgs::false_positives`]).
-fn false_alarm<B: Backend>(
-    b: &B,
-    scores: &Arr<B, FloatOf<B>>,
-    q: &PeakQuery,
-    k: f64,
-    fallback_rotations: usize,
-) -> monomorph::Result<FalseAlarm> {
-    let shape = scores.shape();
-    let border = q.border(shape.len());
-    let all_voxels = voxels_inside_border(shape, &border);
-    // Positions not searched (score −∞, a restricted match) are no trials.
-    let not_searched = if all_voxels == 0 {
-        0
-    } else {
-        let inner: Vec<usize> = shape.iter().zip(&border).map(|(s, w)| s - 2 * w).collect();
-        let mut crop = b.zeros::<FloatOf<B>>(&inner)?;
-        b.crop(scores, &border, &mut crop)?;
-        b.count_nonfinite(&crop)?
-    };
-    let n_voxels = all_voxels - not_searched;
-    let (from_run, n_rotations, sigma) = match q.run_stats {
-        Some(rs) => (true, rs.n_rotations, (rs.ssum as f32).sqrt() as f64),
-        None if not_searched > 0 => {
-            return Err(monomorph::Error::invalid(
-                "--false-positives",
-                "the map has positions not searched (-inf) and no matching run statistics: \
-                 pass --match-run DIR",
-            ));
-        }
-        None => {
-            let sigma = if n_voxels == 0 {
-                0.0
-            } else if border.iter().all(|&w| w == 0) {
-                b.std(scores)?.as_f64()
-            } else {
-                let inner: Vec<usize> = shape.iter().zip(&border).map(|(s, w)| s - 2 * w).collect();
-                let mut crop = b.zeros::<FloatOf<B>>(&inner)?;
-                b.crop(scores, &border, &mut crop)?;
-                b.std(&crop)?.as_f64()
-            };
-            (false, fallback_rotations, sigma)
-        }
-    };
-    // A restricted run's ssum sums the searched positions only, over the target's voxels:
-    // over the searched ones it is the mean square pytme's rule wants.
-    let ssum_of =
-        |rs: RunStats| rs.ssum * shape.iter().product::<usize>() as f64 / n_voxels.max(1) as f64;
-    let sigma = match q.run_stats {
-        Some(rs) if not_searched > 0 => (ssum_of(rs) as f32).sqrt() as f64,
-        _ => sigma,
-    };
-    let threshold = if n_voxels == 0 {
-        None
-    } else {
-        let trials = n_voxels as f64 * n_rotations as f64;
-        if 2.0 * k >= trials {
-            return Err(monomorph::Error::invalid(
-                "--false-positives",
-                format!(
-                    "{k} is too many: 2K must be below voxels x rotations = {n_voxels} x \
-                     {n_rotations}"
-                ),
-            ));
-        }
-        Some(match q.run_stats {
-            Some(rs) if not_searched > 0 => {
-                pytme_false_alarm_threshold(k, ssum_of(rs), n_voxels, n_rotations)?
-            }
-            Some(rs) => pytme_false_alarm_threshold(k, rs.ssum, n_voxels, n_rotations)?,
-            None => false_alarm_threshold(k, n_voxels, n_rotations, sigma)?,
-        })
-    };
-    Ok(FalseAlarm {
-        k,
-        from_run,
-        sigma,
-        n_voxels,
-        n_rotations,
-        threshold,
-    })
-}
-
 /// Calls peaks on a device score map; attaches rotations when given.
 pub fn call<B: Backend>(
     b: &B,
@@ -460,7 +375,18 @@ pub fn call<B: Backend>(
     let fa = match q.false_positives {
         Some(k) => {
             let n_rot = rotations.map_or(1, |(_, r)| r.shape()[0]);
-            Some(false_alarm(b, scores, q, k, n_rot)?)
+            let border = q.border(shape.len());
+            let fa =
+                false_alarm(b, scores, &border, k, q.run_stats, n_rot).map_err(|e| match e {
+                    // The library names its argument; the command names the flag.
+                    monomorph::Error::InvalidArgument { name, reason }
+                        if name == "false_positives" =>
+                    {
+                        monomorph::Error::invalid("--false-positives", reason)
+                    }
+                    e => e,
+                })?;
+            Some(fa)
         }
         None => None,
     };
@@ -695,12 +621,10 @@ fn find_match_run(
     }
 }
 
-/// Runs `monomorph peaks`.
+/// Runs `monomorph peaks` with the skimage, maxfilter and recursive callers (`--caller pytom`
+/// runs `pytom::run_peaks`, chosen where the command is dispatched).
 pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
-    if a.caller == Caller::Pytom {
-        return super::pytom::run_peaks(g, a);
-    }
-    if let Some(flag) = super::pytom::given_flag(&a.pytom) {
+    if let Some(flag) = given_flag(&a.pytom) {
         return Err(CliError::input(format!(
             "{flag}: a pytom extraction setting, expected it with --caller pytom"
         )));

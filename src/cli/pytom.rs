@@ -1,9 +1,9 @@
 //! pytom-match-pick's extraction for `monomorph peaks --caller pytom` and `monomorph roc`: the
-//! flags, the voxel size and run statistics they need, and the one backend task both run.
+//! voxel size and run statistics they need, and the one backend task both run (the flags,
+//! [`PytomArgs`], are declared with `peaks`' own).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use clap::Args;
 use monomorph::algo::peaks::{
     Extracted, PytomParams, TophatParams, attach_rotations, extract_pytom, pytom_cut_off,
     pytom_radius,
@@ -13,38 +13,8 @@ use monomorph::{Backend, BackendTask, FloatOf};
 use ndarray::{Array3, ArrayD};
 
 use super::output::{Outputs, check_distinct, check_out_file, read_input};
-use super::peaks::{MatchRun, PeaksArgs, read_match_run, read_rotation_set, rows_of};
+use super::peaks::{MatchRun, PeaksArgs, PytomArgs, read_match_run, read_rotation_set, rows_of};
 use super::{CliError, CliResult, Global};
-
-/// The flags of `peaks --caller pytom` (pytom-match-pick's `pytom_extract_candidates.py`).
-#[derive(Args, Debug, Clone, Default)]
-pub struct PytomArgs {
-    /// Particle diameter in Å (--caller pytom): border planes of `r = int(D/2/voxel)` voxels
-    /// are not searched and a `(2r+1)³` cube around each particle is cleared (pytom's
-    /// behaviour; its documentation says a ball). The voxel size comes from the scores' MRC
-    /// header, else the matching run's run.json, else --sampling-rate.
-    #[arg(long, value_name = "Å")]
-    pub particle_diameter: Option<f64>,
-    /// Voxel size in Å of the scores, for --particle-diameter when neither the scores' header
-    /// nor the run.json holds one.
-    #[arg(long, value_name = "Å")]
-    pub sampling_rate: Option<f64>,
-    /// --caller pytom: keep only voxels whose white top-hat transform exceeds the cut fitted to
-    /// its histogram (pytom's --tophat-filter: a Gaussian fitted to the log histogram, cut at
-    /// --false-positives expected false positives).
-    #[arg(long)]
-    pub tophat_filter: bool,
-    /// Connectivity of the top-hat's structure element: 1 (faces), 2 (+ edges), 3 (cube).
-    #[arg(long, value_name = "1|2|3", default_value_t = 1)]
-    pub tophat_connectivity: usize,
-    /// Bins of the top-hat histogram.
-    #[arg(long, value_name = "N", default_value_t = 50)]
-    pub tophat_bins: usize,
-    /// Mask (`.npy` or MRC, the scores' shape): scores where it is <= 0 are set to 0 before
-    /// extraction, as pytom's --tomogram-mask.
-    #[arg(long, value_name = "M")]
-    pub tomogram_mask: Option<PathBuf>,
-}
 
 /// The voxel size in Å for the particle diameter: the scores' MRC header (an unset cell, 1 Å,
 /// only when nothing else gives one), else the run's, else `--sampling-rate`.
@@ -242,21 +212,6 @@ impl BackendTask for PytomTask {
         }
         Ok(out)
     }
-}
-
-/// The first pytom-only flag given (for the other callers, which do not use them).
-pub fn given_flag(p: &PytomArgs) -> Option<&'static str> {
-    [
-        ("--particle-diameter", p.particle_diameter.is_some()),
-        ("--sampling-rate", p.sampling_rate.is_some()),
-        ("--tophat-filter", p.tophat_filter),
-        ("--tophat-connectivity", p.tophat_connectivity != 1),
-        ("--tophat-bins", p.tophat_bins != 50),
-        ("--tomogram-mask", p.tomogram_mask.is_some()),
-    ]
-    .into_iter()
-    .find(|(_, g)| *g)
-    .map(|(f, _)| f)
 }
 
 /// Reads a 3-D score map for pytom's extraction: −∞ (not searched) allowed, +∞ never, NaN

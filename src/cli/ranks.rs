@@ -38,22 +38,12 @@ pub fn launched_rank() -> usize {
 /// The error of a binary without the `mpi` feature started as one of `n` > 1 ranks: it would
 /// otherwise run the whole job `n` times, writing the same files.
 #[cfg(not(feature = "mpi"))]
-pub fn unsupported(n: usize) -> super::CliError {
-    super::CliError::input(format!(
+pub fn unsupported(n: usize) -> super::error::CliError {
+    super::error::CliError::input(format!(
         "started as one of {n} MPI ranks (mpirun/srun), but this monomorph was built without \
          MPI support: rebuild it with `cargo build --release --features mpi`, or run it once, \
          without mpirun"
     ))
-}
-
-/// The test hook `MONOMORPH_TEST_FAIL_AFTER=N`: a matching loop of this process fails after N
-/// rotations, as a device error would (for the tests of a rank failing mid-run).
-pub fn fail_after() -> Option<usize> {
-    std::env::var("MONOMORPH_TEST_FAIL_AFTER")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// The message of a rank that stopped early because another rank failed.
@@ -61,72 +51,41 @@ pub const ECHO: &str = "stopped: another rank failed";
 
 /// Whether `e` is [`ECHO`].
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn is_echo(e: &super::CliError) -> bool {
+pub fn is_echo(e: &super::error::CliError) -> bool {
     e.message == ECHO
 }
 
-/// The watch a matching loop's progress callback keeps: a stop from another rank, and the
-/// test hook `MONOMORPH_TEST_FAIL_AFTER=N` (this process fails after N rotations).
-#[derive(Default)]
-pub struct Watch {
-    stopped: std::sync::atomic::AtomicBool,
-    injected: std::sync::atomic::AtomicBool,
-}
-
-impl Watch {
-    /// Called with the steps done so far: `Break` to stop the loop.
-    pub fn poll(&self, done: usize) -> std::ops::ControlFlow<()> {
-        use std::sync::atomic::Ordering::Relaxed;
-        // With MONOMORPH_TEST_FAIL_DEVICE the hook is one device thread's (`--devices`).
-        let device_hook = std::env::var_os("MONOMORPH_TEST_FAIL_DEVICE").is_some();
-        if !device_hook && fail_after().is_some_and(|n| done >= n) {
-            self.injected.store(true, Relaxed);
-            return std::ops::ControlFlow::Break(());
-        }
-        // The callback runs on the thread that called MPI (the main one): funneled.
-        #[cfg(feature = "mpi")]
-        if let Some(w) = world()
-            && monomorph::dist::stop_requested(&w)
-        {
-            self.stopped.store(true, Relaxed);
-            return std::ops::ControlFlow::Break(());
-        }
-        std::ops::ControlFlow::Continue(())
+/// A rank's loop result as the command reports it: a stop asked by another rank (the control's
+/// poll hook) is [`ECHO`], an injected failure says so, the rest is a matching error.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub fn rank_outcome<T>(
+    control: &monomorph::work::Control<'_>,
+    local: monomorph::Result<T>,
+    mem: Option<u64>,
+) -> super::error::CliResult<T> {
+    let e = match local {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    if !control.fail(0, e) {
+        return Err(super::error::CliError::failure(ECHO));
     }
-
-    /// The loop's result as the command reports it: a stop is [`ECHO`], an injected
-    /// failure says so.
-    pub fn outcome<T>(&self, local: monomorph::Result<T>, mem: Option<u64>) -> super::CliResult<T> {
-        use std::sync::atomic::Ordering::Relaxed;
-        match local {
-            Err(monomorph::Error::Cancelled { done, .. }) if self.injected.load(Relaxed) => {
-                Err(super::CliError::failure(format!(
+    match control.take_failure() {
+        Some(f) => match f.error {
+            monomorph::Error::Cancelled { done, .. } if f.injected => {
+                Err(super::error::CliError::failure(format!(
                     "injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"
                 )))
             }
-            Err(monomorph::Error::Cancelled { .. }) if self.stopped.load(Relaxed) => {
-                Err(super::CliError::failure(ECHO))
-            }
-            other => other.map_err(|e| super::matching::match_error(e, mem)),
-        }
+            e => Err(super::matching::match_error(e, mem)),
+        },
+        None => Err(super::error::CliError::failure(ECHO)),
     }
 }
 
 /// Set when the command's error was already printed (by rank 0, under MPI, before the other
 /// ranks exit: a launcher may kill rank 0 as soon as another rank exits non-zero).
 pub static PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether this process runs as one of several MPI ranks.
-pub fn under_mpi() -> bool {
-    #[cfg(feature = "mpi")]
-    {
-        world().is_some()
-    }
-    #[cfg(not(feature = "mpi"))]
-    {
-        false
-    }
-}
 
 /// This process's rank on its node, from the launcher's environment (Open MPI, Slurm, MPICH,
 /// PMIx), or `None` when the launcher does not say.
@@ -147,7 +106,7 @@ pub fn local_rank() -> Option<usize> {
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn rank_device(
     local: usize,
-    devices: Option<&super::workers::Devices>,
+    devices: Option<&super::matching::Devices>,
     visible: usize,
 ) -> usize {
     match devices {
@@ -158,7 +117,7 @@ pub fn rank_device(
 
 /// Without MPI there is nothing to agree with: `local` itself.
 #[cfg(not(feature = "mpi"))]
-pub fn agree_all<T>(local: super::CliResult<T>) -> super::CliResult<T> {
+pub fn agree_all<T>(local: super::error::CliResult<T>) -> super::error::CliResult<T> {
     local
 }
 
@@ -167,23 +126,26 @@ pub use with_mpi::*;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use monomorph::algo::matching::MatchResult;
     use monomorph::dist::mpi::point_to_point::MatchedReceiveVec;
     use monomorph::dist::mpi::topology::SimpleCommunicator;
     use monomorph::dist::mpi::traits::*;
     use monomorph::dist::{self, RankError};
+    use monomorph::work::{Control, rotation_range};
     use monomorph::{Backend, BackendTask};
     use serde_json::json;
     use tracing::info_span;
 
     use monomorph::dispatch::BackendChoice;
 
-    use super::super::BackendArg;
-    use super::super::matching::{MatchArgs, MatchJob, Matched, match_error, prepare, write};
+    use super::super::global::BackendArg;
+    use super::super::matching::{
+        Devices, Job, MatchArgs, Matched, match_error, prepare, test_hook, write,
+    };
     use super::super::output::Outputs;
+
+    use super::super::error::{CliError, CliResult};
+    use super::super::global::Global;
     use super::super::trace::progress;
-    use super::super::workers::Devices;
-    use super::super::{CliError, CliResult, Global};
 
     /// MPI, initialised by [`init`] when the process was started by a launcher; finalised on drop.
     pub struct Mpi(#[allow(dead_code)] monomorph::dist::mpi::environment::Universe);
@@ -224,7 +186,7 @@ mod with_mpi {
         if let Err(e) = done
             && w.rank() == 0
         {
-            super::super::complain(&format!("error: {e}"));
+            super::super::output::complain(&format!("error: {e}"));
             super::PRINTED.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         w.barrier();
@@ -284,6 +246,7 @@ mod with_mpi {
     ) -> (Global, Vec<i64>) {
         let dev = rank_device(world, g, devices);
         let mut g = g.clone();
+        g.ranks = true;
         if let Some(d) = dev {
             g.device = Some(d);
             g.backend = BackendArg::Cuda;
@@ -309,6 +272,7 @@ mod with_mpi {
         )?;
         let task = RankTask {
             job,
+            quiet: p.g.quiet,
             world,
             devices,
         };
@@ -351,7 +315,8 @@ mod with_mpi {
 
     /// This rank's share of a match.
     struct RankTask<'w> {
-        job: MatchJob,
+        job: Job,
+        quiet: bool,
         world: &'w SimpleCommunicator,
         /// Every rank's CUDA device (−1: the CPU), for run.json.
         devices: Vec<i64>,
@@ -363,33 +328,34 @@ mod with_mpi {
             let (world, job) = (self.world, &self.job);
             let (rank, size) = (world.rank(), world.size() as usize);
             let _span = info_span!("match", backend = b.name(), rank, ranks = size).entered();
-            let mem = job.memory_limit;
+            let mem = job.job.memory_limit;
             agree(world, Ok(()))?; // every rank's backend started
-            let nrot = job.rotations.len();
-            let ranges: Vec<std::ops::Range<usize>> = (0..size)
-                .map(|k| dist::rotation_range(nrot, size, k))
-                .collect();
+            let nrot = job.job.rotations.len();
+            let ranges: Vec<std::ops::Range<usize>> =
+                (0..size).map(|k| rotation_range(nrot, size, k)).collect();
             // One bar, on rank 0 (the others are quiet), counting every rank's rotations: the
             // others report theirs to rank 0 as they go ([`Reports`]).
-            let pb = progress(nrot as u64, "rotations", job.quiet);
+            let pb = progress(nrot as u64, "rotations", self.quiet);
             let reports = Reports::new(world, &ranges);
-            // After every rotation: stop early when another rank failed (it sent a stop).
-            let watch = super::Watch::default();
-            let cb = |done: usize, total: usize| {
-                if let Some(all) = reports.step(done, total) {
-                    pb.set_position(all);
-                }
-                watch.poll(done)
-            };
+            // After every rotation: stop early when another rank failed (it sent a stop); the
+            // bar counts. The callbacks run on the thread that called MPI (funneled).
+            let control = Control::new()
+                .with_progress(|done, total| {
+                    if let Some(all) = reports.step(done as usize, total as usize) {
+                        pb.set_position(all);
+                    }
+                })
+                .with_poll(|| dist::stop_requested(&SimpleCommunicator::world()))
+                .fail_after(test_hook(None));
             let t0 = std::time::Instant::now();
-            let local = job.upload(b).and_then(|up| {
-                let mut params = job.params(&up);
-                params.progress = Some(&cb);
+            let local = {
                 let _s = info_span!("match_part").entered();
-                dist::match_part(world, b, &up.target, &up.template, &params)
-            });
+                // One control per rank: the rank is its worker 0.
+                job.job
+                    .run_range(b, ranges[rank as usize].clone(), &control, 0)
+            };
             let match_s = t0.elapsed().as_secs_f64();
-            let local = watch.outcome(local, mem);
+            let local = super::rank_outcome(&control, local, mem);
             if matches!(&local, Err(e) if !super::is_echo(e)) {
                 // This rank failed: the others stop within a rotation, not at their loops' end
                 // (before rank 0 waits for their ends below).
@@ -414,12 +380,12 @@ mod with_mpi {
             let t1 = std::time::Instant::now();
             let merged = {
                 let _s = info_span!("merge").entered();
-                dist::merge(world, b, part, &job.rotations)
+                dist::reduce(world, &job.job, part)
+                    .and_then(|p| p.map(|p| job.job.finish(b, p)).transpose())
             };
             let merge_s = t1.elapsed().as_secs_f64();
-            let finished = merged.and_then(|m: Option<MatchResult<B>>| {
-                m.map(|r| job.finish(b, r, match_s + merge_s)).transpose()
-            });
+            let finished =
+                merged.and_then(|m| m.map(|r| job.matched(b, r, match_s + merge_s)).transpose());
             let mut m = agree(world, finished.map_err(|e| match_error(e, mem)))?;
             if let Some(m) = m.as_mut() {
                 let ran: Vec<serde_json::Value> = (0..size)
@@ -585,7 +551,7 @@ mod tests {
 
     #[test]
     fn ranks_take_devices_by_node_local_rank() {
-        use super::super::workers::Devices;
+        use super::super::matching::Devices;
         // Without --devices: the local rank modulo the visible devices.
         let got: Vec<usize> = (0..6).map(|l| rank_device(l, None, 4)).collect();
         assert_eq!(got, [0, 1, 2, 3, 0, 1]);

@@ -8,8 +8,8 @@ use monomorph::io::HostArray;
 use ndarray::Dimension;
 use serde_json::json;
 
+use super::error::{CliError, CliResult};
 use super::output::{opt_path_json, read_input};
-use super::{CliError, CliResult};
 
 /// The search-restriction flags of `monomorph match`.
 #[derive(Args, Debug, Clone, Default)]

@@ -13,10 +13,11 @@ use ndarray::ArrayD;
 use serde_json::json;
 use tracing::info_span;
 
+use super::error::{CliError, CliResult};
+use super::global::Global;
 use super::output::{
     Outputs, Timings, check_distinct, check_out_dir, peak_memory_bytes, read_npy_input, run_info,
 };
-use super::{CliError, CliResult, Global};
 
 /// Exit status of `monomorph solve` when it ran and wrote its outputs but at least one system
 /// did not converge or diverged (0: all converged; 1: a failure while running; 2: bad input).

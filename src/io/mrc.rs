@@ -51,7 +51,7 @@ fn f16_to_f32(h: u16) -> f32 {
 /// Reads an MRC file from `r`, which holds [`Extent`] bytes: the header is checked against the
 /// extent before anything is allocated, then the payload is read straight into the final buffer
 /// (and byte-swapped or converted in one pass). Errors are messages without the path.
-pub fn read_mrc_from<R: Read + ?Sized>(
+pub(crate) fn read_mrc_from<R: Read + ?Sized>(
     r: &mut R,
     extent: &Extent,
 ) -> std::result::Result<MrcVolume, String> {

@@ -233,7 +233,7 @@ fn build<T: Clone>(
 /// Reads a `.npy` file from `r`, which holds [`Extent`] bytes: the header is checked against
 /// the extent before anything is allocated, then the payload is read straight into the final
 /// buffer. Errors are messages without the path.
-pub fn read_npy_from<R: Read + ?Sized>(
+pub(crate) fn read_npy_from<R: Read + ?Sized>(
     r: &mut R,
     extent: &Extent,
 ) -> std::result::Result<HostArray, String> {

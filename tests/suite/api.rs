@@ -27,6 +27,16 @@ mod cg_example;
 #[path = "../../examples/ops.rs"]
 mod ops_example;
 
+#[allow(dead_code)]
+#[path = "../../examples/devices.rs"]
+mod devices_example;
+
+#[test]
+fn devices_example_merges_two_cpu_workers_bit_for_bit() {
+    let score = devices_example::run().expect("examples/devices.rs");
+    assert!(score > 0.9, "{score}");
+}
+
 #[test]
 fn readme_shows_the_readme_example_byte_for_byte() {
     let root = env!("CARGO_MANIFEST_DIR");

@@ -835,7 +835,9 @@ fn trace_writes_a_chrome_trace() {
         .iter()
         .filter_map(|e| e["name"].as_str())
         .collect();
-    assert!(names.contains(&"match_template"), "{names:?}");
+    for span in ["match_template", "upload", "download"] {
+        assert!(names.contains(&span), "{span}: {names:?}");
+    }
 }
 
 // ---- Randomized inputs to the readers: never a panic, always a clear error or a value. ----

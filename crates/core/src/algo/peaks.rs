@@ -26,6 +26,7 @@
 //! are taken over the non-NaN values. A map whose non-NaN values are all equal (or that is all
 //! NaN) has no peaks, like scikit-image's constant ("trivial") image.
 
+mod false_alarm;
 mod histogram;
 mod oversample;
 mod pytme;
@@ -46,6 +47,7 @@ use crate::dtype::{Float, Index};
 use crate::error::{Error, Result, fmt_shape};
 use crate::shape::{expect_nonempty, expect_shape};
 
+pub use false_alarm::{FalseAlarm, RunStats, false_alarm};
 pub use histogram::{centres as histogram_centres, histogram};
 pub use oversample::oversample_peaks;
 pub use pytme::{

@@ -101,6 +101,7 @@ use crate::shape::{AxisOrder, fast_shape};
 
 mod background;
 mod filter;
+mod job;
 mod plan;
 mod prepare;
 mod run;
@@ -110,8 +111,9 @@ mod stats;
 
 pub use background::{Background, BackgroundScores, apply_background, background_grid};
 pub use filter::symmetrize_half_grid;
+use job::Job;
 pub use plan::estimate_bytes;
-use plan::{Job, plan_jobs};
+use plan::plan_jobs;
 use prepare::prepare;
 use run::run_job;
 pub use stats::{MAX_ROTATIONS, ScoreMoments, ScoreStatistics, statistics, voxel_statistics};
@@ -168,6 +170,12 @@ impl Score {
     /// `true` for the scores that rotate the mask with the template.
     pub fn rotates_mask(self) -> bool {
         matches!(self, Score::FLC | Score::MCC)
+    }
+    /// `false` for the scores that cannot be split into tiles: MCC normalises by maxima over
+    /// the whole grid, so it runs on the whole target (a restricted search marks the outside
+    /// afterwards) and a memory limit too small for it is an error.
+    pub fn tileable(self) -> bool {
+        self != Score::MCC
     }
 }
 
@@ -381,11 +389,7 @@ pub fn fft_buffers_allocated_and_estimated<B: Backend>(
     )?;
     shift_windows(&mut jobs, &prep.origin);
     let fast_full = fast_shape(&ts);
-    let ext = if params.pad_edges {
-        WindowExtension::Symmetric
-    } else {
-        WindowExtension::Periodic(&fast_full)
-    };
+    let ext = window_extension(params.pad_edges, &fast_full);
     let (_, _, allocated) = state::ScoreState::new(b, params, &prep, &jobs[0], ext, &tshape)?;
     Ok((allocated, state::buffer_counts(params.score)))
 }
@@ -406,6 +410,16 @@ fn job_fixed_bytes<B: Backend>(prep: &prepare::Prepared<B>, tshape: &[usize], fs
     }
 }
 
+/// The extension every job reads its window from: symmetric (padded edges), or periodic over
+/// the target zero-padded to its FFT grid `fast_full`.
+fn window_extension(pad_edges: bool, fast_full: &[usize]) -> WindowExtension<'_> {
+    if pad_edges {
+        WindowExtension::Symmetric
+    } else {
+        WindowExtension::Periodic(fast_full)
+    }
+}
+
 /// Shifts the jobs' window starts by `origin`, where the target starts in the array they read
 /// (the filtered extension of a padded run).
 fn shift_windows(jobs: &mut [Job], origin: &[isize]) {
@@ -413,6 +427,64 @@ fn shift_windows(jobs: &mut [Job], origin: &[isize]) {
         for (s, o) in job.start.iter_mut().zip(origin) {
             *s += o;
         }
+    }
+}
+
+/// The per-voxel maps a run fills, over the target or over one job's box: the best score and
+/// its rotation index, and the score moments and the background when asked for.
+struct JobMaps<B: Backend> {
+    scores: Arr<B, FloatOf<B>>,
+    index: Arr<B, IntOf<B>>,
+    moments: Option<Arr<B, i64>>,
+    background: Option<Arr<B, FloatOf<B>>>,
+}
+
+impl<B: Backend> JobMaps<B> {
+    /// Fresh maps of `shape`: scores −∞, index −1, moments 0 (`stats`), background 0 on
+    /// `background` (its grid, or the job's box).
+    fn new(b: &B, shape: &[usize], stats: bool, background: Option<&[usize]>) -> Result<Self> {
+        let with4: Vec<usize> = shape.iter().copied().chain([4]).collect();
+        Ok(JobMaps {
+            scores: b.full(shape, <FloatOf<B> as Real>::lowest())?,
+            index: b.full(shape, IntOf::<B>::from_i64(-1))?,
+            moments: match stats {
+                true => Some(b.zeros::<i64>(&with4)?),
+                false => None,
+            },
+            background: match background {
+                Some(g) => Some(b.zeros::<FloatOf<B>>(g)?),
+                None => None,
+            },
+        })
+    }
+
+    /// Puts job `job`'s maps into the run's `into`: the background box always (its grid
+    /// covers the padding); the rest as the job keeps it: the whole FFT grid's corner
+    /// (untiled), the tile's box (tiled), nothing for a box in the padding.
+    fn put(&self, b: &B, job: &Job, tiled: bool, into: &mut JobMaps<B>) -> Result<()> {
+        if let (Some(bg), Some(map)) = (&self.background, into.background.as_mut()) {
+            b.insert_block(bg, &job.out_offset, map)?;
+        }
+        let moff: Vec<usize> = job.out_offset.iter().copied().chain([0]).collect();
+        match &job.keep {
+            None => {}
+            Some(_) if !tiled => {
+                // The whole FFT grid was scored: its corner is the target.
+                b.crop(&self.scores, &job.out_offset, &mut into.scores)?;
+                b.crop(&self.index, &job.out_offset, &mut into.index)?;
+                if let (Some(mo), Some(m)) = (&self.moments, into.moments.as_mut()) {
+                    b.crop(mo, &moff, m)?;
+                }
+            }
+            Some(_) => {
+                b.insert_block(&self.scores, &job.out_offset, &mut into.scores)?;
+                b.insert_block(&self.index, &job.out_offset, &mut into.index)?;
+                if let (Some(mo), Some(m)) = (&self.moments, into.moments.as_mut()) {
+                    b.insert_block(mo, &moff, m)?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -498,8 +570,8 @@ pub fn match_template_raw<B: Backend>(
     let fixed = job_fixed_bytes(&prep, &tshape, fsize);
     let region = search::Region::new(b, params, &ts)?;
     let (mut jobs, tiled) = match &region {
-        // MCC is never tiled: the whole target, then the outside is marked.
-        Some(r) if params.score != Score::MCC && r.restricts(&ts) => {
+        // A score that is never tiled runs the whole target, then the outside is marked.
+        Some(r) if params.score.tileable() && r.restricts(&ts) => {
             let forced = params.tile_shape.as_deref();
             let (jobs, _skipped) = r.jobs(
                 params.score,
@@ -526,32 +598,17 @@ pub fn match_template_raw<B: Backend>(
     };
     shift_windows(&mut jobs, &prep.origin);
     let fast_full = fast_shape(&ts);
-    let ext = if params.pad_edges {
-        WindowExtension::Symmetric
-    } else {
-        WindowExtension::Periodic(&fast_full)
-    };
+    let ext = window_extension(params.pad_edges, &fast_full);
 
     let nrot = params.rotations.len();
     let total = nrot * jobs.len();
     let mut ssum = b.zeros::<f64>(&[1])?;
     let mut ssum_parts = Vec::with_capacity(total);
-    let lowest = <FloatOf<B> as Real>::lowest();
-    let none = IntOf::<B>::from_i64(-1);
-    let mut scores = b.full(&ts, lowest)?;
-    let mut index = b.full(&ts, none)?;
-    let with4 = |s: &[usize]| -> Vec<usize> { s.iter().copied().chain([4]).collect() };
-    let mut moments = match scales {
-        Some(_) => Some(b.zeros::<i64>(&with4(&ts))?),
-        None => None,
-    };
     let bg_grid = params
         .background
         .map(|_| background_grid(&ts, &tshape, params.pad_edges));
-    let mut bg_map = match &bg_grid {
-        Some((g, _)) => Some(b.zeros::<FloatOf<B>>(g)?),
-        None => None,
-    };
+    let bg_shape = bg_grid.as_ref().map(|(g, _)| g.as_slice());
+    let mut maps = JobMaps::new(b, &ts, scales.is_some(), bg_shape)?;
     for (j, job) in jobs.iter().enumerate() {
         let progress = |r: usize| -> Result<()> {
             if let Some(cb) = params.progress
@@ -564,10 +621,7 @@ pub fn match_template_raw<B: Backend>(
             }
             Ok(())
         };
-        let mut run = |best: &mut Arr<B, FloatOf<B>>,
-                       best_index: &mut Arr<B, IntOf<B>>,
-                       mom: Option<&mut Arr<B, i64>>,
-                       bg: Option<&mut Arr<B, FloatOf<B>>>| {
+        let mut run = |m: &mut JobMaps<B>| {
             run_job(
                 b,
                 &prep,
@@ -575,53 +629,30 @@ pub fn match_template_raw<B: Backend>(
                 job,
                 ext,
                 &tshape,
-                (best, best_index, mom.zip(scales)),
+                (&mut m.scores, &mut m.index, m.moments.as_mut().zip(scales)),
                 (&mut ssum, &mut ssum_parts),
-                bg,
+                m.background.as_mut(),
                 &progress,
             )
         };
         if !tiled && job.out_shape == ts {
             // The output box is the target: update the result maps in place (the background
             // grid is the target too: padded edges, or a target of fast lengths).
-            run(&mut scores, &mut index, moments.as_mut(), bg_map.as_mut())?;
+            run(&mut maps)?;
             continue;
         }
-        let mut s = b.full(&job.out_shape, lowest)?;
-        let mut ix = b.full(&job.out_shape, none)?;
-        let mut mo = match scales {
-            Some(_) => Some(b.zeros::<i64>(&with4(&job.out_shape))?),
-            None => None,
-        };
         // The background starts at 0 (pytme's `scores_alt`), in every box of its grid.
-        let mut bg = match &bg_map {
-            Some(_) => Some(b.zeros::<FloatOf<B>>(&job.out_shape)?),
-            None => None,
-        };
-        run(&mut s, &mut ix, mo.as_mut(), bg.as_mut())?;
-        if let (Some(bg), Some(map)) = (&bg, bg_map.as_mut()) {
-            b.insert_block(bg, &job.out_offset, map)?;
-        }
-        let moff: Vec<usize> = job.out_offset.iter().copied().chain([0]).collect();
-        match &job.keep {
-            None => {}
-            Some(_) if !tiled => {
-                // The whole FFT grid was scored: its corner is the target.
-                b.crop(&s, &job.out_offset, &mut scores)?;
-                b.crop(&ix, &job.out_offset, &mut index)?;
-                if let (Some(mo), Some(m)) = (&mo, moments.as_mut()) {
-                    b.crop(mo, &moff, m)?;
-                }
-            }
-            Some(_) => {
-                b.insert_block(&s, &job.out_offset, &mut scores)?;
-                b.insert_block(&ix, &job.out_offset, &mut index)?;
-                if let (Some(mo), Some(m)) = (&mo, moments.as_mut()) {
-                    b.insert_block(mo, &moff, m)?;
-                }
-            }
-        }
+        let bg_box = bg_shape.map(|_| job.out_shape.as_slice());
+        let mut m = JobMaps::new(b, &job.out_shape, scales.is_some(), bg_box)?;
+        run(&mut m)?;
+        m.put(b, job, tiled, &mut maps)?;
     }
+    let JobMaps {
+        mut scores,
+        mut index,
+        moments,
+        background: bg_map,
+    } = maps;
     if let Some(r) = &region {
         r.mark_outside(b, &mut scores, &mut index)?;
     }

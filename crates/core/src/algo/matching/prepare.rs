@@ -1,4 +1,5 @@
-//! Preparation, once per run: the inputs validated and the score's preprocessing done.
+//! Preparation, once per run: every parameter checked first ([`check`], before any FFT), then
+//! the target and the template prepared (filters, the score's preprocessing).
 
 use crate::backend::{
     AccumOf, Arr, ArrayMeta, Backend, BinaryOp, BorderMode, FloatOf, Interpolation,
@@ -86,31 +87,33 @@ pub(super) fn standardize_masked<B: Backend>(
     b.standardize_masked(t, mask, scratch)
 }
 
-/// Validates the inputs and runs the score's preprocessing.
-pub(super) fn prepare<B: Backend>(
+/// Checks every parameter against the inputs before any work (no FFT, no copy): shapes, the
+/// rotations' dimension, finite values, the masks, the score's needs and the pre-rotated
+/// volumes.
+pub(super) fn check<B: Backend>(
     b: &B,
     target: &Arr<B, FloatOf<B>>,
     template: &Arr<B, FloatOf<B>>,
     p: &MatchParams<'_, B>,
-) -> Result<Prepared<B>> {
-    let (ts, ms) = (target.shape().to_vec(), template.shape().to_vec());
+) -> Result<()> {
+    let (ts, ms) = (target.shape(), template.shape());
     if !(ts.len() == 2 || ts.len() == 3) {
-        return Err(Error::shape("target", "a 2-D or 3-D array", fmt_shape(&ts)));
+        return Err(Error::shape("target", "a 2-D or 3-D array", fmt_shape(ts)));
     }
     if ms.len() != ts.len() {
         return Err(Error::shape(
             "template",
-            format!("{} axes like the target {}", ts.len(), fmt_shape(&ts)),
-            format!("{} axes {}", ms.len(), fmt_shape(&ms)),
+            format!("{} axes like the target {}", ts.len(), fmt_shape(ts)),
+            format!("{} axes {}", ms.len(), fmt_shape(ms)),
         ));
     }
-    crate::shape::expect_nonempty("target", &ts)?;
-    crate::shape::expect_nonempty("template", &ms)?;
-    if ms.iter().zip(&ts).any(|(m, t)| m > t) {
+    crate::shape::expect_nonempty("target", ts)?;
+    crate::shape::expect_nonempty("template", ms)?;
+    if ms.iter().zip(ts).any(|(m, t)| m > t) {
         return Err(Error::shape(
             "template",
-            format!("no axis larger than the target {}", fmt_shape(&ts)),
-            fmt_shape(&ms),
+            format!("no axis larger than the target {}", fmt_shape(ts)),
+            fmt_shape(ms),
         ));
     }
     if p.rotations.dim() != ts.len() {
@@ -122,33 +125,151 @@ pub(super) fn prepare<B: Backend>(
     }
     check_finite(b, "target", target)?;
     check_finite(b, "template", template)?;
-
-    // Template mask.
-    let mask = match p.template_mask {
-        Some(m) => {
-            if m.shape() != ms.as_slice() {
-                return Err(Error::shape(
-                    "template_mask",
-                    fmt_shape(&ms),
-                    fmt_shape(m.shape()),
-                ));
-            }
-            check_finite(b, "template_mask", m)?;
-            b.duplicate(m)?
+    if let Some(m) = p.template_mask {
+        if m.shape() != ms {
+            return Err(Error::shape(
+                "template_mask",
+                fmt_shape(ms),
+                fmt_shape(m.shape()),
+            ));
         }
+        check_finite(b, "template_mask", m)?;
+        let mask_sum = b.sum(m)?;
+        if p.score.uses_template_mask() && (mask_sum.is_nan() || mask_sum <= AccumOf::<B>::zero()) {
+            return Err(Error::invalid(
+                "template_mask",
+                format!("must have a positive sum (got {mask_sum})"),
+            ));
+        }
+    }
+    if p.score == Score::MCC {
+        let Some(tm) = p.target_mask else {
+            return Err(Error::invalid("target_mask", "MCC needs a target mask"));
+        };
+        if tm.shape() != ts {
+            return Err(Error::shape(
+                "target_mask",
+                fmt_shape(ts),
+                fmt_shape(tm.shape()),
+            ));
+        }
+        check_finite(b, "target_mask", tm)?;
+        if b.sum(tm)? <= AccumOf::<B>::zero() {
+            return Err(Error::invalid("target_mask", "must have a positive sum"));
+        }
+    }
+    if p.background.is_some() && (p.prerotated.is_some() || p.score == Score::MCC) {
+        return Err(Error::invalid(
+            "background_correction",
+            format!(
+                "phase scrambling needs a template to rotate and a score other than MCC (got {}{})",
+                p.score,
+                if p.prerotated.is_some() {
+                    " with pre-rotated templates"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    match &p.prerotated {
+        Some(pr) => check_prerotated(pr, p, ms),
+        None => Ok(()),
+    }
+}
+
+/// The pre-rotated volumes: one template (and, for the scores that rotate it, one mask) per
+/// rotation, each template-shaped.
+fn check_prerotated<B: Backend>(
+    pr: &super::Prerotated<'_, B>,
+    p: &MatchParams<'_, B>,
+    ms: &[usize],
+) -> Result<()> {
+    let n = p.rotations.len();
+    if pr.templates.len() != n {
+        return Err(Error::shape(
+            "prerotated templates",
+            format!("{n} (one per rotation)"),
+            pr.templates.len(),
+        ));
+    }
+    for (i, t) in pr.templates.iter().enumerate() {
+        if t.shape() != ms {
+            return Err(Error::shape(
+                format!("prerotated template {i}"),
+                fmt_shape(ms),
+                fmt_shape(t.shape()),
+            ));
+        }
+    }
+    if !p.score.rotates_mask() {
+        return Ok(());
+    }
+    match pr.masks {
+        Some(m) if m.len() == n => {
+            for (i, t) in m.iter().enumerate() {
+                if t.shape() != ms {
+                    return Err(Error::shape(
+                        format!("prerotated mask {i}"),
+                        fmt_shape(ms),
+                        fmt_shape(t.shape()),
+                    ));
+                }
+            }
+            Ok(())
+        }
+        Some(m) => Err(Error::shape("prerotated masks", format!("{n}"), m.len())),
+        None => Err(Error::invalid(
+            "prerotated",
+            format!("{} needs rotated masks", p.score),
+        )),
+    }
+}
+
+/// Checks the inputs ([`check`], before any work), then runs the preprocessing: the target
+/// filtered and preprocessed, the template preprocessed.
+pub(super) fn prepare<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    template: &Arr<B, FloatOf<B>>,
+    p: &MatchParams<'_, B>,
+) -> Result<Prepared<B>> {
+    check(b, target, template, p)?;
+    let ms = template.shape().to_vec();
+    let mask = match p.template_mask {
+        Some(m) => b.duplicate(m)?,
         None => b.full(&ms, FloatOf::<B>::from_f64(1.0))?,
     };
     let mask_sum = b.sum(&mask)?;
-    if p.score.uses_template_mask() && (mask_sum.is_nan() || mask_sum <= AccumOf::<B>::zero()) {
-        return Err(Error::invalid(
-            "template_mask",
-            format!("must have a positive sum (got {mask_sum})"),
-        ));
-    }
+    let (tgt, origin, target_mask) = prepare_target(b, target, &ms, p)?;
+    let template_filter = match p.filters {
+        Some(f) => TemplateFilter::new(b, f, &ms)?,
+        None => None,
+    };
+    let (template_src, background_src) = prepare_template(b, template, p)?;
+    Ok(Prepared {
+        target: tgt,
+        origin,
+        target_mask,
+        template_filter,
+        template_src,
+        mask,
+        mask_sum,
+        background_src,
+    })
+}
 
-    // Target: filtered first (pytme filters it before the score's setup), then preprocessed.
+/// The target the jobs read (filtered first, as pytme filters it before the score's setup,
+/// then preprocessed), where the target starts in it, and MCC's target mask on its grid.
+fn prepare_target<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    ms: &[usize],
+    p: &MatchParams<'_, B>,
+) -> Result<(Arr<B, FloatOf<B>>, Vec<isize>, Option<Arr<B, FloatOf<B>>>)> {
+    let ts = target.shape().to_vec();
     let filtered = match p.filters {
-        Some(f) => filter_target(b, f, target, &ms, p.pad_edges, super::memory_limit(b, p))?,
+        Some(f) => filter_target(b, f, target, ms, p.pad_edges, super::memory_limit(b, p))?,
         None => None,
     };
     let (mut tgt, origin) = match filtered {
@@ -169,132 +290,62 @@ pub(super) fn prepare<B: Backend>(
         Score::CAM | Score::NCC => standardize_global(b, &mut tgt, inner)?,
         _ => {}
     }
-    let target_mask = if p.score == Score::MCC {
-        let Some(tm) = p.target_mask else {
-            return Err(Error::invalid("target_mask", "MCC needs a target mask"));
-        };
-        if tm.shape() != ts.as_slice() {
-            return Err(Error::shape(
-                "target_mask",
-                fmt_shape(&ts),
-                fmt_shape(tm.shape()),
-            ));
+    let target_mask = match (p.score, p.target_mask) {
+        (Score::MCC, Some(tm)) => {
+            // The mask on the target's grid (extended like the target when it was).
+            let mut tm = b.duplicate(tm)?;
+            if inner.is_some() {
+                let mut ext = b.zeros::<FloatOf<B>>(tgt.shape())?;
+                let start: Vec<isize> = origin.iter().map(|&o| -o).collect();
+                b.gather_window(
+                    &tm,
+                    &start,
+                    tgt.shape(),
+                    crate::backend::WindowExtension::Symmetric,
+                    &mut ext,
+                )?;
+                tm = ext;
+            }
+            let mut f = b.duplicate(&tgt)?;
+            b.binary(BinaryOp::Mul, &tgt, &tm, &mut f)?;
+            tgt = f;
+            Some(tm)
         }
-        check_finite(b, "target_mask", tm)?;
-        if b.sum(tm)? <= AccumOf::<B>::zero() {
-            return Err(Error::invalid("target_mask", "must have a positive sum"));
-        }
-        // The mask on the target's grid (extended like the target when it was).
-        let mut tm = b.duplicate(tm)?;
-        if inner.is_some() {
-            let mut ext = b.zeros::<FloatOf<B>>(tgt.shape())?;
-            let start: Vec<isize> = origin.iter().map(|&o| -o).collect();
-            b.gather_window(
-                &tm,
-                &start,
-                tgt.shape(),
-                crate::backend::WindowExtension::Symmetric,
-                &mut ext,
-            )?;
-            tm = ext;
-        }
-        let mut f = b.duplicate(&tgt)?;
-        b.binary(BinaryOp::Mul, &tgt, &tm, &mut f)?;
-        tgt = f;
-        Some(tm)
-    } else {
-        None
+        _ => None,
     };
-    let template_filter = match p.filters {
-        Some(f) => TemplateFilter::new(b, f, &ms)?,
-        None => None,
-    };
+    Ok((tgt, origin, target_mask))
+}
 
-    if p.background.is_some() && (p.prerotated.is_some() || p.score == Score::MCC) {
-        return Err(Error::invalid(
-            "background_correction",
-            format!(
-                "phase scrambling needs a template to rotate and a score other than MCC (got {}{})",
-                p.score,
-                if p.prerotated.is_some() {
-                    " with pre-rotated templates"
-                } else {
-                    ""
-                }
-            ),
-        ));
-    }
-    // Template preprocessing (not for pre-rotated volumes: they are already preprocessed).
+/// The template the loop rotates (preprocessed: LCC's Laplacian, CAM's standardisation; spline
+/// coefficients when rotating cubically; as given when pre-rotated volumes are used) and the
+/// phase-scrambled copy of a background correction, preprocessed alike.
+fn prepare_template<B: Backend>(
+    b: &B,
+    template: &Arr<B, FloatOf<B>>,
+    p: &MatchParams<'_, B>,
+) -> Result<(Arr<B, FloatOf<B>>, Option<Arr<B, FloatOf<B>>>)> {
     let mut tsrc = b.duplicate(template)?;
-    let mut background_src = None;
-    if let Some(pr) = &p.prerotated {
-        let n = p.rotations.len();
-        if pr.templates.len() != n {
-            return Err(Error::shape(
-                "prerotated templates",
-                format!("{n} (one per rotation)"),
-                pr.templates.len(),
-            ));
-        }
-        for (i, t) in pr.templates.iter().enumerate() {
-            if t.shape() != ms.as_slice() {
-                return Err(Error::shape(
-                    format!("prerotated template {i}"),
-                    fmt_shape(&ms),
-                    fmt_shape(t.shape()),
-                ));
-            }
-        }
-        if p.score.rotates_mask() {
-            match pr.masks {
-                Some(m) if m.len() == n => {
-                    for (i, t) in m.iter().enumerate() {
-                        if t.shape() != ms.as_slice() {
-                            return Err(Error::shape(
-                                format!("prerotated mask {i}"),
-                                fmt_shape(&ms),
-                                fmt_shape(t.shape()),
-                            ));
-                        }
-                    }
-                }
-                Some(m) => return Err(Error::shape("prerotated masks", format!("{n}"), m.len())),
-                None => {
-                    return Err(Error::invalid(
-                        "prerotated",
-                        format!("{} needs rotated masks", p.score),
-                    ));
-                }
-            }
-        }
-    } else {
-        match p.score {
-            Score::LCC => b.laplace(template, BorderMode::Reflect, &mut tsrc)?,
-            Score::CAM => standardize_global(b, &mut tsrc, None)?,
-            _ => {}
-        }
-        // pytme scrambles the template after the score's setup preprocessed it.
-        if p.background.is_some() {
-            let mut bg = super::background::scramble_phases(b, &tsrc, p.pytme_frame)?;
-            if p.interpolation == Interpolation::Cubic {
-                b.spline_prefilter(&mut bg)?;
-            }
-            background_src = Some(bg);
-        }
-        if p.interpolation == Interpolation::Cubic {
-            b.spline_prefilter(&mut tsrc)?;
-        }
+    if p.prerotated.is_some() {
+        return Ok((tsrc, None));
     }
-    Ok(Prepared {
-        target: tgt,
-        origin,
-        target_mask,
-        template_filter,
-        template_src: tsrc,
-        mask,
-        mask_sum,
-        background_src,
-    })
+    match p.score {
+        Score::LCC => b.laplace(template, BorderMode::Reflect, &mut tsrc)?,
+        Score::CAM => standardize_global(b, &mut tsrc, None)?,
+        _ => {}
+    }
+    // pytme scrambles the template after the score's setup preprocessed it.
+    let mut background_src = None;
+    if p.background.is_some() {
+        let mut bg = super::background::scramble_phases(b, &tsrc, p.pytme_frame)?;
+        if p.interpolation == Interpolation::Cubic {
+            b.spline_prefilter(&mut bg)?;
+        }
+        background_src = Some(bg);
+    }
+    if p.interpolation == Interpolation::Cubic {
+        b.spline_prefilter(&mut tsrc)?;
+    }
+    Ok((tsrc, background_src))
 }
 
 /// Matrix and offset of the pull-back rotation about `(n − 1)/2` (rounded to f32 as pytme's

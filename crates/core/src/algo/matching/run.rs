@@ -7,7 +7,7 @@ use crate::dtype::Index;
 use crate::error::{Error, Result};
 
 use super::MatchParams;
-use super::plan::Job;
+use super::job::Job;
 use super::prepare::{Prepared, pull_back};
 use super::state::{RunningMax, ScoreState};
 

@@ -21,7 +21,8 @@ use crate::backend::{Arr, ArrayMeta, Backend, BinaryOp, FloatOf, IntOf, UnaryOp}
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 
-use super::plan::{Job, plan_box};
+use super::job::Job;
+use super::plan::plan_box;
 use super::{MatchParams, Score};
 
 /// The restriction of one run, validated.
@@ -131,7 +132,7 @@ impl<B: Backend> Region<B> {
             (lo, hi) = (blo, bhi);
             host = Some(mask);
         }
-        let searched = if host.is_some() || p.score == Score::MCC {
+        let searched = if host.is_some() || !p.score.tileable() {
             if std::mem::size_of::<FloatOf<B>>() == 4 && p.rotations.len() > 1 << 24 {
                 return Err(Error::invalid(
                     "rotations",

@@ -17,7 +17,7 @@ use crate::dtype::{Float, Real};
 use crate::error::{Error, Result};
 use num_traits::{Float as _, Zero};
 
-use super::plan::Job;
+use super::job::Job;
 use super::prepare::{Prepared, standardize_masked};
 use super::{MatchParams, Score};
 

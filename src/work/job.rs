@@ -1,0 +1,289 @@
+//! The owned job: what to compute, as host arrays and options (`Send + Sync`: it crosses
+//! threads of other backends and MPI ranks), run over any rotation range on any backend.
+
+use std::ops::Range;
+
+use ndarray::{ArrayD, IxDyn};
+
+use crate::algo::filters::{FilterSpec, Filters, SpectralFilter};
+use crate::algo::matching::{
+    Background, BackgroundScores, MatchParams, MatchResult, Score, ScoreMoments, background_grid,
+    match_template_raw,
+};
+use crate::algo::rotations::RotationSet;
+use crate::dispatch::PrecisionChoice;
+use crate::host_array::HostArray;
+use crate::{Arr, AxisOrder, Backend, Error, FloatOf, Index, IntOf, Interpolation, Real, Result};
+
+use super::control::Control;
+use super::part::{Maps, Part};
+
+/// Where a job searches: a target-shaped binary scheduling mask and/or one `start..stop` per
+/// axis (see [`MatchParams::scheduling_mask`] and [`MatchParams::search_box`]).
+#[derive(Debug, Clone, Default)]
+pub struct Restriction {
+    /// The scheduling mask (target-shaped, 0 or 1).
+    pub mask: Option<HostArray>,
+    /// One `start..stop` per axis.
+    pub ranges: Option<Vec<(usize, usize)>>,
+}
+
+/// One template-matching job, owned: host inputs, options, the filters' spec and the search
+/// restriction. Build with [`MatchJob::new`] and set fields; run it with an executor
+/// ([`super::Serial`], [`super::Threads`]) or piece by piece with [`MatchJob::run_range`] and
+/// [`MatchJob::finish`].
+#[derive(Debug, Clone)]
+pub struct MatchJob {
+    /// The target (2-D or 3-D).
+    pub target: HostArray,
+    /// The template (as many axes as the target, no larger).
+    pub template: HostArray,
+    /// Template mask ([`MatchParams::template_mask`]).
+    pub template_mask: Option<HostArray>,
+    /// Target mask ([`MatchParams::target_mask`], MCC).
+    pub target_mask: Option<HostArray>,
+    /// The rotations searched.
+    pub rotations: RotationSet,
+    /// The score.
+    pub score: Score,
+    /// Rotation interpolation.
+    pub interpolation: Interpolation,
+    /// Symmetric edge padding ([`MatchParams::pad_edges`]).
+    pub pad_edges: bool,
+    /// Upper bound on the bytes a run may use ([`MatchParams::memory_limit`]).
+    pub memory_limit: Option<u64>,
+    /// The Fourier filters, built on each backend that runs the job.
+    pub filters: Option<FilterSpec>,
+    /// Per-voxel score statistics ([`MatchParams::score_stats`]).
+    pub score_stats: bool,
+    /// Background correction ([`MatchParams::background`]).
+    pub background: Option<Background>,
+    /// The search restriction.
+    pub search: Restriction,
+    /// The precision the executors run the job in (their options' precision is replaced).
+    pub precision: PrecisionChoice,
+    /// How pytme holds the arrays ([`MatchParams::pytme_frame`]): the frame of the scrambling
+    /// noise and the rotation's edge test. Filters take theirs from their spec.
+    pub pytme_frame: AxisOrder,
+}
+
+/// A job's arrays on one backend, and the filters built there (whitening reads the target).
+pub struct Uploaded<B: Backend> {
+    /// The target.
+    pub target: Arr<B, FloatOf<B>>,
+    /// The template.
+    pub template: Arr<B, FloatOf<B>>,
+    template_mask: Option<Arr<B, FloatOf<B>>>,
+    target_mask: Option<Arr<B, FloatOf<B>>>,
+    filters: Option<Filters>,
+    scheduling_mask: Option<Arr<B, FloatOf<B>>>,
+}
+
+impl MatchJob {
+    /// A job with pytme's defaults: no masks, cubic interpolation, circular correlation, no
+    /// filter, no limit, no statistics, no background, the whole target, the arrays in pytme's
+    /// order ([`AxisOrder::Pytme`]); double precision for float64/int64 targets, else single
+    /// ([`PrecisionChoice::of_input`]).
+    pub fn new(
+        target: HostArray,
+        template: HostArray,
+        score: Score,
+        rotations: RotationSet,
+    ) -> Self {
+        MatchJob {
+            precision: PrecisionChoice::of_input(&target),
+            target,
+            template,
+            template_mask: None,
+            target_mask: None,
+            rotations,
+            score,
+            interpolation: Interpolation::Cubic,
+            pad_edges: false,
+            memory_limit: None,
+            filters: None,
+            score_stats: false,
+            background: None,
+            search: Restriction::default(),
+            pytme_frame: AxisOrder::Pytme,
+        }
+    }
+
+    /// Uploads the job's arrays to `b` in its float type and builds the filters there.
+    pub fn upload<B: Backend>(&self, b: &B) -> Result<Uploaded<B>> {
+        let up = |a: &HostArray| b.upload(a.to_float::<FloatOf<B>>().view());
+        let (target, template) = {
+            // The command's `--trace` shows the inputs' upload as its own span.
+            #[cfg(feature = "cli")]
+            let _s = tracing::info_span!("upload").entered();
+            (up(&self.target)?, up(&self.template)?)
+        };
+        let template_mask = self.template_mask.as_ref().map(up).transpose()?;
+        let target_mask = self.target_mask.as_ref().map(up).transpose()?;
+        let scheduling_mask = self.search.mask.as_ref().map(up).transpose()?;
+        let filters = self
+            .filters
+            .as_ref()
+            .map(|s| s.build(b, &target, self.template.shape()))
+            .transpose()?;
+        Ok(Uploaded {
+            target,
+            template,
+            template_mask,
+            target_mask,
+            filters,
+            scheduling_mask,
+        })
+    }
+
+    /// The matching parameters of this job over its uploaded arrays (no progress callback).
+    pub fn params<'a, B: Backend>(&'a self, up: &'a Uploaded<B>) -> MatchParams<'a, B> {
+        let mut p = MatchParams::new(self.score, self.rotations.clone());
+        p.template_mask = up.template_mask.as_ref();
+        p.target_mask = up.target_mask.as_ref();
+        p.filters = up.filters.as_ref().map(|f| f as &dyn SpectralFilter);
+        p.pad_edges = self.pad_edges;
+        p.interpolation = self.interpolation;
+        p.memory_limit = self.memory_limit;
+        p.score_stats = self.score_stats;
+        p.background = self.background;
+        p.scheduling_mask = up.scheduling_mask.as_ref();
+        p.search_box = self.search.ranges.as_deref();
+        p.pytme_frame = self.pytme_frame;
+        p
+    }
+
+    /// Runs rotations `range` of the job on `b` as worker `worker` of `control` (progress,
+    /// stop, test hooks), and downloads the result as a [`Part`] (rotation indices into the
+    /// whole set). An empty range is [`Part::empty`], without touching the backend.
+    pub fn run_range<B: Backend>(
+        &self,
+        b: &B,
+        range: Range<usize>,
+        control: &Control<'_>,
+        worker: usize,
+    ) -> Result<Part> {
+        let nrot = self.rotations.len();
+        if range.end > nrot || range.start > range.end {
+            return Err(Error::invalid(
+                "range",
+                format!("rotations {range:?} of a set of {nrot}"),
+            ));
+        }
+        if range.is_empty() {
+            return Ok(Part::empty());
+        }
+        let up = self.upload(b)?;
+        let d = self.rotations.dim();
+        let flat = &self.rotations.as_flat()[range.start * d * d..range.end * d * d];
+        let mut params = self.params(&up);
+        params.rotations = RotationSet::from_matrices(d, flat)?;
+        let len = range.len();
+        let cb = |done: usize, total: usize| control.step(worker, done, total, len);
+        params.progress = Some(&cb);
+        // Uncorrected: the background is subtracted once, after the merge (`finish`).
+        let r = match_template_raw(b, &up.target, &up.template, &params)?;
+        let widen = |a: ArrayD<FloatOf<B>>| a.iter().map(|v| v.as_f64()).collect::<Vec<f64>>();
+        let scores = widen(b.download(&r.scores)?);
+        let index = b
+            .download(&r.rotation_index)?
+            .iter()
+            .map(|v| v.to_usize().map_or(-1, |u| (u + range.start) as i64))
+            .collect();
+        let moments = match &r.moments {
+            Some(m) => Some((b.download(&m.acc)?.iter().copied().collect(), m.scale)),
+            None => None,
+        };
+        let background = match &r.background {
+            Some(bg) => Some((widen(b.download(&bg.map)?), bg.count)),
+            None => None,
+        };
+        let maps = Maps {
+            scores,
+            index,
+            moments,
+            background,
+        };
+        Ok(Part::new(range, r.ssum_parts, maps))
+    }
+
+    /// The job's result from the merge of parts covering every rotation once: what
+    /// [`match_template`](crate::algo::matching::match_template) over the whole set returns,
+    /// bit for bit. The only place a result is assembled from parts.
+    pub fn finish<B: Backend>(&self, b: &B, part: Part) -> Result<MatchResult<B>> {
+        let nrot = self.rotations.len();
+        let (ssum_parts, sum, tiles) = part.ordered_ssum(nrot)?;
+        let maps = part
+            .maps
+            .ok_or_else(|| Error::invalid("parts", "no part holds maps"))?;
+        let shape = self.target.shape().to_vec();
+        let bad = |e: ndarray::ShapeError| Error::invalid("parts", e.to_string());
+        let narrow = |s: &[usize], v: Vec<f64>| -> Result<ArrayD<FloatOf<B>>> {
+            ArrayD::from_shape_vec(
+                IxDyn(s),
+                v.into_iter().map(FloatOf::<B>::from_f64).collect(),
+            )
+            .map_err(bad)
+        };
+        let index = ArrayD::from_shape_vec(
+            IxDyn(&shape),
+            maps.index.into_iter().map(IntOf::<B>::from_i64).collect(),
+        )
+        .map_err(bad)?;
+        let voxels: usize = shape.iter().product();
+        let mut r = MatchResult {
+            scores: b.upload_owned(narrow(&shape, maps.scores)?)?,
+            rotation_index: b.upload_owned(index)?,
+            rotations: self.rotations.clone(),
+            n_rotations: nrot,
+            ssum: sum / (voxels as f64 * nrot as f64),
+            ssum_parts,
+            tiles,
+            background_shift: None,
+            background: match maps.background {
+                Some((map, count)) => {
+                    let g = background_grid(&shape, self.template.shape(), self.pad_edges).0;
+                    Some(BackgroundScores {
+                        map: b.upload_owned(narrow(&g, map)?)?,
+                        count,
+                    })
+                }
+                None => None,
+            },
+            moments: match maps.moments {
+                Some((words, scale)) => {
+                    let mshape: Vec<usize> = shape.iter().copied().chain([4]).collect();
+                    let acc = ArrayD::from_shape_vec(IxDyn(&mshape), words).map_err(bad)?;
+                    Some(ScoreMoments {
+                        acc: b.upload_owned(acc)?,
+                        scale,
+                    })
+                }
+                None => None,
+            },
+        };
+        // Every rotation's background is merged in: subtract it once.
+        r.apply_background(b)?;
+        Ok(r)
+    }
+}
+
+/// [`MatchJob::run_range`] as a [`BackendTask`](crate::BackendTask), for a caller that picks
+/// the backend at run time ([`dispatch`](crate::dispatch)).
+pub struct RunRange<'a, 'c> {
+    /// The job.
+    pub job: &'a MatchJob,
+    /// The rotations.
+    pub range: Range<usize>,
+    /// Progress, stop and hooks.
+    pub control: &'a Control<'c>,
+    /// The worker this runs as.
+    pub worker: usize,
+}
+
+impl crate::BackendTask for RunRange<'_, '_> {
+    type Output = Part;
+    fn run<B: Backend>(self, b: &B) -> Result<Part> {
+        self.job.run_range(b, self.range, self.control, self.worker)
+    }
+}
