@@ -261,6 +261,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
     let job = Job {
         job: std::sync::Arc::new(job),
         peaks: Some(query),
+        mirrored: None,
     };
     if !g.quiet {
         note!(

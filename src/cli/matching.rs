@@ -4,13 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{ArgGroup, Args, ValueEnum};
+use monomorph::HostArray;
 use monomorph::algo::matching::{MatchResult, Score};
 use monomorph::algo::rotations::{RotationSet, Symmetry};
 use monomorph::dispatch::{BackendChoice, DefaultBackend, DispatchOptions};
 use monomorph::io::{read_euler_csv, write_mrc, write_npy, write_png};
-use monomorph::work::{FailAfter, MatchJob, Part, Restriction};
+use monomorph::work::{ExtraTemplate, FailAfter, MatchJob, Part, Restriction};
 use monomorph::{AxisOrder, Backend, BackendTask, FloatOf, Interpolation};
-use ndarray::{Array3, ArrayD};
+use ndarray::{Array3, ArrayD, Axis};
 use serde_json::json;
 use tracing::info_span;
 
@@ -35,12 +36,18 @@ pub struct MatchArgs {
         required_unless_present = "target_list"
     )]
     pub target: Option<PathBuf>,
-    /// Template, same number of axes as the target and no larger.
-    #[arg(long, short = 'i', value_name = "P")]
-    pub template: PathBuf,
-    /// Template mask (template-shaped) for cam, flc-sphere, flc, mcc.
+    /// Template, same number of axes as the target and no larger. Repeat for several
+    /// templates of one shape, matched in one pass against one preparation of the target:
+    /// scores.npy holds the best score over the templates (ties to the first given),
+    /// template_index.npy (int32, 0-based) its template and rotation_index.npy its rotation;
+    /// bit for bit the per-voxel maximum of separate runs. Not with --score-stats or
+    /// --background-correction.
+    #[arg(long, short = 'i', value_name = "P", required = true)]
+    pub template: Vec<PathBuf>,
+    /// Template mask (template-shaped) for cam, flc-sphere, flc, mcc: one for every
+    /// --template, or one per --template in the same order.
     #[arg(long, value_name = "M")]
-    pub template_mask: Option<PathBuf>,
+    pub template_mask: Vec<PathBuf>,
     /// Target mask (target-shaped), required by mcc.
     #[arg(long, value_name = "TM")]
     pub target_mask: Option<PathBuf>,
@@ -144,6 +151,14 @@ pub struct MatchArgs {
     /// .npy target.
     #[arg(long, value_name = "METHOD", value_parser = parse_background)]
     pub background_correction: Option<monomorph::algo::matching::Background>,
+    /// Handedness check (Warp's --check_hand): also match the template mirrored (its last
+    /// array axis, x, reversed; its mask alike), call peaks on both score maps (the best N,
+    /// at least half the template's smallest side apart) and record in run.json `check_hand`:
+    /// `n`, `original` and `mirrored` (the mean of each map's best N peak scores) and
+    /// `better` ("original" or "mirrored"; a tie says "original"). The maps written are the
+    /// original template's. One template, one target, not under mpirun.
+    #[arg(long, value_name = "N", value_parser = parse_check_hand)]
+    pub check_hand: Option<usize>,
     /// Devices to split the rotations over, e.g. `0,1,2,3` (each runs a contiguous range;
     /// the results merge exactly, byte-identical to one device). With --backend cuda: CUDA
     /// devices, one thread each; with the CPU backend: that many CPU workers sharing rayon's
@@ -166,6 +181,15 @@ impl MatchArgs {
     /// The `--target` path (empty in list mode, which runs each target with its own).
     pub fn target_path(&self) -> &std::path::Path {
         self.target.as_deref().unwrap_or(std::path::Path::new(""))
+    }
+}
+
+fn parse_check_hand(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "expected a number of peaks of at least 1 (the best N peaks of each map), got `{s}`"
+        )),
     }
 }
 
@@ -231,6 +255,8 @@ pub struct Job {
     pub job: Arc<MatchJob>,
     /// Also call peaks (for a PNG) with this query.
     pub peaks: Option<PeakQuery>,
+    /// `--check-hand`: the same job with the template (and its mask) mirrored.
+    pub mirrored: Option<Arc<MatchJob>>,
 }
 
 /// Host copy of a matching result.
@@ -253,6 +279,10 @@ pub struct Matched {
     pub stats: Option<[ArrayD<f32>; 3]>,
     /// Over `--devices` threads: which device ran which rotations (run.json).
     pub devices: Option<serde_json::Value>,
+    /// Several templates: the template of the best score per voxel (0-based, −1 where none).
+    pub template_index: Option<ArrayD<i32>>,
+    /// `--check-hand`: run.json's `check_hand`.
+    pub check_hand: Option<serde_json::Value>,
 }
 
 impl Job {
@@ -311,6 +341,11 @@ impl Job {
             dist: None,
             stats,
             devices: None,
+            template_index: match &r.template_index {
+                Some(t) => Some(b.download(t)?.mapv(|v| super::output::f64_of(v) as i32)),
+                None => None,
+            },
+            check_hand: None,
         })
     }
 }
@@ -440,6 +475,93 @@ pub fn pytme_frame(target: &std::path::Path) -> AxisOrder {
     }
 }
 
+/// The template reversed along its last array axis (x): the other hand.
+fn mirror(t: &HostArray) -> HostArray {
+    let mut a = t.to_float::<f64>();
+    let last = Axis(a.ndim() - 1);
+    a.invert_axis(last);
+    HostArray::F64(a.as_standard_layout().into_owned())
+}
+
+/// The `--template`s (the first as read, with its voxel size; the others as further
+/// templates) and the first's mask, each further template with its mask: every template of
+/// the first's shape, and no more `--template-mask`s than templates (one for all, or one
+/// each). Input errors name the flag.
+fn read_templates(
+    a: &MatchArgs,
+    tshape: &[usize],
+) -> CliResult<(monomorph::io::Volume, Vec<ExtraTemplate>, Option<HostArray>)> {
+    let (nt, nm) = (a.template.len(), a.template_mask.len());
+    if nm > nt || (nm > 1 && nm != nt) {
+        return Err(CliError::input(format!(
+            "--template-mask: {nm} masks for {nt} template(s), expected one mask for every \
+             template or one per --template"
+        )));
+    }
+    if nt > 1 {
+        for (flag, on) in [
+            ("--score-stats", a.score_stats),
+            ("--background-correction", a.background_correction.is_some()),
+            ("--check-hand", a.check_hand.is_some()),
+        ] {
+            if on {
+                return Err(CliError::input(format!(
+                    "{flag}: not with several --template ({nt} given), expected one template \
+                     (statistics and corrections are defined over one template's rotations)"
+                )));
+            }
+        }
+    }
+    let mut templates = Vec::with_capacity(nt);
+    for (k, p) in a.template.iter().enumerate() {
+        let t = read_input("--template", p, &[2, 3])?;
+        check_same_ndim("--template", p, t.data.shape(), tshape, false)?;
+        if k > 0 {
+            let first: &monomorph::io::Volume = &templates[0];
+            if t.data.shape() != first.data.shape() {
+                return Err(CliError::input(format!(
+                    "--template {}: shape {:?}, expected the shape {:?} of the first \
+                     --template {} (templates matched in one pass share one shape)",
+                    p.display(),
+                    t.data.shape(),
+                    first.data.shape(),
+                    a.template[0].display()
+                )));
+            }
+        }
+        templates.push(t);
+    }
+    let mut masks = Vec::with_capacity(nm);
+    for p in &a.template_mask {
+        let m = read_input("--template-mask", p, &[2, 3])?;
+        check_same_ndim(
+            "--template-mask",
+            p,
+            m.data.shape(),
+            templates[0].data.shape(),
+            true,
+        )?;
+        masks.push(m.data);
+    }
+    let mask_of = |k: usize| match nm {
+        0 => None,
+        1 => Some(masks[0].clone()),
+        _ => Some(masks[k].clone()),
+    };
+    let mut it = templates.into_iter();
+    let first = it
+        .next()
+        .ok_or_else(|| CliError::input("--template: expected at least one template"))?;
+    let more = it
+        .enumerate()
+        .map(|(k, t)| ExtraTemplate {
+            template: t.data,
+            mask: mask_of(k + 1),
+        })
+        .collect();
+    Ok((first, more, mask_of(0)))
+}
+
 /// Reads and checks the inputs of `monomorph match` (creates nothing).
 pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     check_out_dir("--out", &a.out)?;
@@ -451,28 +573,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     let g = g.for_input("--target", target_path, &target.data)?;
     let tshape = target.data.shape().to_vec();
     let d = tshape.len();
-    let template = read_input("--template", &a.template, &[2, 3])?;
-    check_same_ndim(
-        "--template",
-        &a.template,
-        template.data.shape(),
-        &tshape,
-        false,
-    )?;
-    let template_mask = match &a.template_mask {
-        Some(p) => {
-            let m = read_input("--template-mask", p, &[2, 3])?;
-            check_same_ndim(
-                "--template-mask",
-                p,
-                m.data.shape(),
-                template.data.shape(),
-                true,
-            )?;
-            Some(m.data)
-        }
-        None => None,
-    };
+    let (template, more, template_mask) = read_templates(a, &tshape)?;
     let target_mask = match &a.target_mask {
         Some(p) => {
             let m = read_input("--target-mask", p, &[2, 3])?;
@@ -550,7 +651,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         &a.filters,
         &[
             ("--target", a.target_path(), target.voxel_size),
-            ("--template", &a.template, template.voxel_size),
+            ("--template", &a.template[0], template.voxel_size),
         ],
         template.voxel_size,
     )?;
@@ -567,6 +668,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     };
     let mut job = MatchJob::new(target, template.data, score, rotations);
     job.template_mask = template_mask;
+    job.more_templates = more;
     job.target_mask = target_mask;
     job.interpolation = match a.interpolation {
         InterpArg::Cubic => Interpolation::Cubic,
@@ -584,9 +686,16 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     job.precision = g.dispatch(None).precision;
     job.pytme_frame = frame;
     let n_rot = job.rotations.len();
+    let mirrored = a.check_hand.map(|_| {
+        let mut m = job.clone();
+        m.template = mirror(&m.template);
+        m.template_mask = m.template_mask.as_ref().map(mirror);
+        Arc::new(m)
+    });
     let names = [
         "scores.npy",
         "rotation_index.npy",
+        "template_index.npy",
         "rotations.npy",
         "scores.mrc",
         "scores.png",
@@ -598,19 +707,19 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         "score_std.mrc",
         "score_z.mrc",
     ];
-    let inputs = [
-        ("--target", a.target.as_ref()),
-        ("--template", Some(&a.template)),
-        ("--template-mask", a.template_mask.as_ref()),
-        ("--target-mask", a.target_mask.as_ref()),
-        ("--rotations", a.rotations.as_ref()),
-        ("--euler", a.euler.as_ref()),
-        ("--orientations", a.orientations.as_ref()),
-        ("--scheduling-mask", a.search.scheduling_mask.as_ref()),
-    ];
+    let inputs = [("--target", a.target.as_ref())]
+        .into_iter()
+        .chain(a.template.iter().map(|p| ("--template", Some(p))))
+        .chain(a.template_mask.iter().map(|p| ("--template-mask", Some(p))))
+        .chain([
+            ("--target-mask", a.target_mask.as_ref()),
+            ("--rotations", a.rotations.as_ref()),
+            ("--euler", a.euler.as_ref()),
+            ("--orientations", a.orientations.as_ref()),
+            ("--scheduling-mask", a.search.scheduling_mask.as_ref()),
+        ]);
     let inputs: Vec<(&str, &std::path::Path)> = inputs
-        .iter()
-        .filter_map(|(f, p)| p.map(|p| (*f, p.as_path())))
+        .filter_map(|(f, p)| p.map(|p| (f, p.as_path())))
         .collect();
     let outputs: Vec<(&str, PathBuf)> = names.iter().map(|n| ("--out", a.out.join(n))).collect();
     check_distinct(&outputs, &inputs)?;
@@ -628,6 +737,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         Job {
             job: Arc::new(job),
             peaks: png_query,
+            mirrored,
         },
     ))
 }
@@ -840,6 +950,9 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
     timings.time("write", || -> CliResult<()> {
         out.stage("scores.npy", |p| write_npy(p, &m.scores))?;
         out.stage("rotation_index.npy", |p| write_npy(p, &m.rotation_index))?;
+        if let Some(t) = &m.template_index {
+            out.stage("template_index.npy", |p| write_npy(p, t))?;
+        }
         out.stage("rotations.npy", |p| {
             write_npy(p, &m.rotations.mapv(|v| v as f32).into_dyn())
         })?;
@@ -865,8 +978,10 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         o.insert(
             "parameters".into(),
             json!({
-                "target": path_json(a.target_path()), "template": path_json(&a.template),
-                "template_mask": opt_path_json(&a.template_mask),
+                "target": path_json(a.target_path()), "template": path_json(&a.template[0]),
+                "template_mask": opt_path_json(&a.template_mask.first().cloned()),
+                "templates": a.template.iter().map(|p| path_json(p)).collect::<Vec<_>>(),
+                "template_masks": a.template_mask.iter().map(|p| path_json(p)).collect::<Vec<_>>(),
                 "target_mask": opt_path_json(&a.target_mask), "score": score.name(),
                 "rotations_file": opt_path_json(&a.rotations),
                 "angular_step": a.angular_step, "euler": opt_path_json(&a.euler),
@@ -886,6 +1001,14 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "target_shape": tshape, "voxel_size": voxel_size,
             }),
         );
+        // The templates matched in one pass, in template_index order.
+        o.insert(
+            "templates".into(),
+            json!(a.template.iter().map(|p| path_json(p)).collect::<Vec<_>>()),
+        );
+        if let Some(c) = &m.check_hand {
+            o.insert("check_hand".into(), c.clone());
+        }
         o.insert("filters".into(), filters_json);
         o.insert("search".into(), search_json);
         o.insert("ssum".into(), json!(m.ssum));
@@ -896,6 +1019,8 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "ssum": m.ssum,
                 "ssum_definition": "pytme's: sum of score^2 over the scored positions and all rotations / (target voxels * rotations); the positions are the whole FFT grid (the target zero-padded at the high end to fast lengths) of a circular run, the target's voxels with --pad-edges",
                 "n_rotations": n_rot,
+                "n_templates": a.template.len(),
+                "ssum_over": if a.template.len() > 1 { "every (template, rotation) pair: the sum over all templates / (target voxels * rotations * templates)" } else { "the rotations" },
                 "shape": tshape,
                 "n_voxels": tshape.iter().product::<usize>(),
                 "scores_file": "scores.npy",

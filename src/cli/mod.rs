@@ -27,6 +27,7 @@ mod devices;
 mod error;
 mod filters;
 mod global;
+mod hand;
 mod list;
 #[cfg(feature = "mpi")]
 mod list_mpi;

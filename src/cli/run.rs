@@ -32,6 +32,21 @@ pub fn run_match(g: &Global, a: MatchArgs) -> CliResult<()> {
              target run `monomorph peaks --scores OUT/scores.npy` on the output folder",
         ));
     }
+    if let Some(n) = a.check_hand {
+        let other = if a.list.target_list.is_some() {
+            Some("--target-list")
+        } else if super::ranks::launched_ranks().is_some_and(|r| r > 1) {
+            Some("mpirun (MPI ranks)")
+        } else {
+            None
+        };
+        if let Some(other) = other {
+            return Err(CliError::input(format!(
+                "--check-hand {n}: not with {other}, expected one target in one process \
+                 (--devices may split it)"
+            )));
+        }
+    }
     #[cfg(feature = "mpi")]
     if let Some(world) = super::ranks::world() {
         return match a.list.target_list {
@@ -166,18 +181,31 @@ fn run_one(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
         pb.set_length(t);
         pb.set_position(d);
     });
-    let plan = exec.plan(&[p.n_rot]);
+    // --check-hand: the mirrored template is a second job of the same plan.
+    let mut jobs = vec![job.job.clone()];
+    jobs.extend(job.mirrored.iter().cloned());
+    let plan = exec.plan(&vec![p.n_rot; jobs.len()]);
     let mut opts = job_dispatch(&p.g, &job, a.memory_limit);
     if let Some(d) = &a.devices {
         opts.device = d.0[0];
     }
-    let jobs = vec![job.job.clone()];
     let t0 = Instant::now();
     let mut matched = None;
+    let mut mirrored_scores = None;
     let _span = info_span!("match", score = %job.job.score, rotations = p.n_rot).entered();
     let ran = p.timings.time("total", || {
         let _s = info_span!("match_template").entered();
         exec.run(&jobs, &plan, &control, |done| {
+            if done.job == 1 {
+                let task = super::hand::FinishScores {
+                    job: &done.matching,
+                    part: done.part,
+                };
+                mirrored_scores = Some(
+                    monomorph::dispatch(opts, task).map_err(|e| match_error(e, a.memory_limit))?,
+                );
+                return Ok(());
+            }
             let (match_s, t1) = (t0.elapsed().as_secs_f64(), Instant::now());
             let finish = Finish {
                 job: &job,
@@ -193,7 +221,15 @@ fn run_one(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
     });
     pb.finish_and_clear();
     ran.map_err(|e| exec.error(e, a.memory_limit))?;
-    let m = matched.ok_or_else(|| CliError::failure("the match did not finish"))?;
+    let mut m = matched.ok_or_else(|| CliError::failure("the match did not finish"))?;
+    if let Some(n) = a.check_hand {
+        let mirrored = mirrored_scores
+            .ok_or_else(|| CliError::failure("the mirrored match did not finish"))?;
+        let side = job.job.template.shape().iter().copied().min().unwrap_or(2);
+        m.check_hand = Some(super::hand::check_hand(
+            &p.g, n, side, &m.scores, &mirrored,
+        )?);
+    }
     write(a, p, out, m)
 }
 

@@ -7,8 +7,8 @@ use ndarray::{ArrayD, IxDyn};
 
 use crate::algo::filters::{FilterSpec, Filters, SpectralFilter};
 use crate::algo::matching::{
-    Background, BackgroundScores, MatchParams, MatchResult, Score, ScoreMoments, background_grid,
-    match_template_raw,
+    Background, BackgroundScores, MatchParams, MatchResult, Score, ScoreMoments, TemplateInput,
+    background_grid, match_template_raw, match_templates_raw,
 };
 use crate::algo::rotations::RotationSet;
 use crate::dispatch::PrecisionChoice;
@@ -28,6 +28,15 @@ pub struct Restriction {
     pub ranges: Option<Vec<(usize, usize)>>,
 }
 
+/// A further template of a job ([`MatchJob::more_templates`]) and its mask.
+#[derive(Debug, Clone)]
+pub struct ExtraTemplate {
+    /// The template (the shape of the job's first).
+    pub template: HostArray,
+    /// Its mask (template-shaped); `None`: none, as without [`MatchJob::template_mask`].
+    pub mask: Option<HostArray>,
+}
+
 /// One template-matching job, owned: host inputs, options, the filters' spec and the search
 /// restriction. Build with [`MatchJob::new`] and set fields; run it with an executor
 /// ([`super::Serial`], [`super::Threads`]) or piece by piece with [`MatchJob::run_range`] and
@@ -40,6 +49,11 @@ pub struct MatchJob {
     pub template: HostArray,
     /// Template mask ([`MatchParams::template_mask`]).
     pub template_mask: Option<HostArray>,
+    /// Templates 1, 2, … matched in the same pass as `template` (template 0, with
+    /// `template_mask`), against one preparation of the target
+    /// ([`match_templates_raw`]): the maps keep per voxel the best score over the templates
+    /// (ties to the lower template), its template and its rotation. Empty: one template.
+    pub more_templates: Vec<ExtraTemplate>,
     /// Target mask ([`MatchParams::target_mask`], MCC).
     pub target_mask: Option<HostArray>,
     /// The rotations searched.
@@ -74,6 +88,7 @@ pub struct Uploaded<B: Backend> {
     /// The template.
     pub template: Arr<B, FloatOf<B>>,
     template_mask: Option<Arr<B, FloatOf<B>>>,
+    more: Vec<(Arr<B, FloatOf<B>>, Option<Arr<B, FloatOf<B>>>)>,
     target_mask: Option<Arr<B, FloatOf<B>>>,
     filters: Option<Filters>,
     scheduling_mask: Option<Arr<B, FloatOf<B>>>,
@@ -95,6 +110,7 @@ impl MatchJob {
             target,
             template,
             template_mask: None,
+            more_templates: Vec::new(),
             target_mask: None,
             rotations,
             score,
@@ -119,6 +135,11 @@ impl MatchJob {
             (up(&self.target)?, up(&self.template)?)
         };
         let template_mask = self.template_mask.as_ref().map(up).transpose()?;
+        let more = self
+            .more_templates
+            .iter()
+            .map(|t| Ok((up(&t.template)?, t.mask.as_ref().map(up).transpose()?)))
+            .collect::<Result<Vec<_>>>()?;
         let target_mask = self.target_mask.as_ref().map(up).transpose()?;
         let scheduling_mask = self.search.mask.as_ref().map(up).transpose()?;
         let filters = self
@@ -130,6 +151,7 @@ impl MatchJob {
             target,
             template,
             template_mask,
+            more,
             target_mask,
             filters,
             scheduling_mask,
@@ -182,13 +204,37 @@ impl MatchJob {
         let cb = |done: usize, total: usize| control.step(worker, done, total, len);
         params.progress = Some(&cb);
         // Uncorrected: the background is subtracted once, after the merge (`finish`).
-        let r = match_template_raw(b, &up.target, &up.template, &params)?;
+        let r = if self.more_templates.is_empty() {
+            match_template_raw(b, &up.target, &up.template, &params)?
+        } else {
+            let mut templates = vec![TemplateInput {
+                template: &up.template,
+                mask: up.template_mask.as_ref(),
+            }];
+            templates.extend(up.more.iter().map(|(t, m)| TemplateInput {
+                template: t,
+                mask: m.as_ref(),
+            }));
+            params.template_mask = None;
+            match_templates_raw(b, &up.target, &templates, &params)?
+        };
         let widen = |a: ArrayD<FloatOf<B>>| a.iter().map(|v| v.as_f64()).collect::<Vec<f64>>();
         let scores = widen(b.download(&r.scores)?);
+        // Several templates: the part's index is the (template, rotation) pair's,
+        // `template · rotations + rotation` over the whole set, so that the one merge rule
+        // (greatest score, then the lower index) ties to the lower template, then rotation.
+        let templates = match &r.template_index {
+            Some(t) => b.download(t)?.iter().map(|v| v.to_usize()).collect(),
+            None => vec![Some(0); scores.len()],
+        };
         let index = b
             .download(&r.rotation_index)?
             .iter()
-            .map(|v| v.to_usize().map_or(-1, |u| (u + range.start) as i64))
+            .zip(templates)
+            .map(|(v, t)| match (v.to_usize(), t) {
+                (Some(u), Some(t)) => (t * nrot + u + range.start) as i64,
+                _ => -1,
+            })
             .collect();
         let moments = match &r.moments {
             Some(m) => Some((b.download(&m.acc)?.iter().copied().collect(), m.scale)),
@@ -212,7 +258,9 @@ impl MatchJob {
     /// bit for bit. The only place a result is assembled from parts.
     pub fn finish<B: Backend>(&self, b: &B, part: Part) -> Result<MatchResult<B>> {
         let nrot = self.rotations.len();
-        let (ssum_parts, sum, tiles) = part.ordered_ssum(nrot)?;
+        // Several templates: each part's partials are (tile, template) blocks of its range.
+        let ntemplates = 1 + self.more_templates.len();
+        let (ssum_parts, sum, blocks) = part.ordered_ssum(nrot)?;
         let maps = part
             .maps
             .ok_or_else(|| Error::invalid("parts", "no part holds maps"))?;
@@ -225,20 +273,32 @@ impl MatchJob {
             )
             .map_err(bad)
         };
-        let index = ArrayD::from_shape_vec(
-            IxDyn(&shape),
-            maps.index.into_iter().map(IntOf::<B>::from_i64).collect(),
-        )
-        .map_err(bad)?;
+        let ints = |f: &dyn Fn(i64) -> i64| -> Result<ArrayD<IntOf<B>>> {
+            ArrayD::from_shape_vec(
+                IxDyn(&shape),
+                maps.index
+                    .iter()
+                    .map(|&i| IntOf::<B>::from_i64(if i < 0 { -1 } else { f(i) }))
+                    .collect(),
+            )
+            .map_err(bad)
+        };
+        let n = nrot as i64;
+        let index = ints(&|i| i % n)?;
+        let template_index = match ntemplates {
+            1 => None,
+            _ => Some(b.upload_owned(ints(&|i| i / n)?)?),
+        };
         let voxels: usize = shape.iter().product();
         let mut r = MatchResult {
             scores: b.upload_owned(narrow(&shape, maps.scores)?)?,
             rotation_index: b.upload_owned(index)?,
             rotations: self.rotations.clone(),
             n_rotations: nrot,
-            ssum: sum / (voxels as f64 * nrot as f64),
+            ssum: sum / (voxels as f64 * nrot as f64 * ntemplates as f64),
             ssum_parts,
-            tiles,
+            tiles: blocks / ntemplates,
+            template_index,
             background_shift: None,
             background: match maps.background {
                 Some((map, count)) => {

@@ -84,7 +84,7 @@ mod plan;
 
 pub use control::{Control, FailAfter, Failure, PollFn, ProgressFn};
 pub use exec::{Done, JobSource, Loader, Ran, RunError, Serial, Threads};
-pub use job::{MatchJob, Restriction, RunRange, Uploaded};
+pub use job::{ExtraTemplate, MatchJob, Restriction, RunRange, Uploaded};
 pub use part::{Maps, Part, merge_best, replaces};
 pub use plan::{Item, JobSize, Plan, rotation_range};
 

@@ -331,6 +331,19 @@ pub struct MatchResult<B: Backend> {
     /// (`bg − mean(bg)`); [`MatchResult::statistics`] shifts the mean by it too, so the
     /// statistics describe the corrected scores and the z-score is unchanged.
     pub background_shift: Option<Arr<B, FloatOf<B>>>,
+    /// From [`match_templates_raw`] (several templates): the index of the template of the best
+    /// score per voxel (−1 where none scored), whose rotation is
+    /// [`MatchResult::rotation_index`]; `None` for one template.
+    pub template_index: Option<Arr<B, IntOf<B>>>,
+}
+
+/// One template of [`match_templates_raw`] and its mask (`None`: ones, as without
+/// [`MatchParams::template_mask`]).
+pub struct TemplateInput<'a, B: Backend> {
+    /// The template.
+    pub template: &'a Arr<B, FloatOf<B>>,
+    /// Its mask (template-shaped).
+    pub mask: Option<&'a Arr<B, FloatOf<B>>>,
 }
 
 impl<B: Backend> MatchResult<B> {
@@ -371,7 +384,11 @@ pub fn fft_buffers_allocated_and_estimated<B: Backend>(
     template: &Arr<B, FloatOf<B>>,
     params: &MatchParams<'_, B>,
 ) -> Result<((u64, u64), (u64, u64))> {
-    let prep = prepare(b, target, template, params)?;
+    let one = [TemplateInput {
+        template,
+        mask: params.template_mask,
+    }];
+    let prep = prepare(b, target, &one, params)?;
     let (ts, tshape) = (target.shape().to_vec(), template.shape().to_vec());
     let sizes = (
         std::mem::size_of::<FloatOf<B>>(),
@@ -548,9 +565,72 @@ pub fn match_template_raw<B: Backend>(
     template: &Arr<B, FloatOf<B>>,
     params: &MatchParams<'_, B>,
 ) -> Result<MatchResult<B>> {
-    let prep = prepare(b, target, template, params)?;
+    let one = [TemplateInput {
+        template,
+        mask: params.template_mask,
+    }];
+    let (r, _) = run_templates(b, target, &one, params)?;
+    Ok(r)
+}
+
+/// Several templates of one shape matched in one pass against one preparation of `target`:
+/// the target filtered and preprocessed once, and per tile its spectra and the score's target
+/// statistics computed once (CAM and FLCSphericalMask remake the latter when a template's mask
+/// differs from the previous one's); then each template, with its own mask
+/// ([`TemplateInput::mask`]; [`MatchParams::template_mask`] must be `None`), runs every
+/// rotation, template after template.
+///
+/// The maps are the per-voxel maximum over the templates of what [`match_template_raw`] gives
+/// for each alone, bit for bit: the greatest score, ties to the lower template index (then,
+/// as for one template, to the lower rotation), with the template in
+/// [`MatchResult::template_index`] and its rotation in [`MatchResult::rotation_index`].
+/// `ssum` is the mean over every (template, rotation) pair (Σ score² / (voxels · rotations ·
+/// templates)); `ssum_parts` holds one partial per (tile, template, rotation), in that order.
+/// Not with pre-rotated templates, a background correction or score statistics (an error).
+pub fn match_templates_raw<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    templates: &[TemplateInput<'_, B>],
+    params: &MatchParams<'_, B>,
+) -> Result<MatchResult<B>> {
+    if params.template_mask.is_some() {
+        return Err(Error::invalid(
+            "template_mask",
+            "give each template its mask (TemplateInput::mask) with several templates",
+        ));
+    }
+    let (mut r, ntemplates) = run_templates(b, target, templates, params)?;
+    if ntemplates > 1 {
+        // Pair indices t · rotations + r into a template and a rotation index.
+        let nrot = r.n_rotations as i64;
+        let pairs = b.download(&r.rotation_index)?;
+        let split = |f: fn(i64, i64) -> i64| {
+            pairs.mapv(|v| {
+                IntOf::<B>::from_i64(match v.to_usize() {
+                    Some(u) => f(u as i64, nrot),
+                    None => -1,
+                })
+            })
+        };
+        r.template_index = Some(b.upload_owned(split(|v, n| v / n))?);
+        r.rotation_index = b.upload_owned(split(|v, n| v % n))?;
+    }
+    Ok(r)
+}
+
+/// The loop of [`match_template_raw`] over several templates: the result with pair indices
+/// `t · rotations + r` in its rotation index (plain rotation indices for one template), and
+/// the number of templates.
+fn run_templates<B: Backend>(
+    b: &B,
+    target: &Arr<B, FloatOf<B>>,
+    templates: &[TemplateInput<'_, B>],
+    params: &MatchParams<'_, B>,
+) -> Result<(MatchResult<B>, usize)> {
+    let mut prep = prepare(b, target, templates, params)?;
+    let ntemplates = prep.sides.len();
     let ts = target.shape().to_vec();
-    let tshape = template.shape().to_vec();
+    let tshape = templates[0].template.shape().to_vec();
     let limit = memory_limit(b, params);
     let fsize = std::mem::size_of::<FloatOf<B>>();
     let scales = if params.score_stats {
@@ -601,7 +681,13 @@ pub fn match_template_raw<B: Backend>(
     let ext = window_extension(params.pad_edges, &fast_full);
 
     let nrot = params.rotations.len();
-    let total = nrot * jobs.len();
+    if IntOf::<B>::from_usize(nrot * ntemplates).is_none() {
+        return Err(Error::invalid(
+            "templates",
+            format!("{ntemplates} templates × {nrot} rotations overflow the index type"),
+        ));
+    }
+    let total = nrot * ntemplates * jobs.len();
     let mut ssum = b.zeros::<f64>(&[1])?;
     let mut ssum_parts = Vec::with_capacity(total);
     let bg_grid = params
@@ -609,42 +695,56 @@ pub fn match_template_raw<B: Backend>(
         .map(|_| background_grid(&ts, &tshape, params.pad_edges));
     let bg_shape = bg_grid.as_ref().map(|(g, _)| g.as_slice());
     let mut maps = JobMaps::new(b, &ts, scales.is_some(), bg_shape)?;
+    // The mask-dependent target statistics: remade for a template whose mask differs.
+    let mask_state = matches!(params.score, Score::CAM | Score::FLCSphericalMask);
     for (j, job) in jobs.iter().enumerate() {
-        let progress = |r: usize| -> Result<()> {
-            if let Some(cb) = params.progress
-                && cb(j * nrot + r, total).is_break()
-            {
-                return Err(Error::Cancelled {
-                    done: j * nrot + r,
-                    total,
-                });
+        let mut run = |m: &mut JobMaps<B>, prep: &mut prepare::Prepared<B>| -> Result<()> {
+            prep.current = 0;
+            let (mut grid, mut state, _) =
+                state::ScoreState::new(b, params, prep, job, ext, &tshape)?;
+            for t in 0..ntemplates {
+                prep.current = t;
+                if t > 0 && mask_state && !prep.sides[t].same_mask_as_previous {
+                    (grid, state, _) = state::ScoreState::new(b, params, prep, job, ext, &tshape)?;
+                }
+                let step = (j * ntemplates + t) * nrot;
+                let progress = |r: usize| -> Result<()> {
+                    if let Some(cb) = params.progress
+                        && cb(step + r, total).is_break()
+                    {
+                        return Err(Error::Cancelled {
+                            done: step + r,
+                            total,
+                        });
+                    }
+                    Ok(())
+                };
+                run_job(
+                    b,
+                    prep,
+                    params,
+                    job,
+                    (&mut grid, &mut state),
+                    t * nrot,
+                    &tshape,
+                    (&mut m.scores, &mut m.index, m.moments.as_mut().zip(scales)),
+                    (&mut ssum, &mut ssum_parts),
+                    m.background.as_mut(),
+                    &progress,
+                )?;
             }
             Ok(())
-        };
-        let mut run = |m: &mut JobMaps<B>| {
-            run_job(
-                b,
-                &prep,
-                params,
-                job,
-                ext,
-                &tshape,
-                (&mut m.scores, &mut m.index, m.moments.as_mut().zip(scales)),
-                (&mut ssum, &mut ssum_parts),
-                m.background.as_mut(),
-                &progress,
-            )
         };
         if !tiled && job.out_shape == ts {
             // The output box is the target: update the result maps in place (the background
             // grid is the target too: padded edges, or a target of fast lengths).
-            run(&mut maps)?;
+            run(&mut maps, &mut prep)?;
             continue;
         }
         // The background starts at 0 (pytme's `scores_alt`), in every box of its grid.
         let bg_box = bg_shape.map(|_| job.out_shape.as_slice());
         let mut m = JobMaps::new(b, &job.out_shape, scales.is_some(), bg_box)?;
-        run(&mut m)?;
+        run(&mut m, &mut prep)?;
         m.put(b, job, tiled, &mut maps)?;
     }
     let JobMaps {
@@ -659,12 +759,12 @@ pub fn match_template_raw<B: Backend>(
     // The left fold of the per-call sums, in the loop's order.
     let ssum_total = ssum_parts.iter().fold(0.0f64, |a, &p| a + p);
     let voxels: usize = ts.iter().product();
-    Ok(MatchResult {
+    let result = MatchResult {
         scores,
         rotation_index: index,
         rotations: params.rotations.clone(),
         n_rotations: nrot,
-        ssum: ssum_total / (voxels as f64 * nrot as f64),
+        ssum: ssum_total / (voxels as f64 * nrot as f64 * ntemplates as f64),
         ssum_parts,
         tiles: jobs.len(),
         moments: moments
@@ -674,7 +774,9 @@ pub fn match_template_raw<B: Backend>(
             .zip(bg_grid)
             .map(|(map, (_, count))| BackgroundScores { map, count }),
         background_shift: None,
-    })
+        template_index: None,
+    };
+    Ok((result, ntemplates))
 }
 
 #[cfg(test)]

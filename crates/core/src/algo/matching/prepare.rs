@@ -23,6 +23,14 @@ pub(super) struct Prepared<B: Backend> {
     pub(super) target_mask: Option<Arr<B, FloatOf<B>>>,
     /// The template filter (weight on the device), applied to every rotated template.
     pub(super) template_filter: Option<TemplateFilter<B>>,
+    /// Each template's side, in the run's order (one for [`super::match_template`]).
+    pub(super) sides: Vec<Side<B>>,
+    /// The side the loop runs now ([`Prepared::side`]).
+    pub(super) current: usize,
+}
+
+/// One template's side of a run: the template and its mask, prepared.
+pub(super) struct Side<B: Backend> {
     /// Template, preprocessed (LCC/CAM); spline coefficients when rotating cubically.
     pub(super) template_src: Arr<B, FloatOf<B>>,
     pub(super) mask: Arr<B, FloatOf<B>>,
@@ -30,6 +38,16 @@ pub(super) struct Prepared<B: Backend> {
     /// The phase-scrambled template of a background correction, preprocessed like
     /// `template_src` (`background.rs`).
     pub(super) background_src: Option<Arr<B, FloatOf<B>>>,
+    /// The mask equals the previous side's, value for value (the target side of a job's
+    /// state, which reads the mask for CAM and FLCSphericalMask, can be kept).
+    pub(super) same_mask_as_previous: bool,
+}
+
+impl<B: Backend> Prepared<B> {
+    /// The template side the loop runs now.
+    pub(super) fn side(&self) -> &Side<B> {
+        &self.sides[self.current]
+    }
 }
 
 fn check_finite<B: Backend>(b: &B, what: &str, a: &Arr<B, FloatOf<B>>) -> Result<()> {
@@ -94,6 +112,7 @@ pub(super) fn check<B: Backend>(
     b: &B,
     target: &Arr<B, FloatOf<B>>,
     template: &Arr<B, FloatOf<B>>,
+    template_mask: Option<&Arr<B, FloatOf<B>>>,
     p: &MatchParams<'_, B>,
 ) -> Result<()> {
     let (ts, ms) = (target.shape(), template.shape());
@@ -125,7 +144,7 @@ pub(super) fn check<B: Backend>(
     }
     check_finite(b, "target", target)?;
     check_finite(b, "template", template)?;
-    if let Some(m) = p.template_mask {
+    if let Some(m) = template_mask {
         if m.shape() != ms {
             return Err(Error::shape(
                 "template_mask",
@@ -227,35 +246,76 @@ fn check_prerotated<B: Backend>(
 }
 
 /// Checks the inputs ([`check`], before any work), then runs the preprocessing: the target
-/// filtered and preprocessed, the template preprocessed.
+/// filtered and preprocessed once, each template (with its mask) preprocessed. `templates`
+/// pairs each template with its mask (the one of `p` for a single template); all share one
+/// shape.
 pub(super) fn prepare<B: Backend>(
     b: &B,
     target: &Arr<B, FloatOf<B>>,
-    template: &Arr<B, FloatOf<B>>,
+    templates: &[super::TemplateInput<'_, B>],
     p: &MatchParams<'_, B>,
 ) -> Result<Prepared<B>> {
-    check(b, target, template, p)?;
-    let ms = template.shape().to_vec();
-    let mask = match p.template_mask {
-        Some(m) => b.duplicate(m)?,
-        None => b.full(&ms, FloatOf::<B>::from_f64(1.0))?,
+    let Some(first) = templates.first() else {
+        return Err(Error::invalid("templates", "no template"));
     };
-    let mask_sum = b.sum(&mask)?;
+    let ms = first.template.shape().to_vec();
+    for (k, t) in templates.iter().enumerate() {
+        if t.template.shape() != ms.as_slice() {
+            return Err(Error::shape(
+                format!("template {k}"),
+                format!("the shape of template 0 {}", fmt_shape(&ms)),
+                fmt_shape(t.template.shape()),
+            ));
+        }
+        check(b, target, t.template, t.mask, p)?;
+    }
+    if templates.len() > 1 && (p.prerotated.is_some() || p.background.is_some() || p.score_stats) {
+        return Err(Error::invalid(
+            "templates",
+            "several templates in one run: not with pre-rotated templates, a background \
+             correction or score statistics",
+        ));
+    }
     let (tgt, origin, target_mask) = prepare_target(b, target, &ms, p)?;
     let template_filter = match p.filters {
         Some(f) => TemplateFilter::new(b, f, &ms)?,
         None => None,
     };
-    let (template_src, background_src) = prepare_template(b, template, p)?;
+    let mut sides: Vec<Side<B>> = Vec::with_capacity(templates.len());
+    let mut previous_mask: Option<Vec<u64>> = None;
+    for t in templates {
+        let mask = match t.mask {
+            Some(m) => b.duplicate(m)?,
+            None => b.full(&ms, FloatOf::<B>::from_f64(1.0))?,
+        };
+        let mask_sum = b.sum(&mask)?;
+        // Compared on the host (template-sized, once per run), only when there are several.
+        let mut same_mask_as_previous = false;
+        if templates.len() > 1 {
+            let host: Vec<u64> = b
+                .download(&mask)?
+                .iter()
+                .map(|v| v.as_f64().to_bits())
+                .collect();
+            same_mask_as_previous = previous_mask.as_ref() == Some(&host);
+            previous_mask = Some(host);
+        }
+        let (template_src, background_src) = prepare_template(b, t.template, p)?;
+        sides.push(Side {
+            template_src,
+            mask,
+            mask_sum,
+            background_src,
+            same_mask_as_previous,
+        });
+    }
     Ok(Prepared {
         target: tgt,
         origin,
         target_mask,
         template_filter,
-        template_src,
-        mask,
-        mask_sum,
-        background_src,
+        sides,
+        current: 0,
     })
 }
 

@@ -1,27 +1,29 @@
 //! The loop: every rotation of one job through its score's [`ScoreState`].
 
-use crate::backend::{
-    Arr, ArrayMeta, Backend, CorrWindow, FloatOf, IntOf, Moments, WindowExtension,
-};
+use crate::backend::{Arr, ArrayMeta, Backend, CorrWindow, FloatOf, IntOf, Moments};
 use crate::dtype::Index;
 use crate::error::{Error, Result};
 
 use super::MatchParams;
 use super::job::Job;
 use super::prepare::{Prepared, pull_back};
-use super::state::{RunningMax, ScoreState};
+use super::state::{Grid, RunningMax, ScoreState};
 
-/// Runs every rotation on one job, updating `best`/`best_index` (the job's output shape) and
-/// the moments (its shape + `[4]`, with their scales) when given, and pushing one Σ score² per
-/// rotation to `ssum_parts` (each summed into the zeroed 1-element
-/// `ssum`, kept on the device and read back once per job, not once per rotation).
+/// Runs every rotation of the current template side of `prep` on one job, with the job's
+/// buffers and score state `(grid, state)` ([`ScoreState::new`]), updating
+/// `best`/`best_index` (the job's output shape; index `base + r` for rotation `r`, so that
+/// several templates run in turn keep the first best (template, rotation) pair) and the
+/// moments (its shape + `[4]`, with their scales) when given, and pushing one Σ score² per
+/// rotation to `ssum_parts` (each summed into the zeroed 1-element `ssum`, kept on the device
+/// and read back once per job, not once per rotation).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_job<B: Backend>(
     b: &B,
     prep: &Prepared<B>,
     p: &MatchParams<'_, B>,
     job: &Job,
-    ext: WindowExtension<'_>,
+    (grid, state): (&mut Grid<B>, &mut ScoreState<B>),
+    base: usize,
     tshape: &[usize],
     (best, best_index, mut moments): (
         &mut Arr<B, FloatOf<B>>,
@@ -32,7 +34,6 @@ pub(super) fn run_job<B: Backend>(
     mut background: Option<&mut Arr<B, FloatOf<B>>>,
     progress: &dyn Fn(usize) -> Result<()>,
 ) -> Result<()> {
-    let (mut grid, mut state, _) = ScoreState::new(b, p, prep, job, ext, tshape)?;
     let window = CorrWindow { shift: &job.shift };
     let single = std::mem::size_of::<FloatOf<B>>() == 4;
     let mut tbox = b.zeros::<FloatOf<B>>(tshape)?;
@@ -44,7 +45,7 @@ pub(super) fn run_job<B: Backend>(
     };
     // The background pass's index map and Σ score² are not results (pytme's `ssum` has the
     // template's scores only).
-    let mut bg_aux = match (&background, &prep.background_src) {
+    let mut bg_aux = match (&background, &prep.side().background_src) {
         (Some(bg), Some(_)) => Some((b.zeros::<IntOf<B>>(bg.shape())?, b.zeros::<f64>(&[1])?)),
         _ => None,
     };
@@ -54,7 +55,7 @@ pub(super) fn run_job<B: Backend>(
         match &p.prerotated {
             Some(pr) => b.copy(&pr.templates[r], &mut tbox)?,
             None => b.affine_transform_reversed_in(
-                &prep.template_src,
+                &prep.side().template_src,
                 &m,
                 &off,
                 p.interpolation,
@@ -75,20 +76,20 @@ pub(super) fn run_job<B: Backend>(
         let rm = RunningMax {
             best: &mut *best,
             best_index: &mut *best_index,
-            index: idx::<B>(r)?,
+            index: idx::<B>(base + r)?,
             ssum: &mut *ssum,
             moments: moments.as_mut().map(|(acc, scale)| Moments {
                 acc: &mut **acc,
                 scale: *scale,
             }),
         };
-        state.score(b, &mut grid, tshape, &mut tbox, n, window, rm)?;
+        state.score(b, grid, tshape, &mut tbox, n, window, rm)?;
         b.insert_block(ssum, &[r], &mut parts)?;
         // The scrambled template, rotated, filtered, standardised and scored like the template
         // (same mask and mask sum), into the background's running maximum.
         if let (Some(bg), Some(src), Some((bix, bss))) = (
             background.as_deref_mut(),
-            &prep.background_src,
+            &prep.side().background_src,
             bg_aux.as_mut(),
         ) {
             b.affine_transform_reversed_in(
@@ -107,11 +108,11 @@ pub(super) fn run_job<B: Backend>(
             let rm = RunningMax {
                 best: bg,
                 best_index: bix,
-                index: idx::<B>(r)?,
+                index: idx::<B>(base + r)?,
                 ssum: bss,
                 moments: None,
             };
-            state.score(b, &mut grid, tshape, &mut tbox, n, window, rm)?;
+            state.score(b, grid, tshape, &mut tbox, n, window, rm)?;
         }
         progress(r + 1)?;
     }

@@ -177,7 +177,7 @@ impl<B: Backend> ScoreState<B> {
                 standardize: true,
             },
             Score::CAM | Score::FLCSphericalMask => {
-                b.write_corner(&prep.mask, &mut tpad)?;
+                b.write_corner(&prep.side().mask, &mut tpad)?;
                 b.rfft_pruned(&plan, &tpad, tshape, &mut x)?;
                 let y = y.scratch();
                 b.complex_mul_conj(&spec_f, &x, y)?;
@@ -195,7 +195,7 @@ impl<B: Backend> ScoreState<B> {
                     &c2,
                     window,
                     scale,
-                    F::<B>::from_f64(prep.mask_sum.as_f64()),
+                    F::<B>::from_f64(prep.side().mask_sum.as_f64()),
                     F::<B>::EPS,
                     &mut inv_den,
                 )?;
@@ -263,12 +263,12 @@ impl<B: Backend> ScoreState<B> {
         (m, off): (&[f64], &[f64]),
     ) -> Result<AccumOf<B>> {
         let (ScoreState::Local { mask, .. } | ScoreState::Mcc { mask, .. }) = self else {
-            return Ok(prep.mask_sum);
+            return Ok(prep.side().mask_sum);
         };
         match p.prerotated.as_ref().and_then(|pr| pr.masks) {
             Some(ms) => b.copy(&ms[r], mask)?,
             None => b.affine_transform_reversed_in(
-                &prep.mask,
+                &prep.side().mask,
                 m,
                 off,
                 p.interpolation,
@@ -304,7 +304,7 @@ impl<B: Backend> ScoreState<B> {
                 Ok(())
             }
             ScoreState::Denominator { .. } => {
-                standardize_masked(b, t, Some((&prep.mask, n)), scratch)
+                standardize_masked(b, t, Some((&prep.side().mask, n)), scratch)
             }
             ScoreState::Local { mask, .. } | ScoreState::Mcc { mask, .. } => {
                 standardize_masked(b, t, Some((mask, n)), scratch)

@@ -110,8 +110,8 @@ pub(super) fn moment_scales<B: Backend>(
                     m
                 }
                 None => {
-                    let hi = b.max(&prep.template_src)?.as_f64();
-                    let lo = b.min(&prep.template_src)?.as_f64();
+                    let hi = b.max(&prep.side().template_src)?.as_f64();
+                    let lo = b.min(&prep.side().template_src)?.as_f64();
                     n.sqrt() * hi.abs().max(lo.abs())
                 }
             };
