@@ -392,6 +392,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
                 rotation: p.rotation.as_ref().map(|r| r.0),
                 euler: p.rotation.as_ref().map(|r| euler_of(&r.1)),
                 subvoxel: None,
+                template: None,
             })
             .collect();
         out.stage("peaks.csv", |p| write_peaks(p, &peak_rows, 3))?;
@@ -404,6 +405,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
                 rotation: Some(p.rot),
                 euler: Some(euler_of(rotations.matrix(p.rot))),
                 subvoxel: None,
+                template: None,
             })
             .collect();
         out.stage("planted.csv", |p| write_peaks(p, &truth, 3))?;

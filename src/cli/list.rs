@@ -298,6 +298,8 @@ pub struct Row {
     euler: Option<[u64; 3]>,
     #[serde(default)]
     subvoxel: Option<Vec<u64>>,
+    #[serde(default)]
+    template: Option<usize>,
 }
 
 impl From<&PeakRow> for Row {
@@ -311,6 +313,7 @@ impl From<&PeakRow> for Row {
                 .subvoxel
                 .as_ref()
                 .map(|v| v.iter().map(|x| x.to_bits()).collect()),
+            template: r.template,
         }
     }
 }
@@ -326,6 +329,7 @@ impl From<&Row> for PeakRow {
                 .subvoxel
                 .as_ref()
                 .map(|v| v.iter().map(|&x| f64::from_bits(x)).collect()),
+            template: r.template,
         }
     }
 }
@@ -381,7 +385,10 @@ fn call_peaks(g: &Global, m: &Matched, n_rot: usize, q: &PeakQuery) -> CliResult
         rotations: m.rotations.mapv(|v| v as f32 as f64),
         query,
     };
-    let rows = monomorph::dispatch(g.dispatch(None), task)?;
+    let mut rows = monomorph::dispatch(g.dispatch(None), task)?;
+    if let Some(t) = &m.template_index {
+        super::peaks::attach_templates(&mut rows, t.view());
+    }
     Ok(rows.iter().map(Row::from).collect())
 }
 

@@ -32,6 +32,12 @@ pub struct PeaksArgs {
     /// (rotations.npy); checked like `match --rotations` (finite, orthonormal, det +1).
     #[arg(long, value_name = "R.npy", requires = "rotation_index")]
     pub rotations: Option<PathBuf>,
+    /// The template of the best score per voxel (int `.npy`, the scores' shape), from a
+    /// `match` with several --template: rows get its index (CSV column `template`, 0-based;
+    /// STAR `_rlnClassNumber`, the index + 1). Default: the template_index.npy beside
+    /// --rotation-index, when there is one.
+    #[arg(long, value_name = "TI.npy")]
+    pub template_index: Option<PathBuf>,
     /// Minimum distance between peaks in voxels (Chebyshev, strict) and max-filter radius.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub min_distance: usize,
@@ -329,6 +335,49 @@ pub fn euler_of(m: &[f64]) -> [f64; 3] {
     relion_euler_of(m).unwrap_or([f64::NAN; 3])
 }
 
+/// Sets each row's template from a template-index map (at the row's voxel; none where the
+/// map holds a negative index).
+pub fn attach_templates<D: ndarray::Dimension>(
+    rows: &mut [PeakRow],
+    index: ndarray::ArrayView<'_, i32, D>,
+) {
+    let index = index.into_dyn();
+    for r in rows {
+        r.template = index
+            .get(ndarray::IxDyn(&r.position))
+            .and_then(|&t| usize::try_from(t).ok());
+    }
+}
+
+/// The `--template-index` of `peaks`: the flag's file, else template_index.npy beside
+/// `--rotation-index`; checked against the scores' shape.
+pub(super) fn read_template_index(a: &PeaksArgs, shape: &[usize]) -> CliResult<Option<ArrayD<i32>>> {
+    let beside = a
+        .rotation_index
+        .as_ref()
+        .map(|ri| ri.with_file_name("template_index.npy"))
+        .filter(|p| p.is_file());
+    let Some(path) = a.template_index.clone().or(beside) else {
+        return Ok(None);
+    };
+    let bad = |m: String| CliError::input(format!("--template-index {}: {m}", path.display()));
+    let idx = read_npy_input("--template-index", &path)?
+        .to_i64()
+        .map_err(bad)?;
+    if idx.shape() != shape {
+        return Err(bad(format!(
+            "shape {:?}, expected the score map's shape {shape:?}",
+            idx.shape()
+        )));
+    }
+    if idx.iter().any(|&t| t < -1 || t > i32::MAX as i64) {
+        return Err(bad(
+            "holds an index below -1 or too large, expected template indices".into(),
+        ));
+    }
+    Ok(Some(idx.mapv(|t| t as i32)))
+}
+
 /// Table rows of called peaks, with their sub-voxel positions when given (one per peak).
 pub fn rows_of(peaks: &[Peak], subvoxel: Option<&[Vec<f64>]>) -> Vec<PeakRow> {
     peaks
@@ -340,6 +389,7 @@ pub fn rows_of(peaks: &[Peak], subvoxel: Option<&[Vec<f64>]>) -> Vec<PeakRow> {
             rotation: p.rotation.as_ref().map(|(k, _)| *k),
             euler: p.rotation.as_ref().map(|(_, m)| euler_of(m)),
             subvoxel: subvoxel.and_then(|s| s.get(i).cloned()),
+            template: None,
         })
         .collect()
 }
@@ -640,6 +690,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         ("--scores", Some(&a.scores)),
         ("--rotation-index", a.rotation_index.as_ref()),
         ("--rotations", a.rotations.as_ref()),
+        ("--template-index", a.template_index.as_ref()),
     ]
     .into_iter()
     .filter_map(|(f, p)| p.map(|p| (f, p.as_path())))
@@ -697,6 +748,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         }
         _ => (None, None),
     };
+    let template_index = read_template_index(&a, &shape)?;
     let run = find_match_run(g, &a, &shape, rotations.as_ref().map(|r| r.shape()[0]))?;
     query.run_stats = run.as_ref().map(|r| r.stats);
     if let Some(k) = a.false_positives {
@@ -774,7 +826,10 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
             note!("{}", fa.describe());
         }
     }
-    let rows = called.rows();
+    let mut rows = called.rows();
+    if let Some(t) = &template_index {
+        attach_templates(&mut rows, t.view());
+    }
     let peaks = called.peaks;
     let mut out = Outputs::files();
     out.stage_file("--out", &a.out, |p| {

@@ -307,6 +307,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
         ("--scores", Some(&a.scores)),
         ("--rotation-index", a.rotation_index.as_ref()),
         ("--rotations", a.rotations.as_ref()),
+        ("--template-index", a.template_index.as_ref()),
         ("--tomogram-mask", p.tomogram_mask.as_ref()),
     ]
     .into_iter()
@@ -343,6 +344,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
             )));
         }
     };
+    let template_index = super::peaks::read_template_index(&a, &shape)?;
     let rotations = match (&a.rotation_index, &a.rotations) {
         (Some(ri), Some(rp)) => {
             let idx = super::output::read_npy_input("--rotation-index", ri)?
@@ -386,7 +388,10 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
         }
         other => CliError::from(other),
     })?;
-    let rows: Vec<PeakRow> = rows_of(&ex.peaks, None);
+    let mut rows: Vec<PeakRow> = rows_of(&ex.peaks, None);
+    if let Some(t) = &template_index {
+        super::peaks::attach_templates(&mut rows, t.view());
+    }
     let mut meta = TableMeta {
         micrograph: run.as_ref().and_then(|r| r.target.clone()),
         pixel_size: Some(voxel),

@@ -27,6 +27,9 @@ pub struct PeakRow {
     /// The sub-voxel position (array order), when refined: written instead of `position`
     /// (fractional coordinates, as pytme's postprocess --peak-oversampling writes them).
     pub subvoxel: Option<Vec<f64>>,
+    /// The template of the best score (0-based), when several were matched in one pass: CSV
+    /// column `template`, STAR `_rlnClassNumber` (the index + 1).
+    pub template: Option<usize>,
 }
 
 impl PeakRow {
@@ -63,6 +66,7 @@ pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
         &["z", "y", "x"]
     };
     let with_rot = rows.iter().any(|r| r.rotation.is_some());
+    let with_template = rows.iter().any(|r| r.template.is_some());
     let mut s = axes.join(",");
     s.push_str(",score");
     if with_rot {
@@ -71,6 +75,9 @@ pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
         } else {
             ",rotation,rot,tilt,psi"
         });
+    }
+    if with_template {
+        s.push_str(",template");
     }
     s.push('\n');
     for r in rows {
@@ -87,6 +94,9 @@ pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
                 let _ = write!(s, ",{:.6},{:.6},{:.6}", e[0], e[1], e[2]);
             }
         }
+        if with_template {
+            let _ = write!(s, ",{}", r.template.map_or(-1i64, |v| v as i64));
+        }
         s.push('\n');
     }
     s
@@ -95,7 +105,8 @@ pub fn peaks_csv(rows: &[PeakRow], ndim: usize) -> String {
 /// Formats peaks as a RELION 4 particle STAR file (`# version 40001`, `data_particles`):
 /// `_rlnCoordinateX/Y[/Z]` in voxels from the array's x, y[, z] (axes 2, 1[, 0]), RELION's
 /// angles `_rlnAngleRot/Tilt/Psi` in degrees (2-D: `_rlnAnglePsi` alone),
-/// `_rlnMicrographName` when known, and the score as `_rlnAutopickFigureOfMerit`; with a known
+/// `_rlnMicrographName` when known, the score as `_rlnAutopickFigureOfMerit`, the template of
+/// a several-template match as `_rlnClassNumber` (its index + 1); with a known
 /// pixel size ([`TableMeta::pixel_size`]) also a `data_optics` block and `_rlnOpticsGroup`.
 pub fn peaks_star(rows: &[PeakRow], ndim: usize) -> String {
     peaks_star_with(rows, ndim, &TableMeta::default())
@@ -189,6 +200,12 @@ fn star_text(groups: &[MicrographPeaks<'_>], ndim: usize, comments: &[String]) -
         cols.push("_rlnMicrographName");
     }
     cols.push("_rlnAutopickFigureOfMerit");
+    let classes = groups
+        .iter()
+        .any(|g| g.rows.iter().any(|r| r.template.is_some()));
+    if classes {
+        cols.push("_rlnClassNumber");
+    }
     if !optics.is_empty() {
         cols.push("_rlnOpticsGroup");
     }
@@ -217,6 +234,10 @@ fn star_text(groups: &[MicrographPeaks<'_>], ndim: usize, comments: &[String]) -
                 let _ = write!(s, "{name}\t");
             }
             let _ = write!(s, "{:.6}", r.score);
+            if classes {
+                // RELION's classes count from 1; 0: no class (a row of another micrograph).
+                let _ = write!(s, "\t{}", r.template.map_or(0, |t| t + 1));
+            }
             if let Some(k) = group {
                 let _ = write!(s, "\t{}", k + 1);
             }
@@ -335,6 +356,7 @@ mod tests {
             rotation: None,
             euler: None,
             subvoxel: Some(vec![1.125, 2.0, 2.75]),
+            template: None,
         };
         let s = peaks_star(std::slice::from_ref(&row), 3);
         assert!(s.contains("2.75\t2\t1.125\t"), "{s}");
@@ -350,6 +372,7 @@ mod tests {
             rotation: Some(1),
             euler: Some([0.0, 0.0, 30.0]),
             subvoxel: None,
+            template: None,
         };
         let s = peaks_star(std::slice::from_ref(&row), 2);
         assert!(
@@ -365,6 +388,7 @@ mod tests {
             rotation: Some(0),
             euler: Some([10.0, 20.0, 30.0]),
             subvoxel: None,
+            template: None,
         };
         let meta = TableMeta {
             comments: vec!["hello".into()],

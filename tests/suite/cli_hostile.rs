@@ -514,6 +514,7 @@ fn star_values_round_trip_through_relions_quoting() {
         rotation: None,
         euler: None,
         subvoxel: None,
+        template: None,
     }];
     let groups: Vec<MicrographPeaks<'_>> = names
         .iter()
