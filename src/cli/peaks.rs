@@ -351,7 +351,10 @@ pub fn attach_templates<D: ndarray::Dimension>(
 
 /// The `--template-index` of `peaks`: the flag's file, else template_index.npy beside
 /// `--rotation-index`; checked against the scores' shape.
-pub(super) fn read_template_index(a: &PeaksArgs, shape: &[usize]) -> CliResult<Option<ArrayD<i32>>> {
+pub(super) fn read_template_index(
+    a: &PeaksArgs,
+    shape: &[usize],
+) -> CliResult<Option<ArrayD<i32>>> {
     let beside = a
         .rotation_index
         .as_ref()

@@ -44,6 +44,8 @@ mod matching_filters;
 #[cfg(feature = "cli")]
 mod mpi;
 #[cfg(feature = "cli")]
+mod multi_template;
+#[cfg(feature = "cli")]
 mod orientation;
 mod peaks;
 #[cfg(feature = "cli")]
