@@ -688,6 +688,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     let n_rot = job.rotations.len();
     let mirrored = a.check_hand.map(|_| {
         let mut m = job.clone();
+        // Only its scores are read: no statistics.
+        m.score_stats = false;
         m.template = mirror(&m.template);
         m.template_mask = m.template_mask.as_ref().map(mirror);
         Arc::new(m)

@@ -35,7 +35,7 @@ pub struct PeaksArgs {
     /// The template of the best score per voxel (int `.npy`, the scores' shape), from a
     /// `match` with several --template: rows get its index (CSV column `template`, 0-based;
     /// STAR `_rlnClassNumber`, the index + 1). Default: the template_index.npy beside
-    /// --rotation-index, when there is one.
+    /// --rotation-index, when the run.json there lists several templates.
     #[arg(long, value_name = "TI.npy")]
     pub template_index: Option<PathBuf>,
     /// Minimum distance between peaks in voxels (Chebyshev, strict) and max-filter radius.
@@ -355,9 +355,19 @@ pub(super) fn read_template_index(
     a: &PeaksArgs,
     shape: &[usize],
 ) -> CliResult<Option<ArrayD<i32>>> {
+    // Beside --rotation-index only when that folder's run.json (written last by every match)
+    // lists several templates: a template_index.npy left there by an earlier run is not read.
+    let several = |ri: &Path| {
+        std::fs::read(ri.with_file_name("run.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["templates"].as_array().map(|t| t.len() > 1))
+            .unwrap_or(false)
+    };
     let beside = a
         .rotation_index
         .as_ref()
+        .filter(|ri| several(ri))
         .map(|ri| ri.with_file_name("template_index.npy"))
         .filter(|p| p.is_file());
     let Some(path) = a.template_index.clone().or(beside) else {

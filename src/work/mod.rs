@@ -6,7 +6,9 @@
 //! ([`Plan::balanced`]). Every item yields one backend-free [`Part`]; [`Part::merge`] (the tie
 //! rule per voxel, Σ score² partials kept per range and folded in one loop's order, integer
 //! moments, background by maximum) makes any split bit-identical to one loop, and
-//! [`MatchJob::finish`] is the only place a result is assembled from parts. One [`Control`]
+//! [`MatchJob::finish`] is the only place a result is assembled from parts. A job may hold
+//! several templates ([`MatchJob::more_templates`], matched in one pass): its parts then index
+//! (template, rotation) pairs, so the same merge ties to the lower template in every executor. One [`Control`]
 //! carries progress (rotations over all items), stop, the first failure and a poll hook.
 //! The executors — [`Serial`], [`Threads`] (device threads, items on demand) and, with the
 //! `mpi` feature, `monomorph::dist` (ranks) — run the same plan; the command, the Python

@@ -38,7 +38,10 @@ pub fn replaces<T: PartialOrd, I: PartialOrd + Default>(kept: (T, I), new: (T, I
 pub struct Maps {
     /// Best score per voxel, widened to `f64` (exact); −∞ where no rotation scored.
     pub scores: Vec<f64>,
-    /// Index into the job's rotation set of the best rotation per voxel (−1 where none).
+    /// Index into the job's rotation set of the best rotation per voxel (−1 where none); with
+    /// several templates ([`MatchJob::more_templates`](super::MatchJob::more_templates)) the
+    /// index of the best (template, rotation) pair, `template · rotations + rotation`, so that
+    /// [`replaces`] ties to the lower template, then the lower rotation.
     pub index: Vec<i64>,
     /// With score statistics: the score moments (4 words per voxel, exact integer sums) and
     /// their scales.
@@ -52,7 +55,8 @@ pub struct Maps {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Part {
     /// The rotation ranges merged into this part, each with its Σ score² partials (one per
-    /// (tile, rotation) call, tile by tile).
+    /// (tile, rotation) call, tile by tile; with several templates one per (tile, template,
+    /// rotation), each (tile, template) block in turn).
     pub ranges: Vec<(Range<usize>, Vec<f64>)>,
     /// The maps; `None` for the empty part (no rotation run yet).
     pub maps: Option<Maps>,
