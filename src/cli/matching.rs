@@ -4,14 +4,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{ArgGroup, Args, ValueEnum};
-use monomorph::HostArray;
 use monomorph::algo::matching::{MatchResult, Score};
 use monomorph::algo::rotations::{RotationSet, Symmetry};
 use monomorph::dispatch::{BackendChoice, DefaultBackend, DispatchOptions};
 use monomorph::io::{read_euler_csv, write_mrc, write_npy, write_png};
-use monomorph::work::{ExtraTemplate, FailAfter, MatchJob, Part, Restriction};
+use monomorph::work::{FailAfter, MatchJob, Part, Restriction};
 use monomorph::{AxisOrder, Backend, BackendTask, FloatOf, Interpolation};
-use ndarray::{Array3, ArrayD, Axis};
+use ndarray::{Array3, ArrayD};
 use serde_json::json;
 use tracing::info_span;
 
@@ -369,7 +368,7 @@ impl BackendTask for Finish<'_> {
     }
 }
 
-fn check_same_ndim(
+pub(super) fn check_same_ndim(
     flag: &str,
     p: &std::path::Path,
     shape: &[usize],
@@ -475,93 +474,6 @@ pub fn pytme_frame(target: &std::path::Path) -> AxisOrder {
     }
 }
 
-/// The template reversed along its last array axis (x): the other hand.
-fn mirror(t: &HostArray) -> HostArray {
-    let mut a = t.to_float::<f64>();
-    let last = Axis(a.ndim() - 1);
-    a.invert_axis(last);
-    HostArray::F64(a.as_standard_layout().into_owned())
-}
-
-/// The `--template`s (the first as read, with its voxel size; the others as further
-/// templates) and the first's mask, each further template with its mask: every template of
-/// the first's shape, and no more `--template-mask`s than templates (one for all, or one
-/// each). Input errors name the flag.
-fn read_templates(
-    a: &MatchArgs,
-    tshape: &[usize],
-) -> CliResult<(monomorph::io::Volume, Vec<ExtraTemplate>, Option<HostArray>)> {
-    let (nt, nm) = (a.template.len(), a.template_mask.len());
-    if nm > nt || (nm > 1 && nm != nt) {
-        return Err(CliError::input(format!(
-            "--template-mask: {nm} masks for {nt} template(s), expected one mask for every \
-             template or one per --template"
-        )));
-    }
-    if nt > 1 {
-        for (flag, on) in [
-            ("--score-stats", a.score_stats),
-            ("--background-correction", a.background_correction.is_some()),
-            ("--check-hand", a.check_hand.is_some()),
-        ] {
-            if on {
-                return Err(CliError::input(format!(
-                    "{flag}: not with several --template ({nt} given), expected one template \
-                     (statistics and corrections are defined over one template's rotations)"
-                )));
-            }
-        }
-    }
-    let mut templates = Vec::with_capacity(nt);
-    for (k, p) in a.template.iter().enumerate() {
-        let t = read_input("--template", p, &[2, 3])?;
-        check_same_ndim("--template", p, t.data.shape(), tshape, false)?;
-        if k > 0 {
-            let first: &monomorph::io::Volume = &templates[0];
-            if t.data.shape() != first.data.shape() {
-                return Err(CliError::input(format!(
-                    "--template {}: shape {:?}, expected the shape {:?} of the first \
-                     --template {} (templates matched in one pass share one shape)",
-                    p.display(),
-                    t.data.shape(),
-                    first.data.shape(),
-                    a.template[0].display()
-                )));
-            }
-        }
-        templates.push(t);
-    }
-    let mut masks = Vec::with_capacity(nm);
-    for p in &a.template_mask {
-        let m = read_input("--template-mask", p, &[2, 3])?;
-        check_same_ndim(
-            "--template-mask",
-            p,
-            m.data.shape(),
-            templates[0].data.shape(),
-            true,
-        )?;
-        masks.push(m.data);
-    }
-    let mask_of = |k: usize| match nm {
-        0 => None,
-        1 => Some(masks[0].clone()),
-        _ => Some(masks[k].clone()),
-    };
-    let mut it = templates.into_iter();
-    let first = it
-        .next()
-        .ok_or_else(|| CliError::input("--template: expected at least one template"))?;
-    let more = it
-        .enumerate()
-        .map(|(k, t)| ExtraTemplate {
-            template: t.data,
-            mask: mask_of(k + 1),
-        })
-        .collect();
-    Ok((first, more, mask_of(0)))
-}
-
 /// Reads and checks the inputs of `monomorph match` (creates nothing).
 pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     check_out_dir("--out", &a.out)?;
@@ -573,7 +485,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     let g = g.for_input("--target", target_path, &target.data)?;
     let tshape = target.data.shape().to_vec();
     let d = tshape.len();
-    let (template, more, template_mask) = read_templates(a, &tshape)?;
+    let (template, more, template_mask) = super::templates::read_templates(a, &tshape)?;
     let target_mask = match &a.target_mask {
         Some(p) => {
             let m = read_input("--target-mask", p, &[2, 3])?;
@@ -690,8 +602,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         let mut m = job.clone();
         // Only its scores are read: no statistics.
         m.score_stats = false;
-        m.template = mirror(&m.template);
-        m.template_mask = m.template_mask.as_ref().map(mirror);
+        m.template = super::templates::mirror(&m.template);
+        m.template_mask = m.template_mask.as_ref().map(super::templates::mirror);
         Arc::new(m)
     });
     let names = [

@@ -41,6 +41,7 @@ mod roc;
 mod run;
 mod search;
 mod solve;
+mod templates;
 mod trace;
 
 use std::process::ExitCode;
