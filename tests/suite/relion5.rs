@@ -267,7 +267,7 @@ fn project_filters_are_bit_identical_to_the_per_tilt_star_by_hand() {
 /// `want` in the message, and no output folder.
 fn refused(tag: &str, edit: impl Fn(&Path), extra: &[&str], want: &[&str]) {
     let d = project("tutorial", tag);
-    inputs(&d, "rec.mrc", 9.999_999_45);
+    inputs(&d, "rec.mrc", (1.35f64 * 7.407407) as f32);
     edit(&d);
     let mut a = vec![
         "--relion5-tomograms-star",
@@ -380,7 +380,7 @@ fn bad_projects_are_refused_naming_the_file_row_and_column() {
 #[test]
 fn the_block_named_after_the_tomogram_is_taken_and_flags_override_saying_so() {
     let d = project("tutorial", "override");
-    inputs(&d, "rec.mrc", 9.999_999_45);
+    inputs(&d, "rec.mrc", (1.35f64 * 7.407407) as f32);
     edit_file(&d, TS, |t| {
         let other = t
             .replace("data_TS_01", "data_TS_02")
