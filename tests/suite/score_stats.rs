@@ -299,6 +299,62 @@ fn moments_of_rotation_ranges_add_up_to_the_whole_bit_for_bit() {
     }
 }
 
+/// The moments a run accumulates are, bit for bit, the canonical sums that
+/// `host::moments_add` gives from each rotation's own score map, term by term: FLC scores past
+/// 0.5 (terms beyond the score pass's fast path, `MOMENT_SMALL`) included, and a 2-D run of
+/// more rotations than one opening of the backend's working form holds (`MOMENT_PASSES`).
+fn exact_moments<B: Backend>(b: &B, d: usize, rots: &RotationSet) {
+    use monomorph::backend::host::moments_add;
+    let (target, template, mask) = inputs(d);
+    let (t, p, m) = (up(b, &target), up(b, &template), up(b, &mask));
+    let mut q = MatchParams::new(Score::FLC, rots.clone());
+    q.template_mask = Some(&m);
+    q.score_stats = true;
+    let mo = match_template(b, &t, &p, &q).unwrap().moments.unwrap();
+    let got = b.download(&mo.acc).unwrap();
+    let mut want = ArrayD::<i64>::zeros(got.raw_dim());
+    let mut past_half = 0;
+    for k in 0..rots.len() {
+        let mut one = MatchParams::new(
+            Score::FLC,
+            RotationSet::from_matrices(d, rots.matrix(k)).unwrap(),
+        );
+        one.template_mask = Some(&m);
+        let s = down(b, &match_template(b, &t, &p, &one).unwrap().scores);
+        past_half += s.iter().filter(|v| v.abs() > 0.5).count();
+        let words = want.as_slice_mut().unwrap().chunks_exact_mut(4);
+        for (w, &v) in words.zip(s.iter()) {
+            moments_add(w, v, mo.scale);
+        }
+    }
+    assert!(
+        past_half > 0,
+        "{d}-D: no score past 0.5, the exact path is not exercised"
+    );
+    assert!(
+        got == want,
+        "{d}-D, {} rotations: moments differ",
+        rots.len()
+    );
+}
+
+#[test]
+fn moments_are_the_exact_sums_of_each_rotations_scores() {
+    let n = monomorph::backend::host::MOMENT_PASSES + 6;
+    let flat: Vec<f64> = (0..n)
+        .flat_map(|k| {
+            let (s, c) = (k as f64 * 0.35).to_radians().sin_cos();
+            [c, -s, s, c]
+        })
+        .collect();
+    exact_moments(
+        &Cpu::<Single>::new(),
+        2,
+        &RotationSet::from_matrices(2, &flat).unwrap(),
+    );
+    exact_moments(&Cpu::<Double>::new(), 3, &rotations(3));
+}
+
 #[cfg(feature = "cli")]
 mod cli {
     use std::path::Path;

@@ -369,6 +369,9 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
         let mut mshape = out.to_vec();
         mshape.push(4);
         let mut hm = ndarray::ArrayD::<i64>::zeros(ndarray::IxDyn(&mshape));
+        // The host pass adds to the working form of the moments.
+        let nl = out[out.len() - 1];
+        host::moments_open(hm.as_slice_mut().unwrap(), nl);
         let hs = host::score_max_update(
             corr.as_slice().unwrap(),
             &fast,
@@ -382,6 +385,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             Some((hm.as_slice_mut().unwrap(), mscale)),
         )
         .unwrap();
+        host::moments_close(hm.as_slice_mut().unwrap(), nl);
         // Device.
         let dc = gpu.upload(corr.view()).unwrap();
         let (d1, d2, dd) = (
@@ -393,6 +397,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
         let mut di = gpu.zeros::<IntOf<Dev<P>>>(&out).unwrap();
         let mut ss = gpu.zeros::<f64>(&[1]).unwrap();
         let mut dm = gpu.zeros::<i64>(&mshape).unwrap();
+        gpu.moments_open(&mut dm).unwrap();
         // The same normalisation on the device arrays (c1, then c2).
         let mut masks = [&d1, &d2].into_iter();
         let norm = hnorm.map(|_| &dd, |_| masks.next().unwrap());
@@ -408,6 +413,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
         };
         gpu.score_max_update(&dc, norm, CorrWindow { shift: &shift }, rm)
             .unwrap();
+        gpu.moments_close(&mut dm).unwrap();
         // Moments: the same score per voxel to round-off (mean of one pass = the score).
         let gm = gpu.download(&dm).unwrap();
         let stat = |w: &[i64]| {

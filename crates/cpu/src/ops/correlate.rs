@@ -76,6 +76,32 @@ fn output_line(row: usize, fast: &[usize], shift: &[isize], out: &[usize]) -> Op
     Some(line)
 }
 
+/// Asks the cache for `words` 64-bit words from `p` (a hint: it changes no result, and never
+/// faults whatever the address).
+#[inline(always)]
+fn prefetch(p: *const i64, words: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for k in (0..words).step_by(8) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch reads nothing the program can observe and does not fault.
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(k).cast::<i8>());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, words);
+}
+
+/// Voxels per output line of moment accumulators of shape `out + [4]` (the unit of the
+/// working form, [`host::moments_open`]).
+fn moment_line(shape: &[usize]) -> usize {
+    match shape {
+        [.., nl, _] => *nl,
+        _ => 1,
+    }
+}
+
 impl<P: Precision> Correlate for Cpu<P> {
     fn write_corner<T: Float>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
         check_write_corner(src.shape(), dst.shape())?;
@@ -176,6 +202,18 @@ impl<P: Precision> Correlate for Cpu<P> {
         })
     }
 
+    fn moments_open(&self, acc: &mut ArrayD<i64>) -> Result<()> {
+        let nl = moment_line(acc.shape());
+        host::moments_open(data_mut("moments", acc)?, nl);
+        Ok(())
+    }
+
+    fn moments_close(&self, acc: &mut ArrayD<i64>) -> Result<()> {
+        let nl = moment_line(acc.shape());
+        host::moments_close(data_mut("moments", acc)?, nl);
+        Ok(())
+    }
+
     fn score_max_update<T: Float, I: Index>(
         &self,
         corr: &ArrayD<T>,
@@ -195,7 +233,12 @@ impl<P: Precision> Correlate for Cpu<P> {
             let oshape = best.shape().to_vec();
             let hn = norm.try_map(|d| data("inv_den", d), |c| data("mask correlation", c))?;
             let row_len: usize = oshape[1..].iter().product::<usize>().max(1);
-            let per = rows_per_task(oshape[0], row_len);
+            // A 1-D output is one line, the unit of the moments' working form: one task.
+            let per = if oshape.len() == 1 && moments.is_some() {
+                oshape[0].max(1)
+            } else {
+                rows_per_task(oshape[0], row_len)
+            };
             let (c, fast) = (data("corr", corr)?, corr.shape());
             let (mp, msc) = match moments {
                 Some(m) => (
@@ -328,10 +371,20 @@ impl<P: Precision> Correlate for Cpu<P> {
             };
             let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<f64> {
                 let mut acc = [0.0f64; host::LANES];
-                for r in 0..outs[0].len() / n {
+                let rows = outs[0].len() / n;
+                for r in 0..rows {
                     let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
                         continue;
                     };
+                    // The next line's moment words that its pass reads first (the low parts, the
+                    // first half of the line's words in the working form), fetched while this
+                    // line is scored.
+                    if let Some(p) = mp.as_ref()
+                        && r + 1 < rows
+                        && let Some(next) = output_line(r0 + r + 1, &fast, window.shift, &oshape)
+                    {
+                        prefetch(p.get().wrapping_add(4 * next * nl), 2 * nl);
+                    }
                     let o = line * nl;
                     let row = r * n..(r + 1) * n;
                     let ln: host::Norm<'_, F<P>> =

@@ -2,9 +2,11 @@
 //! fused kernels of the CG loop.
 //!
 //! Every per-row reduction is split into fixed chunks of the row (independent of the batch
-//! size and of the thread count) whose f64 partials are combined in chunk order, so a row's
+//! size and of the thread count) whose partials are combined in chunk order, so a row's
 //! result is the same bit for bit whether it is solved alone or in a batch. Inner loops keep
-//! [`LANES`] independent f64 accumulators so that they vectorise.
+//! [`LANES`] independent accumulators so that they vectorise. Dot products are formed and
+//! summed in the precision set's accumulator type ([`Precision::Accum`], `A` below; `f64` for
+//! both sets today).
 
 use monomorph_core::{
     Boundary, CsrMatrix, DenseDims, Float, LaplacianDims, Linalg, PoissonStencil, Precision,
@@ -13,11 +15,16 @@ use monomorph_core::{
     check_xpay_rows,
 };
 use ndarray::ArrayD;
+use num_traits::Zero as _;
 use rayon::prelude::*;
 
 use super::{data, data_mut};
 use crate::Cpu;
 use crate::util::PAR_MIN;
+
+/// The accumulator type of `Cpu<P>` ([`Precision::Accum`]): what the fused ops' dot products
+/// are formed, summed and returned in.
+type A<P> = <P as Precision>::Accum;
 
 /// Independent accumulators of the fused reductions.
 const LANES: usize = 8;
@@ -52,28 +59,28 @@ fn rows_mut<T: Send + Sync>(y: &mut [T], n: usize, f: impl Fn(usize, usize, &mut
 
 /// For every row of `y` (rows × n) where `active` (all rows when `active` is empty), runs
 /// `f(row, offset, chunk)` over chunks of `chunk` elements (the last may be shorter), in
-/// parallel, and returns per row the sum of the chunks' f64 results in chunk order (0 for
+/// parallel, and returns per row the sum of the chunks' results in chunk order (0 for
 /// inactive rows).
-pub(super) fn row_chunks_sum<T: Send + Sync>(
+pub(super) fn row_chunks_sum<T: Send + Sync, A: Float>(
     y: &mut [T],
     n: usize,
     chunk: usize,
     active: &[bool],
-    f: impl Fn(usize, usize, &mut [T]) -> f64 + Sync,
-) -> Vec<f64> {
+    f: impl Fn(usize, usize, &mut [T]) -> A + Sync,
+) -> Vec<A> {
     if n == 0 {
-        return vec![0.0; active.len()];
+        return vec![A::zero(); active.len()];
     }
     let chunk = chunk.max(1);
     let on = |r: usize| active.is_empty() || active[r];
-    let row = |r: usize, yr: &mut [T]| -> f64 {
+    let row = |r: usize, yr: &mut [T]| -> A {
         if !on(r) {
-            return 0.0;
+            return A::zero();
         }
         if n <= chunk {
             return f(r, 0, yr);
         }
-        let parts: Vec<f64> = yr
+        let parts: Vec<A> = yr
             .par_chunks_mut(chunk)
             .enumerate()
             .map(|(k, c)| f(r, k * chunk, c))
@@ -93,45 +100,46 @@ pub(super) fn row_chunks_sum<T: Send + Sync>(
     }
 }
 
-/// `v` as f64 (the `Real` conversion, not `ToPrimitive`'s `Option`).
+/// `v` in the accumulator type `A` (exact for `f32`/`f64` into `f64`; an identity for `f64`).
 #[inline(always)]
-fn wide<T: Float>(v: T) -> f64 {
-    monomorph_core::Real::as_f64(v)
+fn wide<T: Float, A: Float>(v: T) -> A {
+    A::from_f64(monomorph_core::Real::as_f64(v))
 }
 
-/// Σ a·b in f64 with [`LANES`] accumulators.
+/// Σ a·b in the accumulator type `A` with [`LANES`] accumulators.
 #[inline]
-pub(super) fn dot_lanes<T: Float>(a: &[T], b: &[T]) -> f64 {
+pub(super) fn dot_lanes<T: Float, A: Float>(a: &[T], b: &[T]) -> A {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; LANES];
+    let mut acc = [A::zero(); LANES];
     let mut ia = a.chunks_exact(LANES);
     let mut ib = b.chunks_exact(LANES);
     for (ca, cb) in (&mut ia).zip(&mut ib) {
         for j in 0..LANES {
-            acc[j] += wide(ca[j]) * wide(cb[j]);
+            acc[j] += wide::<T, A>(ca[j]) * wide(cb[j]);
         }
     }
-    let mut s = 0.0;
+    let mut s = A::zero();
     for (&x, &y) in ia.remainder().iter().zip(ib.remainder()) {
-        s += wide(x) * wide(y);
+        s += wide::<T, A>(x) * wide(y);
     }
-    acc.iter().sum::<f64>() + s
+    acc.iter().copied().sum::<A>() + s
 }
 
-/// `x += a·d`, `r −= a·q` over one chunk; returns (Σ r², Σ r·q if `RQ`) of the new `r`, in f64.
+/// `x += a·d`, `r −= a·q` over one chunk; returns (Σ r², Σ r·q if `RQ`) of the new `r`, in
+/// the accumulator type `A`.
 #[inline]
-fn update_chunk<T: Float, const RQ: bool>(
+fn update_chunk<T: Float, A: Float, const RQ: bool>(
     a: T,
     dc: &[T],
     qc: &[T],
     xc: &mut [T],
     rc: &mut [T],
-) -> (f64, f64) {
+) -> (A, A) {
     let len = xc.len();
     let (dc, qc, rc) = (&dc[..len], &qc[..len], &mut rc[..len]);
-    let mut acc = [0.0f64; LANES];
-    let mut acq = [0.0f64; LANES];
+    let mut acc = [A::zero(); LANES];
+    let mut acq = [A::zero(); LANES];
     let full = len / LANES * LANES;
     let (xh, xt) = xc.split_at_mut(full);
     let (rh, rt) = rc.split_at_mut(full);
@@ -145,21 +153,24 @@ fn update_chunk<T: Float, const RQ: bool>(
             xb[j] += a * db[j];
             let nr = rb[j] - a * qb[j];
             rb[j] = nr;
-            let f = wide(nr);
+            let f = wide::<T, A>(nr);
             acc[j] += f * f;
             if RQ {
                 acq[j] += f * wide(qb[j]);
             }
         }
     }
-    let (mut s, mut sq) = (acc.iter().sum::<f64>(), acq.iter().sum::<f64>());
+    let (mut s, mut sq) = (
+        acc.iter().copied().sum::<A>(),
+        acq.iter().copied().sum::<A>(),
+    );
     for i in 0..xt.len() {
         xt[i] += a * dc[full + i];
         let nr = rt[i] - a * qc[full + i];
         rt[i] = nr;
-        s += wide(nr) * wide(nr);
+        s += wide::<T, A>(nr) * wide(nr);
         if RQ {
-            sq += wide(nr) * wide(qc[full + i]);
+            sq += wide::<T, A>(nr) * wide(qc[full + i]);
         }
     }
     (s, sq)
@@ -168,7 +179,8 @@ fn update_chunk<T: Float, const RQ: bool>(
 /// The Laplacian of one row, `out` = lines `[line0, line0 + out.len()/nx)` of the padded
 /// `(nz, ny, nx)` grid; returns Σ x·out over those lines when `dot`. Sum order per point, as
 /// PhiFlow's `laplace`: centre, then slowest axis to fastest, lower neighbour then upper.
-fn laplacian_lines<T: Float>(
+#[allow(clippy::too_many_arguments)]
+fn laplacian_lines<T: Float, A: Float>(
     g: [usize; 3],
     nd: usize,
     periodic: bool,
@@ -177,7 +189,7 @@ fn laplacian_lines<T: Float>(
     line0: usize,
     out: &mut [T],
     dot: bool,
-) -> f64 {
+) -> A {
     let [nz, ny, nx] = g;
     let centre = T::from_f64(-2.0 * nd as f64);
     let zero = T::zero();
@@ -203,7 +215,7 @@ fn laplacian_lines<T: Float>(
             None
         }
     };
-    let mut total = 0.0f64;
+    let mut total = A::zero();
     for (k, o) in out.chunks_mut(nx).enumerate() {
         let l = line0 + k;
         let (iz, iy) = (l / ny, l % ny);
@@ -252,7 +264,7 @@ impl<P: Precision> Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
         dot: bool,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let op = if dot { "laplacian_dot" } else { "laplacian" };
         let LaplacianDims { rows, n, grid3: g } = check_laplacian(op, grid, x.shape(), y.shape())?;
         if dot {
@@ -350,7 +362,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         self.install(|| self.stencil_impl(st, x, y, active, true))
     }
 
@@ -407,7 +419,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         q: &ArrayD<T>,
         x: &mut ArrayD<T>,
         r: &mut ArrayD<T>,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         self.install(|| self.update_xr(alpha, d, q, x, r, false).map(|(rr, _)| rr))
     }
 
@@ -418,7 +430,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         q: &ArrayD<T>,
         x: &mut ArrayD<T>,
         r: &mut ArrayD<T>,
-    ) -> Result<(Vec<f64>, Vec<f64>)> {
+    ) -> Result<(Vec<A<P>>, Vec<A<P>>)> {
         self.install(|| self.update_xr(alpha, d, q, x, r, true))
     }
 
@@ -438,7 +450,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         beta: &[T],
         y: &mut ArrayD<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         self.install(|| self.xpay_impl(x, beta, y, active, true))
     }
 
@@ -449,7 +461,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         self.install(|| self.laplacian_impl(grid, boundary, x, y, active, true))
     }
 
@@ -459,7 +471,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         self.install(|| {
             let DenseDims { batch: rows, n, .. } =
                 check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
@@ -471,7 +483,7 @@ impl<P: Precision> Linalg for Cpu<P> {
                     if active[r] {
                         dot_lanes(&dx[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n])
                     } else {
-                        0.0
+                        A::<P>::zero()
                     }
                 })
                 .collect())
@@ -484,7 +496,7 @@ impl<P: Precision> Linalg for Cpu<P> {
         x: &ArrayD<T>,
         y: &mut ArrayD<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         self.install(|| {
             check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
             self.csr_impl(a, x, y, active, true)
@@ -501,7 +513,7 @@ impl<P: Precision> Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
         dot: bool,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let nnz = a.nnz();
         let (_batch, per_entry) = check_matvec_csr(a, x.shape(), y.shape())?;
         let n = a.ncols;
@@ -519,7 +531,7 @@ impl<P: Precision> Cpu<P> {
             } else {
                 dv
             };
-            let mut total = 0.0f64;
+            let mut total = A::<P>::zero();
             for (k, o) in out.iter_mut().enumerate() {
                 let i = off + k;
                 let (s, e) = (ip[i] as usize, ip[i + 1] as usize);
@@ -529,7 +541,7 @@ impl<P: Precision> Cpu<P> {
                 }
                 *o = acc;
                 if dot {
-                    total += wide(xv[i]) * wide(acc);
+                    total += wide::<T, A<P>>(xv[i]) * wide(acc);
                 }
             }
             total
@@ -546,7 +558,7 @@ impl<P: Precision> Cpu<P> {
         x: &mut ArrayD<T>,
         r: &mut ArrayD<T>,
         rq: bool,
-    ) -> Result<(Vec<f64>, Vec<f64>)> {
+    ) -> Result<(Vec<A<P>>, Vec<A<P>>)> {
         let op = if rq {
             "axpy_pair_rows_dots"
         } else {
@@ -558,28 +570,35 @@ impl<P: Precision> Cpu<P> {
         let dxm = data_mut("x", x)?;
         let drm = data_mut("r", r)?;
         if n == 0 {
-            return Ok((vec![0.0; rows], vec![0.0; rows]));
+            return Ok((vec![A::<P>::zero(); rows], vec![A::<P>::zero(); rows]));
         }
         // Per (row, chunk): (r·r, r·q) partials, combined per row in chunk order.
-        let kernel = |a: T, o: usize, xc: &mut [T], rc: &mut [T]| -> (f64, f64) {
+        let kernel = |a: T, o: usize, xc: &mut [T], rc: &mut [T]| -> (A<P>, A<P>) {
             let (dc, qc) = (&dd[o..o + xc.len()], &dq[o..o + xc.len()]);
             if a == T::zero() {
                 let rr = dot_lanes(rc, rc);
-                return (rr, if rq { dot_lanes(rc, qc) } else { 0.0 });
+                return (
+                    rr,
+                    if rq {
+                        dot_lanes(rc, qc)
+                    } else {
+                        A::<P>::zero()
+                    },
+                );
             }
             if rq {
-                update_chunk::<T, true>(a, dc, qc, xc, rc)
+                update_chunk::<T, A<P>, true>(a, dc, qc, xc, rc)
             } else {
-                update_chunk::<T, false>(a, dc, qc, xc, rc)
+                update_chunk::<T, A<P>, false>(a, dc, qc, xc, rc)
             }
         };
-        let row = |b: usize, xr: &mut [T], rr: &mut [T]| -> (f64, f64) {
+        let row = |b: usize, xr: &mut [T], rr: &mut [T]| -> (A<P>, A<P>) {
             let a = alpha[b];
             let base = b * n;
             if n <= CHUNK {
                 return kernel(a, base, xr, rr);
             }
-            let parts: Vec<(f64, f64)> = xr
+            let parts: Vec<(A<P>, A<P>)> = xr
                 .par_chunks_mut(CHUNK)
                 .zip(rr.par_chunks_mut(CHUNK))
                 .enumerate()
@@ -587,9 +606,11 @@ impl<P: Precision> Cpu<P> {
                 .collect();
             parts
                 .into_iter()
-                .fold((0.0, 0.0), |s, p| (s.0 + p.0, s.1 + p.1))
+                .fold((A::<P>::zero(), A::<P>::zero()), |s, p| {
+                    (s.0 + p.0, s.1 + p.1)
+                })
         };
-        let res: Vec<(f64, f64)> = if rows * n < PAR_MIN {
+        let res: Vec<(A<P>, A<P>)> = if rows * n < PAR_MIN {
             dxm.chunks_mut(n)
                 .zip(drm.chunks_mut(n))
                 .enumerate()
@@ -613,7 +634,7 @@ impl<P: Precision> Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
         dot: bool,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let op = if dot {
             "xpay_rows_dot"
         } else {
@@ -632,8 +653,122 @@ impl<P: Precision> Cpu<P> {
                 for (v, &xv) in c.iter_mut().zip(xs) {
                     *v = xv + b * *v;
                 }
-                if dot { dot_lanes(xs, c) } else { 0.0 }
+                if dot {
+                    dot_lanes(xs, c)
+                } else {
+                    A::<P>::zero()
+                }
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use monomorph_core::algo::cg::{
+        DenseOperator, Method, Preconditioner, SolveParams, conjugate_gradient,
+    };
+    use monomorph_core::{AccumOf, Arr, Memory, Ratio, Real, Single};
+    use ndarray::{Array2, IxDyn};
+
+    /// A precision set whose accumulator is not `f64` (`f32` sums): what a reduced-precision
+    /// set naming its own accumulator looks like. Nothing but `Accum` differs from [`Single`].
+    #[derive(Debug, Default, Clone, Copy)]
+    struct F32Sums;
+    impl Precision for F32Sums {
+        type Float = f32;
+        type Int = i32;
+        type Accum = f32;
+        const NAME: &'static str = "single";
+    }
+
+    /// A row whose `r·r` depends on the accumulator: lane 0 of the sum holds `4096² = 2²⁴`,
+    /// then `1` twice; `f32` sums lose each `1` (2²⁴ + 1 rounds to even), `f64` keeps both.
+    fn lossy_row() -> ndarray::ArrayD<f32> {
+        let mut r = ndarray::ArrayD::<f32>::zeros(IxDyn(&[1, 24]));
+        r[[0, 0]] = 4096.0;
+        r[[0, LANES]] = 1.0;
+        r[[0, 2 * LANES]] = 1.0;
+        r
+    }
+
+    /// `r·r` (α = 0, so `r` is kept) from `axpy_pair_rows` and from the device-scalar
+    /// `axpy_pair_rows_ratio`, in `P`'s accumulator type.
+    fn rr<P: Precision>() -> (AccumOf<Cpu<P>>, AccumOf<Cpu<P>>) {
+        let b = Cpu::<P>::new();
+        let row: ndarray::ArrayD<P::Float> = lossy_row().mapv(|v| P::Float::from_f64(v as f64));
+        let zeros = b.zeros::<P::Float>(&[1, 24]).expect("zeros");
+        let mut x = b.zeros::<P::Float>(&[1, 24]).expect("zeros");
+        let mut r = b.upload(row.view()).expect("upload");
+        // The annotations are the check: they stop compiling if these ops return or take
+        // `f64` where the accumulator type belongs.
+        let host: Vec<AccumOf<Cpu<P>>> = b
+            .axpy_pair_rows(&[P::Float::zero()], &zeros, &zeros, &mut x, &mut r)
+            .expect("axpy_pair_rows");
+        let mut s: Arr<Cpu<P>, AccumOf<Cpu<P>>> = b.zeros(&[3, 1]).expect("zeros");
+        let mask = b
+            .upload(ndarray::ArrayD::from_elem(IxDyn(&[1]), 1i32).view())
+            .expect("upload");
+        // s[1] = 0: α = s[0]/s[1] is 0, and r·r goes to slot 2.
+        b.axpy_pair_rows_ratio(
+            &mut s,
+            Ratio::new(0, 1),
+            &mask,
+            &zeros,
+            &zeros,
+            &mut x,
+            &mut r,
+            2,
+            None,
+            None,
+        )
+        .expect("axpy_pair_rows_ratio");
+        let dev: ndarray::ArrayD<AccumOf<Cpu<P>>> = b.download(&s).expect("download");
+        (host[0], dev[[2, 0]])
+    }
+
+    #[test]
+    fn cg_dot_products_are_summed_in_the_accumulator_type() {
+        let exact = 16_777_218.0; // 2²⁴ + 2
+        assert_eq!(rr::<Single>(), (exact, exact), "f64 accumulator");
+        let narrow: (f32, f32) = rr::<F32Sums>();
+        assert_eq!(narrow, (16_777_216.0, 16_777_216.0), "f32 accumulator");
+    }
+
+    #[test]
+    fn cg_runs_with_an_accumulator_other_than_f64() {
+        // A well-conditioned SPD system, solved with f32 sums (Cg, CgAdaptive, Jacobi).
+        let n = 16;
+        let a = Array2::<f32>::from_shape_fn((n, n), |(i, j)| match i.abs_diff(j) {
+            0 => 4.0,
+            1 => -1.0,
+            _ => 0.0,
+        });
+        let y = Array2::<f32>::from_shape_fn((2, n), |(k, i)| ((i * 7 + k) % 5) as f32 - 2.0);
+        let b = Cpu::<F32Sums>::new();
+        let op = DenseOperator::new(&b, a.view().into_dyn()).expect("operator");
+        let yd = b.upload(y.view().into_dyn()).expect("upload");
+        for (method, pre) in [
+            (Method::Cg, Preconditioner::None),
+            (Method::Cg, Preconditioner::Jacobi),
+            (Method::CgAdaptive, Preconditioner::None),
+        ] {
+            let mut p = SolveParams::default().with_tolerances(1e-5, 0.0, 100);
+            p.method = method;
+            p.preconditioner = pre;
+            let res = conjugate_gradient(&b, &op, &yd, None, &p).expect("solve");
+            assert!(
+                res.converged.iter().all(|&c| c),
+                "{method:?} {pre:?}: {res:?}"
+            );
+            let x: ndarray::ArrayD<f32> = b.download(&res.x).expect("download");
+            for k in 0..2 {
+                for i in 0..n {
+                    let ax: f32 = (0..n).map(|j| a[[i, j]] * x[[k, j]]).sum();
+                    assert!((ax - y[[k, i]]).abs() < 1e-4, "{method:?} {pre:?} row {k}");
+                }
+            }
+        }
     }
 }

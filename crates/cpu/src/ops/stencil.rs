@@ -32,9 +32,9 @@ fn axis_term<T: Float>(f: u8, p: usize, lo: T, hi: T, x: T) -> T {
 }
 
 /// The stencil over lines `[line0, line0 + out.len()/nx)` of one row (`xv`, the whole row);
-/// returns Σ x·out over those lines when `dot`.
+/// returns Σ x·out over those lines when `dot`, in the accumulator type `A`.
 #[allow(clippy::too_many_arguments)]
-fn stencil_lines<T: Float>(
+fn stencil_lines<T: Float, A: Float>(
     d: &StencilDims,
     flags: &[u8],
     xv: &[T],
@@ -42,7 +42,7 @@ fn stencil_lines<T: Float>(
     line0: usize,
     out: &mut [T],
     dot: bool,
-) -> f64 {
+) -> A {
     let [nz, ny, nx] = d.grid3;
     let c = d.coef.map(T::from_f64);
     // The first real axis (1-D grids: x only; 2-D: y and x; 3-D: z, y and x).
@@ -76,7 +76,7 @@ fn stencil_lines<T: Float>(
     let full = (first..3).fold(CELL_ACTIVE, |v, p| {
         v | face_bit(p, false) | face_bit(p, true)
     });
-    let mut total = 0.0f64;
+    let mut total = A::zero();
     for (k, o) in out.chunks_mut(nx).enumerate() {
         let l = line0 + k;
         let (iz, iy) = (l / ny, l % ny);
@@ -176,7 +176,7 @@ impl<P: Precision> Cpu<P> {
         y: &mut ArrayD<T>,
         active: &[bool],
         dot: bool,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<P::Accum>> {
         let op = if dot { "stencil_dot" } else { "stencil" };
         let (rows, n) = check_stencil(op, st, x.shape(), y.shape())?;
         if dot {

@@ -6,6 +6,7 @@ use monomorph_core::{
     check_matvec_dense_dot, check_row_scalars, check_scale_rows, check_stencil, check_xpay_rows,
 };
 
+use super::{A, rows_acc, to_acc};
 use crate::error::Ck;
 use crate::{BLOCK, Cuda, CudaArray};
 
@@ -87,8 +88,9 @@ impl<P: Precision> Cuda<P> {
         rows: usize,
         bpr: usize,
         dest: &[Dots],
-        mut s: Option<&mut CudaArray<f64>>,
+        mut s: Option<&mut CudaArray<A<P>>>,
     ) -> Result<Vec<Vec<f64>>> {
+        let () = Self::DOUBLE_SLOTS;
         let groups = dest.len();
         let mut out = Vec::new();
         if dest.iter().any(|d| matches!(d, Dots::Host)) {
@@ -134,7 +136,7 @@ impl<P: Precision> Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         flags: &CudaSlice<u8>,
-        dest: (&[Dots], Option<&mut CudaArray<f64>>),
+        dest: (&[Dots], Option<&mut CudaArray<A<P>>>),
     ) -> Result<Vec<Vec<f64>>> {
         let LaplacianDims { rows, n, grid3: g } = dims;
         let [nz, ny, nx] = g.map(|v| v as i64);
@@ -174,7 +176,7 @@ impl<P: Precision> Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         flags: &CudaSlice<u8>,
-        dest: (&[Dots], Option<&mut CudaArray<f64>>),
+        dest: (&[Dots], Option<&mut CudaArray<A<P>>>),
     ) -> Result<Vec<Vec<f64>>> {
         let DenseDims {
             batch: rows,
@@ -218,7 +220,7 @@ impl<P: Precision> Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         flags: &CudaSlice<u8>,
-        dest: (&[Dots], Option<&mut CudaArray<f64>>),
+        dest: (&[Dots], Option<&mut CudaArray<A<P>>>),
     ) -> Result<Vec<Vec<f64>>> {
         let n = a.nrows;
         let bpr = self.blocks_per_row(rows, n);
@@ -258,13 +260,14 @@ impl<P: Precision> Cuda<P> {
         x: &CudaArray<T>,
         beta: Option<&[T]>,
         ratio: Option<Ratio>,
-        s: Option<&mut CudaArray<f64>>,
+        s: Option<&mut CudaArray<A<P>>>,
         y: &mut CudaArray<T>,
         rows: usize,
         n: usize,
         flags: &CudaSlice<u8>,
         dest: &[Dots],
     ) -> Result<Vec<Vec<f64>>> {
+        let () = Self::DOUBLE_SLOTS;
         let dot = !dest.is_empty();
         let bpr = self.blocks_per_row(rows, n);
         let mut kept = self.partials(dot as usize, rows, bpr)?;
@@ -500,7 +503,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         q: &CudaArray<T>,
         x: &mut CudaArray<T>,
         r: &mut CudaArray<T>,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let (rows, n) = check_axpy_pair_rows(
             "axpy_pair_rows",
             alpha,
@@ -513,7 +516,7 @@ impl<P: Precision> Linalg for Cuda<P> {
             return Ok(Vec::new());
         }
         if n == 0 {
-            return Ok(vec![0.0; rows]);
+            return Ok(vec![to_acc::<P>(0.0); rows]);
         }
         let a = self.upload_small(alpha)?;
         let bpr = self.blocks_per_row(rows, n);
@@ -544,7 +547,9 @@ impl<P: Precision> Linalg for Cuda<P> {
             row0 += chunk;
         }
         let host: Vec<f64> = self.download_small(&partial, rows * bpr)?;
-        Ok(host.chunks(bpr).map(|c| c.iter().sum()).collect())
+        Ok(rows_acc::<P>(
+            host.chunks(bpr).map(|c| c.iter().sum()).collect(),
+        ))
     }
 
     fn axpy_pair_rows_dots<T: Float>(
@@ -554,7 +559,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         q: &CudaArray<T>,
         x: &mut CudaArray<T>,
         r: &mut CudaArray<T>,
-    ) -> Result<(Vec<f64>, Vec<f64>)> {
+    ) -> Result<(Vec<A<P>>, Vec<A<P>>)> {
         let (rows, n) = check_axpy_pair_rows(
             "axpy_pair_rows_dots",
             alpha,
@@ -567,7 +572,7 @@ impl<P: Precision> Linalg for Cuda<P> {
             return Ok((Vec::new(), Vec::new()));
         }
         if n == 0 {
-            return Ok((vec![0.0; rows], vec![0.0; rows]));
+            return Ok((vec![to_acc::<P>(0.0); rows], vec![to_acc::<P>(0.0); rows]));
         }
         let a = self.upload_small(alpha)?;
         let bpr = self.blocks_per_row(rows, n);
@@ -600,8 +605,8 @@ impl<P: Precision> Linalg for Cuda<P> {
         let host: Vec<f64> = self.download_small(&partial, 2 * rows * bpr)?;
         let (rr, rq) = host.split_at(rows * bpr);
         Ok((
-            rr.chunks(bpr).map(|c| c.iter().sum()).collect(),
-            rq.chunks(bpr).map(|c| c.iter().sum()).collect(),
+            rows_acc::<P>(rr.chunks(bpr).map(|c| c.iter().sum()).collect()),
+            rows_acc::<P>(rq.chunks(bpr).map(|c| c.iter().sum()).collect()),
         ))
     }
 
@@ -612,7 +617,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let dims = check_laplacian("laplacian_dot", grid, x.shape(), y.shape())?;
         check_active("laplacian_dot", active, dims.rows)?;
         if dims.rows == 0 {
@@ -621,7 +626,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         let flags = self.flags(active)?;
         let mut v =
             self.laplacian_dot_dev(grid, boundary, dims, x, y, &flags, (&[Dots::Host], None))?;
-        Ok(v.pop().unwrap_or_default())
+        Ok(rows_acc::<P>(v.pop().unwrap_or_default()))
     }
 
     fn stencil_dot<T: Float>(
@@ -630,7 +635,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let (rows, n) = check_stencil("stencil_dot", st, x.shape(), y.shape())?;
         check_active("stencil_dot", active, rows)?;
         if rows == 0 {
@@ -638,7 +643,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         }
         let flags = self.flags(active)?;
         let mut v = self.stencil_dot_dev(st, rows, n, x, y, &flags, (&[Dots::Host], None))?;
-        Ok(v.pop().unwrap_or_default())
+        Ok(rows_acc::<P>(v.pop().unwrap_or_default()))
     }
 
     fn stencil_dot_into<T: Float>(
@@ -647,7 +652,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         mask: &CudaArray<i32>,
-        s: &mut CudaArray<f64>,
+        s: &mut CudaArray<A<P>>,
         slot: usize,
     ) -> Result<()> {
         let (rows, n) = check_stencil("stencil_dot_into", st, x.shape(), y.shape())?;
@@ -666,14 +671,14 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let dims = check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
         if dims.batch == 0 {
             return Ok(Vec::new());
         }
         let flags = self.flags(active)?;
         let mut v = self.matvec_dense_dot_dev(a, dims, x, y, &flags, (&[Dots::Host], None))?;
-        Ok(v.pop().unwrap_or_default())
+        Ok(rows_acc::<P>(v.pop().unwrap_or_default()))
     }
 
     fn matvec_csr_dot<T: Float>(
@@ -682,7 +687,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let (rows, per_entry) = check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
         if rows == 0 {
             return Ok(Vec::new());
@@ -690,7 +695,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         let flags = self.flags(active)?;
         let mut v =
             self.matvec_csr_dot_dev(a, rows, per_entry, x, y, &flags, (&[Dots::Host], None))?;
-        Ok(v.pop().unwrap_or_default())
+        Ok(rows_acc::<P>(v.pop().unwrap_or_default()))
     }
 
     fn xpay_rows_where<T: Float>(
@@ -716,7 +721,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         beta: &[T],
         y: &mut CudaArray<T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<A<P>>> {
         let (rows, n) = check_xpay_rows("xpay_rows_dot", x.shape(), beta, y.shape(), Some(active))?;
         if rows == 0 {
             return Ok(Vec::new());
@@ -724,7 +729,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         let flags = self.flags(active)?;
         let host = [Dots::Host];
         let mut v = self.xpay_masked(x, Some(beta), None, None, y, rows, n, &flags, &host)?;
-        Ok(v.pop().unwrap_or_default())
+        Ok(rows_acc::<P>(v.pop().unwrap_or_default()))
     }
 
     fn laplacian_dot_into<T: Float>(
@@ -734,7 +739,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         mask: &CudaArray<i32>,
-        s: &mut CudaArray<f64>,
+        s: &mut CudaArray<A<P>>,
         slot: usize,
     ) -> Result<()> {
         let dims = check_laplacian("laplacian_dot_into", grid, x.shape(), y.shape())?;
@@ -759,7 +764,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         mask: &CudaArray<i32>,
-        s: &mut CudaArray<f64>,
+        s: &mut CudaArray<A<P>>,
         slot: usize,
     ) -> Result<()> {
         // The checks in the default body's order, so that both fail alike.
@@ -786,7 +791,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         mask: &CudaArray<i32>,
-        s: &mut CudaArray<f64>,
+        s: &mut CudaArray<A<P>>,
         slot: usize,
     ) -> Result<()> {
         let (rows, _) = monomorph_core::shape::rows_of("x of matvec_csr_dot_into", x.shape())?;
@@ -808,7 +813,7 @@ impl<P: Precision> Linalg for Cuda<P> {
 
     fn axpy_pair_rows_ratio<T: Float>(
         &self,
-        s: &mut CudaArray<f64>,
+        s: &mut CudaArray<A<P>>,
         ratio: Ratio,
         mask: &CudaArray<i32>,
         d: &CudaArray<T>,
@@ -819,6 +824,7 @@ impl<P: Precision> Linalg for Cuda<P> {
         precond: Option<Precond<'_, Self, T>>,
         rq: Option<usize>,
     ) -> Result<()> {
+        let () = Self::DOUBLE_SLOTS;
         let op = "axpy_pair_rows_ratio";
         let rows = d.shape().first().copied().unwrap_or(0);
         let (rows, n) = check_axpy_pair_rows(
@@ -899,7 +905,7 @@ impl<P: Precision> Linalg for Cuda<P> {
     fn xpay_rows_ratio<T: Float>(
         &self,
         x: &CudaArray<T>,
-        s: &mut CudaArray<f64>,
+        s: &mut CudaArray<A<P>>,
         ratio: Ratio,
         mask: &CudaArray<i32>,
         y: &mut CudaArray<T>,

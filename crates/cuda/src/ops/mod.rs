@@ -17,6 +17,33 @@ use monomorph_core::{DType, Element, Error, Precision, Result};
 use crate::Cuda;
 use crate::error::Ck;
 
+/// The accumulator type of `Cuda<P>` ([`Precision::Accum`]): what the reductions and the
+/// fused CG ops return, and what the CG's per-row device scalars hold.
+pub(crate) type A<P> = <P as Precision>::Accum;
+
+/// A sum of the kernels (which accumulate in `double`) in the accumulator type: exact for
+/// `f64`, the only accumulator the precision sets have today; a set with another one would
+/// need its own kernels.
+pub(crate) fn to_acc<P: Precision>(v: f64) -> A<P> {
+    monomorph_core::Real::from_f64(v)
+}
+
+/// [`to_acc`] of every row.
+pub(crate) fn rows_acc<P: Precision>(v: Vec<f64>) -> Vec<A<P>> {
+    v.into_iter().map(to_acc::<P>).collect()
+}
+
+impl<P: Precision> Cuda<P> {
+    /// Evaluated (at compile time, for each precision set the backend is built for) by every
+    /// op whose kernels read or write the per-row scalars `Arr<Self, AccumOf<Self>>` as
+    /// `double`: a precision set whose accumulator is not `f64` fails to compile there
+    /// instead of having its slots read with the wrong width.
+    pub(crate) const DOUBLE_SLOTS: () = assert!(
+        matches!(<A<P> as Element>::DTYPE, DType::F64),
+        "the CUDA kernels keep the per-row scalars in `double`: Precision::Accum must be f64"
+    );
+}
+
 /// Kernel-name suffix of a real dtype.
 pub(crate) fn tn<T: Element>() -> Result<&'static str> {
     match T::DTYPE {

@@ -4,6 +4,7 @@ use monomorph_core::{
     check_reduce_nonempty, check_rows,
 };
 
+use super::{A, rows_acc, to_acc};
 use crate::error::Ck;
 use crate::{BLOCK, Cuda, CudaArray};
 
@@ -228,21 +229,6 @@ impl<P: Precision> Cuda<P> {
         sort_top(&mut out, k);
         Ok(out)
     }
-}
-
-/// The accumulator type of `Cuda<P>` ([`Precision::Accum`]).
-type A<P> = <P as Precision>::Accum;
-
-/// A sum of the kernels (which accumulate in `double`) in the accumulator type: exact for
-/// `f64`, the only accumulator the precision sets have today; a set with another one would
-/// need its own kernels.
-fn to_acc<P: Precision>(v: f64) -> A<P> {
-    A::<P>::from_f64(v)
-}
-
-/// [`to_acc`] of every row.
-fn rows_acc<P: Precision>(v: Vec<f64>) -> Vec<A<P>> {
-    v.into_iter().map(to_acc::<P>).collect()
 }
 
 impl<P: Precision> Reduce for Cuda<P> {

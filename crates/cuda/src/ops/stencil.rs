@@ -5,6 +5,7 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use monomorph_core::{Float, PoissonStencil, Precision, Result, StencilDims};
 
+use super::A;
 use super::linalg::{Dots, row_chunks};
 use crate::error::Ck;
 use crate::{Cuda, CudaArray};
@@ -82,7 +83,7 @@ impl<P: Precision> Cuda<P> {
         x: &CudaArray<T>,
         y: &mut CudaArray<T>,
         flags: &CudaSlice<u8>,
-        dest: (&[Dots], Option<&mut CudaArray<f64>>),
+        dest: (&[Dots], Option<&mut CudaArray<A<P>>>),
     ) -> Result<Vec<Vec<f64>>> {
         let a = args(&st.dims());
         let has = st.cells().is_some() as i32;

@@ -3,10 +3,11 @@
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
 use crate::backend::{
-    Arr, ArrayMeta, BackendTypes, Boundary, CsrMatrix, FloatOf, Linalg, Memory, Reduce,
+    AccumOf, Arr, ArrayMeta, BackendTypes, Boundary, CsrMatrix, FloatOf, Linalg, Memory, Reduce,
 };
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
+use num_traits::Zero as _;
 
 use super::NullSpace;
 
@@ -55,7 +56,8 @@ pub trait LinearOperator<B: Reduce> {
     /// `y = A·x` for every row of the `(batch, n)` arrays.
     fn apply(&self, b: &B, x: &Arr<B, FloatOf<B>>, y: &mut Arr<B, FloatOf<B>>) -> Result<()>;
 
-    /// `y = A·x` and the per-row dot products `x[b]·y[b]` (f64). Rows where `active[b]` is
+    /// `y = A·x` and the per-row dot products `x[b]·y[b]`, in the backend's accumulator type
+    /// ([`AccumOf`](crate::AccumOf)). Rows where `active[b]` is
     /// false may be skipped (their `y` is then unspecified and their dot 0). The default applies
     /// the operator then reduces; built-in operators fuse both into one pass.
     fn apply_dot(
@@ -64,12 +66,12 @@ pub trait LinearOperator<B: Reduce> {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<B>>> {
         self.apply(b, x, y)?;
-        let mut d = crate::backend::rows_f64(b.dot_rows(x, y)?);
+        let mut d = b.dot_rows(x, y)?;
         for (v, &a) in d.iter_mut().zip(active) {
             if !a {
-                *v = 0.0;
+                *v = AccumOf::<B>::zero();
             }
         }
         Ok(d)
@@ -77,7 +79,7 @@ pub trait LinearOperator<B: Reduce> {
 
     /// [`apply_dot`](LinearOperator::apply_dot) leaving the dots on the device: `y = A·x` on
     /// the rows where `mask[b] ≠ 0` and `x[b]·y[b]` into slot `slot` of the per-row scalars
-    /// `s` (an `(slots, batch)` f64 array; 0 for the other rows), so that the CG loop crosses
+    /// `s` (an `(slots, batch)` array in the accumulator type; 0 for the other rows), so that the CG loop crosses
     /// to the host once per iteration. The default downloads the mask, calls `apply_dot` and
     /// stores its values (a host round trip); the built-in operators stay on the device
     /// ([`Linalg::laplacian_dot_into`] and its dense and CSR counterparts).
@@ -87,7 +89,7 @@ pub trait LinearOperator<B: Reduce> {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         mask: &Arr<B, i32>,
-        s: &mut Arr<B, f64>,
+        s: &mut Arr<B, AccumOf<B>>,
         slot: usize,
     ) -> Result<()>
     where
@@ -185,7 +187,7 @@ impl<B: Memory + Linalg> LinearOperator<B> for DenseOperator<B> {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<B>>> {
         b.matvec_dense_dot(&self.a, x, y, active)
     }
     fn apply_dot_into(
@@ -194,7 +196,7 @@ impl<B: Memory + Linalg> LinearOperator<B> for DenseOperator<B> {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         mask: &Arr<B, i32>,
-        s: &mut Arr<B, f64>,
+        s: &mut Arr<B, AccumOf<B>>,
         slot: usize,
     ) -> Result<()> {
         b.matvec_dense_dot_into(&self.a, x, y, mask, s, slot)
@@ -297,7 +299,7 @@ impl<B: Memory + Linalg> LinearOperator<B> for CsrOperator<B> {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<B>>> {
         b.matvec_csr_dot(&self.a, x, y, active)
     }
     fn apply_dot_into(
@@ -306,7 +308,7 @@ impl<B: Memory + Linalg> LinearOperator<B> for CsrOperator<B> {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         mask: &Arr<B, i32>,
-        s: &mut Arr<B, f64>,
+        s: &mut Arr<B, AccumOf<B>>,
         slot: usize,
     ) -> Result<()> {
         b.matvec_csr_dot_into(&self.a, x, y, mask, s, slot)
@@ -368,7 +370,7 @@ impl<B: Memory + Linalg> LinearOperator<B> for LaplacianOperator {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<B>>> {
         b.laplacian_dot(&self.grid, self.boundary, x, y, active)
     }
     fn apply_dot_into(
@@ -377,7 +379,7 @@ impl<B: Memory + Linalg> LinearOperator<B> for LaplacianOperator {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         mask: &Arr<B, i32>,
-        s: &mut Arr<B, f64>,
+        s: &mut Arr<B, AccumOf<B>>,
         slot: usize,
     ) -> Result<()> {
         b.laplacian_dot_into(&self.grid, self.boundary, x, y, mask, s, slot)

@@ -5,7 +5,8 @@ use ndarray::{ArrayD, IxDyn};
 
 use super::LinearOperator;
 use crate::backend::{
-    Arr, BackendTypes, CELL_ACTIVE, FloatOf, Linalg, Memory, PoissonStencil, Side, face_bit,
+    AccumOf, Arr, BackendTypes, CELL_ACTIVE, FloatOf, Linalg, Memory, PoissonStencil, Side,
+    face_bit,
 };
 use crate::dtype::Real;
 use crate::error::{Error, Result};
@@ -318,7 +319,7 @@ impl<B: Memory + Linalg> LinearOperator<B> for PoissonOperator<B> {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<B>>> {
         b.stencil_dot(&self.stencil, x, y, active)
     }
     fn apply_dot_into(
@@ -327,7 +328,7 @@ impl<B: Memory + Linalg> LinearOperator<B> for PoissonOperator<B> {
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         mask: &Arr<B, i32>,
-        s: &mut Arr<B, f64>,
+        s: &mut Arr<B, AccumOf<B>>,
         slot: usize,
     ) -> Result<()> {
         b.stencil_dot_into(&self.stencil, x, y, mask, s, slot)

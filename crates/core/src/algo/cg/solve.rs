@@ -5,11 +5,12 @@ use ndarray::ArrayD;
 use super::book::{Book, Setup};
 use super::{IterationState, LinearOperator, Method, Preconditioner, SolveParams, SolveResult};
 use crate::backend::{
-    Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory, Precond, Ratio, rows_f64,
+    AccumOf, Arr, ArrayMeta, BinaryOp, Elementwise, FloatOf, Linalg, Memory, Precond, Ratio,
 };
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 use num_traits::Float as _;
+use num_traits::Zero as _;
 
 /// Solves `A_b·x_b = y_b` for every row `b` of `y` (`(batch, n)`), starting from `x0`
 /// (`(batch, n)`, or zeros when `None`). See the [module docs](super) for the rules.
@@ -92,7 +93,7 @@ impl<B: Memory + Elementwise + Linalg, O: LinearOperator<B> + ?Sized> LinearOper
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<B>>> {
         self.0.apply_dot(b, x, y, active)
     }
     fn apply_dot_into(
@@ -101,7 +102,7 @@ impl<B: Memory + Elementwise + Linalg, O: LinearOperator<B> + ?Sized> LinearOper
         x: &Arr<B, FloatOf<B>>,
         y: &mut Arr<B, FloatOf<B>>,
         mask: &Arr<B, i32>,
-        s: &mut Arr<B, f64>,
+        s: &mut Arr<B, AccumOf<B>>,
         slot: usize,
     ) -> Result<()> {
         self.0.apply_dot_into(b, x, y, mask, s, slot)
@@ -247,9 +248,9 @@ struct Cg<'a, B: Memory + Elementwise + Linalg> {
     /// `M⁻¹ r` and `M⁻¹` (Jacobi only).
     z: Option<Arr<B, FloatOf<B>>>,
     inv_diag: Option<Arr<B, FloatOf<B>>>,
-    /// Per-row scalars on the device, `(SLOTS, batch)` ([`Method::Cg`]): the loop downloads
-    /// them once per iteration.
-    s: Arr<B, f64>,
+    /// Per-row scalars on the device, `(SLOTS, batch)`, in the accumulator type: the loop
+    /// downloads them once per iteration.
+    s: Arr<B, AccumOf<B>>,
     /// (current, next) slot of `r·z` in `s`.
     rz_slots: (usize, usize),
     /// The active flags as the device has them (1/0), and their host copy: uploaded only when
@@ -258,8 +259,11 @@ struct Cg<'a, B: Memory + Elementwise + Linalg> {
     mask_host: Vec<bool>,
     /// `r·z` (set by `start_directions`) and `d·Ad` (CG-adaptive, from the last download)
     /// per entry.
-    rz: Vec<f64>,
-    dq: Vec<f64>,
+    rz: Vec<AccumOf<B>>,
+    dq: Vec<AccumOf<B>>,
+    /// `Σr²` of the recurrence per entry, as the dots give it (the [`Book`] judges and
+    /// reports its `f64` value, [`report`]).
+    rsq: Vec<AccumOf<B>>,
     book: Book,
     step: usize,
     /// The operator's null space when it has floating regions (the residual the loop
@@ -270,7 +274,21 @@ struct Cg<'a, B: Memory + Elementwise + Linalg> {
     r_true: Option<ArrayD<FloatOf<B>>>,
 }
 
+/// Per-entry values in the accumulator type as the `f64` of the bookkeeping and the reports
+/// ([`SolveResult`], [`IterationState`], the tolerances): exact while the accumulator is no
+/// wider than `f64` (it is `f64` today).
+fn report<A: Real>(v: &[A]) -> Vec<f64> {
+    v.iter().map(|x| x.as_f64()).collect()
+}
+
 impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
+    /// Records the recurrence's `Σr²` of entry `e` (from the device scalars) and judges it.
+    fn set_rsq(&mut self, e: usize, v: AccumOf<B>) {
+        self.rsq[e] = v;
+        self.book.rsq[e] = v.as_f64();
+        self.book.judge(e);
+    }
+
     /// Makes the device mask equal `want` (an upload only when it changed).
     fn sync_mask(&mut self, want: &[bool]) -> Result<()> {
         if self.mask_host != want {
@@ -291,22 +309,22 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
             (Some(w), Some(z)) => {
                 b.binary(BinaryOp::Mul, w, &self.r, z)?;
                 b.copy(z, &mut self.d)?;
-                rows_f64(b.dot_rows(&self.r, z)?)
+                b.dot_rows(&self.r, z)?
             }
             _ => {
                 b.copy(&self.r, &mut self.d)?;
-                self.book.rsq.clone()
+                self.rsq.clone()
             }
         };
         // The loop reads its step sizes from the device: a fresh `s` with r·z in the current
         // slot (CG), or d·Ad and d·r (CG-adaptive).
-        let mut h = ndarray::Array2::<f64>::zeros((SLOTS, self.batch));
+        let mut h = ndarray::Array2::<AccumOf<B>>::zeros((SLOTS, self.batch));
         if self.params.method == Method::CgAdaptive {
             self.dq = self.op.apply_dot(b, &self.d, &mut self.q, rows)?;
             h.row_mut(DQ)
                 .assign(&ndarray::ArrayView1::from(&self.dq[..]));
             h.row_mut(DR)
-                .assign(&ndarray::ArrayView1::from(&self.book.rsq[..]));
+                .assign(&ndarray::ArrayView1::from(&self.rsq[..]));
         } else {
             h.row_mut(RZ_A)
                 .assign(&ndarray::ArrayView1::from(&self.rz[..]));
@@ -395,9 +413,8 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
         for (e, &on) in running.iter().enumerate() {
             if on {
                 self.book.fe[e] += 1;
-                self.book.curvature(e, sh[[DQ, e]]);
-                self.book.rsq[e] = sh[[rr, e]];
-                self.book.judge(e);
+                self.book.curvature(e, sh[[DQ, e]].as_f64());
+                self.set_rsq(e, sh[[rr, e]]);
             }
         }
         if self.book.any_active() {
@@ -427,7 +444,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
         let b = self.b;
         for (e, &on) in running.iter().enumerate() {
             if on {
-                self.book.curvature(e, self.dq[e]);
+                self.book.curvature(e, self.dq[e].as_f64());
             }
         }
         self.sync_mask(running)?;
@@ -459,8 +476,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
             if on {
                 self.dq[e] = sh[[DQ, e]];
                 self.book.fe[e] += 1;
-                self.book.rsq[e] = sh[[RR, e]];
-                self.book.judge(e);
+                self.set_rsq(e, sh[[RR, e]]);
             }
         }
         Ok(())
@@ -471,10 +487,10 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
     /// except for an operator with floating regions ([`Cg::null`]), whose `r` is then
     /// projected onto the range (each region's mean removed; the unprojected `r` is kept in
     /// [`Cg::r_true`]).
-    fn true_residual(&mut self) -> Result<(Vec<f64>, Vec<f64>)> {
+    fn true_residual(&mut self) -> Result<(Vec<AccumOf<B>>, Vec<AccumOf<B>>)> {
         self.op.apply(self.b, &self.x, &mut self.q)?;
         self.b.binary(BinaryOp::Sub, self.y, &self.q, &mut self.r)?;
-        let sq = rows_f64(self.b.sum_sq_rows(&self.r)?);
+        let sq = self.b.sum_sq_rows(&self.r)?;
         let Some(ns) = self.null else {
             return Ok((sq.clone(), sq));
         };
@@ -483,7 +499,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
         ns.project(&mut p);
         self.r = self.b.upload(p.view())?;
         self.r_true = Some(host);
-        Ok((sq, rows_f64(self.b.sum_sq_rows(&self.r)?)))
+        Ok((sq, self.b.sum_sq_rows(&self.r)?))
     }
 
     /// With floating regions: `x` minus its mean over each region (the zero-mean solution;
@@ -506,14 +522,14 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
     /// restarted.
     fn restart(
         &mut self,
-        true_sq: &[f64],
+        true_sq: &[AccumOf<B>],
         last: &mut [f64],
         restarts: &mut [usize],
     ) -> Result<bool> {
         let book = &mut self.book;
         let rows: Vec<bool> = (0..self.batch)
             .map(|e| {
-                let t = true_sq[e];
+                let t = true_sq[e].as_f64();
                 book.converged[e]
                     && t.is_finite()
                     && t > book.tol_sq[e]
@@ -529,8 +545,9 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
         for e in 0..self.batch {
             if rows[e] {
                 restarts[e] += 1;
-                last[e] = true_sq[e];
-                book.rsq[e] = true_sq[e];
+                last[e] = true_sq[e].as_f64();
+                self.rsq[e] = true_sq[e];
+                book.rsq[e] = true_sq[e].as_f64();
                 book.judge(e);
             }
         }
@@ -581,7 +598,7 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
     };
     // x, r = y − A·x. A row with y = 0 has the answer x = 0 whatever x0 is (as scipy's cg):
     // it starts from 0 and converges at once, even with atol = 0.
-    let ysq = rows_f64(b.sum_sq_rows(y)?);
+    let ysq = report(&b.sum_sq_rows(y)?);
     let zero_rhs: Vec<bool> = ysq.iter().map(|&s| s == 0.0).collect();
     let x = match x0 {
         Some(x0) if zero_rhs.iter().any(|&z| z) => {
@@ -627,12 +644,13 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
             None
         },
         inv_diag,
-        s: b.zeros::<f64>(&[SLOTS, batch])?,
+        s: b.zeros::<AccumOf<B>>(&[SLOTS, batch])?,
         rz_slots: (RZ_A, RZ_B),
         mask: b.zeros::<i32>(&[batch])?,
         mask_host: vec![false; batch],
         rz: Vec::new(),
-        dq: vec![0.0; batch],
+        dq: vec![AccumOf::<B>::zero(); batch],
+        rsq: Vec::new(),
         book: Book {
             it: vec![0; batch],
             fe: vec![1; batch],
@@ -657,8 +675,9 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
         r_true: None,
     };
     let (_, rsq) = cg.true_residual()?;
-    cg.book.rsq0 = rsq.clone();
-    cg.book.rsq = rsq;
+    cg.book.rsq0 = report(&rsq);
+    cg.book.rsq = report(&rsq);
+    cg.rsq = rsq;
     for e in 0..batch {
         cg.book.judge(e);
     }
@@ -678,7 +697,7 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
     // the true residual (residual replacement) while that keeps paying off. When no entry
     // iterated, r is already exact (except on an operator with floating regions, whose x is
     // made zero-mean and whose true residual is the unprojected one).
-    let mut true_sq = cg.book.rsq.clone();
+    let mut true_sq = cg.rsq.clone();
     let (mut last, mut restarts) = (vec![0.0; batch], vec![0usize; batch]);
     while cg.book.it.iter().any(|&k| k > 0) || cg.null.is_some() {
         cg.project_x()?;
@@ -693,7 +712,7 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
         cg.r = b.upload(r.view())?;
     }
     let mut book = cg.book;
-    book.finish(true_sq);
+    book.finish(report(&true_sq));
     let setup = Setup {
         method: params.method,
         preconditioner: params.preconditioner,

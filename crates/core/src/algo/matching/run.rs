@@ -1,5 +1,6 @@
 //! The loop: every rotation of one job through its score's [`ScoreState`].
 
+use crate::backend::host::MOMENT_PASSES;
 use crate::backend::{Arr, ArrayMeta, Backend, CorrWindow, FloatOf, IntOf, Moments};
 use crate::dtype::Index;
 use crate::error::{Error, Result};
@@ -49,7 +50,19 @@ pub(super) fn run_job<B: Backend>(
         (Some(bg), Some(_)) => Some((b.zeros::<IntOf<B>>(bg.shape())?, b.zeros::<f64>(&[1])?)),
         _ => None,
     };
+    // The backend's working form of the moments, reopened every MOMENT_PASSES passes (one
+    // pass per rotation), canonical again after the loop.
+    if let Some((acc, _)) = moments.as_mut() {
+        b.moments_open(acc)?;
+    }
     for r in 0..p.rotations.len() {
+        if r > 0
+            && r % MOMENT_PASSES == 0
+            && let Some((acc, _)) = moments.as_mut()
+        {
+            b.moments_close(acc)?;
+            b.moments_open(acc)?;
+        }
         let (m, off) = pull_back(p.rotations.matrix(r), tshape, single, p.pytme_frame);
         // Rotated template (and the score's mask) in the template box.
         match &p.prerotated {
@@ -115,6 +128,9 @@ pub(super) fn run_job<B: Backend>(
             state.score(b, grid, tshape, &mut tbox, n, window, rm)?;
         }
         progress(r + 1)?;
+    }
+    if let Some((acc, _)) = moments.as_mut() {
+        b.moments_close(acc)?;
     }
     ssum_parts.extend(b.download(&parts)?.iter().copied());
     Ok(())

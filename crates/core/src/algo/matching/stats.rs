@@ -8,7 +8,10 @@
 //! term rounded on its own (half to even) before an integer addition. Integer addition is
 //! associative, so the sums of any partition of the rotations (MPI ranks, the ranges of a
 //! split list item) add up to the same bits as one loop, and the statistics written are
-//! byte-identical to one process whatever the split. Floating-point accumulators (f64, or
+//! byte-identical to one process whatever the split. Between passes a backend may hold the
+//! sums in a working form of its own (the CPU's: `H·2⁶² + P` with the small terms added to the
+//! 64-bit `P` words only, [`host::moments_open`](crate::backend::host::moments_open)),
+//! canonical again after the loop: the same integers. Floating-point accumulators (f64, or
 //! compensated) give a different last bit when the same terms are added in another grouping,
 //! which after rounding to f32 changes a few voxels per million.
 //!

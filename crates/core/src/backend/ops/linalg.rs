@@ -1,4 +1,4 @@
-use crate::backend::{Arr, BackendTypes, Memory, PoissonStencil, check_stencil};
+use crate::backend::{AccumOf, Arr, BackendTypes, Memory, PoissonStencil, check_stencil};
 use crate::dtype::{Element, Float};
 use crate::error::Result;
 
@@ -401,7 +401,7 @@ pub fn check_matvec_csr_dot<B: BackendTypes, T: Element>(
 }
 
 /// Where a fused op reads a per-row step size from the per-row scalars `s` (an `(slots, rows)`
-/// f64 array on the device): `step[b] = s[num][b] / s[den][b]`, rounded to the working
+/// array on the device, in the accumulator type [`AccumOf`](crate::AccumOf)): `step[b] = s[num][b] / s[den][b]`, rounded to the working
 /// precision, and 0 where the denominator is 0 or the row is masked off ([`step_ratio`]);
 /// negated after the rounding when `negate` (CG-adaptive's `−γ`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -435,7 +435,7 @@ impl Ratio {
 
     /// The step of row `e` from host copies of the scalars (`sh`, `(slots, rows)`): what a
     /// device kernel computes for a row that is on.
-    pub fn step<T: Float>(&self, sh: &ndarray::ArrayD<f64>, e: usize) -> T {
+    pub fn step<T: Float, A: Float>(&self, sh: &ndarray::ArrayD<A>, e: usize) -> T {
         let v: T = step_ratio(sh[[self.num, e]], sh[[self.den, e]]);
         if self.negate { -v } else { v }
     }
@@ -452,13 +452,15 @@ pub struct Precond<'a, B: BackendTypes, T: Element> {
     pub slot: usize,
 }
 
-/// The step size of a fused op from two f64 dot products: `num / den` rounded to `T`, or 0
-/// when `den` is 0 (CG's `α = r·z / d·Ad` and `β = r_new·z_new / r·z`). Every backend's
-/// kernels compute exactly this (the quotient in f64, one rounding to `T`).
+/// The step size of a fused op from two dot products in the accumulator type `A`
+/// ([`AccumOf`](crate::AccumOf) of the backend): `num / den` rounded to `T`, or 0 when `den`
+/// is 0 (CG's `α = r·z / d·Ad` and `β = r_new·z_new / r·z`). Every backend's kernels compute
+/// exactly this (the quotient in `A`, one rounding to `T`; `A` is `f64` today, and the
+/// conversion through `f64` is exact for any accumulator no wider than it).
 #[inline]
-pub fn step_ratio<T: Float>(num: f64, den: f64) -> T {
-    if den != 0.0 {
-        T::from_f64(num / den)
+pub fn step_ratio<T: Float, A: Float>(num: A, den: A) -> T {
+    if den != A::zero() {
+        T::from_f64((num / den).as_f64())
     } else {
         T::from_f64(0.0)
     }
@@ -496,7 +498,12 @@ fn mask_on<B: Memory>(b: &B, mask: &Arr<B, i32>) -> Result<Vec<bool>> {
 
 /// Writes `v` (one value per row) into slot `slot` of the per-row scalars `s` through the host:
 /// the default bodies' way of storing what their host-returning counterparts computed.
-fn store_slot<B: Memory>(b: &B, s: &mut Arr<B, f64>, slot: usize, v: &[f64]) -> Result<()> {
+fn store_slot<B: Memory>(
+    b: &B,
+    s: &mut Arr<B, AccumOf<B>>,
+    slot: usize,
+    v: &[AccumOf<B>],
+) -> Result<()> {
     let mut h = b.download(s)?;
     for (e, &value) in v.iter().enumerate() {
         h[[slot, e]] = value;
@@ -508,8 +515,9 @@ fn store_slot<B: Memory>(b: &B, s: &mut Arr<B, f64>, slot: usize, v: &[f64]) -> 
 /// Batched linear algebra: one system per row of a `(batch, n)` array.
 ///
 /// The ops named `…_into` and `…_ratio` keep the per-row scalars of an iteration on the device:
-/// they read step sizes from, and write dot products into, slots of an `(slots, rows)` f64
-/// array `s`, and skip the rows whose `mask` entry is 0, so that an iterative solver crosses
+/// they read step sizes from, and write dot products into, slots of an `(slots, rows)`
+/// array `s` in the backend's accumulator type ([`AccumOf`](crate::AccumOf), as every dot
+/// product of these ops), and skip the rows whose `mask` entry is 0, so that an iterative solver crosses
 /// to the host once per iteration (one download of `s`). Their default bodies download what
 /// they read and call the host-valued ops above (the specification); a device backend fuses
 /// them.
@@ -565,7 +573,7 @@ pub trait Linalg:
     -> Result<()>;
 
     /// A pair of row axpys of opposite sign and the new squared norm of the second, fused:
-    /// `x[b] += alpha[b]·d[b]`, `r[b] −= alpha[b]·q[b]`, returning `r[b]·r[b]` (f64) for every
+    /// `x[b] += alpha[b]·d[b]`, `r[b] −= alpha[b]·q[b]`, returning `r[b]·r[b]` (accumulator type) for every
     /// row, in one pass over the vectors (conjugate gradients' solution and residual update).
     /// Rows with `alpha[b] == 0` keep `x` and `r` unchanged (see [`Linalg::axpy_rows`]); their
     /// `r·r` is still returned.
@@ -576,7 +584,7 @@ pub trait Linalg:
         q: &Arr<Self, T>,
         x: &mut Arr<Self, T>,
         r: &mut Arr<Self, T>,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<Self>>> {
         use crate::backend::ArrayMeta;
         check_axpy_pair_rows(
             "axpy_pair_rows",
@@ -589,7 +597,7 @@ pub trait Linalg:
         self.axpy_rows(alpha, d, x)?;
         let neg: Vec<T> = alpha.iter().map(|&a| -a).collect();
         self.axpy_rows(&neg, q, r)?;
-        self.sum_sq_rows(r).map(rows_f64)
+        self.sum_sq_rows(r)
     }
     /// [`Linalg::axpy_pair_rows`] that also returns `r[b]·q[b]` (after the update): the two
     /// scalars of the Hestenes–Stiefel CG variant, `(r·r, r·q)`, in one pass.
@@ -600,7 +608,7 @@ pub trait Linalg:
         q: &Arr<Self, T>,
         x: &mut Arr<Self, T>,
         r: &mut Arr<Self, T>,
-    ) -> Result<(Vec<f64>, Vec<f64>)> {
+    ) -> Result<(Vec<AccumOf<Self>>, Vec<AccumOf<Self>>)> {
         use crate::backend::ArrayMeta;
         check_axpy_pair_rows(
             "axpy_pair_rows_dots",
@@ -611,7 +619,7 @@ pub trait Linalg:
             r.shape(),
         )?;
         let rr = self.axpy_pair_rows(alpha, d, q, x, r)?;
-        let rq = rows_f64(self.dot_rows(r, q)?);
+        let rq = self.dot_rows(r, q)?;
         Ok((rr, rq))
     }
 
@@ -629,7 +637,7 @@ pub trait Linalg:
         self.xpay_rows(x, beta, y)
     }
 
-    /// `y[b] = x[b] + beta[b]·y[b]` and returns the new `y[b]·x[b]` (f64) for the rows where
+    /// `y[b] = x[b] + beta[b]·y[b]` and returns the new `y[b]·x[b]` (accumulator type) for the rows where
     /// `active[b]` (0 for the others, whose contents are unspecified afterwards).
     fn xpay_rows_dot<T: Float>(
         &self,
@@ -637,11 +645,11 @@ pub trait Linalg:
         beta: &[T],
         y: &mut Arr<Self, T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<Self>>> {
         use crate::backend::ArrayMeta;
         check_xpay_rows("xpay_rows_dot", x.shape(), beta, y.shape(), Some(active))?;
         self.xpay_rows(x, beta, y)?;
-        let mut out = rows_f64(self.dot_rows(x, y)?);
+        let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -657,12 +665,12 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<Self>>> {
         use crate::backend::ArrayMeta;
         let dims = check_laplacian("laplacian_dot", grid, x.shape(), y.shape())?;
         check_active("laplacian_dot", active, dims.rows)?;
         self.laplacian(grid, boundary, x, y)?;
-        let mut out = rows_f64(self.dot_rows(x, y)?);
+        let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -675,12 +683,12 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<Self>>> {
         use crate::backend::ArrayMeta;
         let (rows, _) = check_stencil("stencil_dot", st, x.shape(), y.shape())?;
         check_active("stencil_dot", active, rows)?;
         self.stencil(st, x, y)?;
-        let mut out = rows_f64(self.dot_rows(x, y)?);
+        let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -693,11 +701,11 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<Self>>> {
         use crate::backend::ArrayMeta;
         check_matvec_dense_dot(a.shape(), x.shape(), y.shape(), active)?;
         self.matvec_dense(a, x, y)?;
-        let mut out = rows_f64(self.dot_rows(x, y)?);
+        let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -710,11 +718,11 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
         active: &[bool],
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<AccumOf<Self>>> {
         use crate::backend::ArrayMeta;
         check_matvec_csr_dot(a, x.shape(), y.shape(), active)?;
         self.matvec_csr(a, x, y)?;
-        let mut out = rows_f64(self.dot_rows(x, y)?);
+        let mut out = self.dot_rows(x, y)?;
         mask_rows(&mut out, active);
         Ok(out)
     }
@@ -729,7 +737,7 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
         mask: &Arr<Self, i32>,
-        s: &mut Arr<Self, f64>,
+        s: &mut Arr<Self, AccumOf<Self>>,
         slot: usize,
     ) -> Result<()> {
         use crate::backend::ArrayMeta;
@@ -755,7 +763,7 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
         mask: &Arr<Self, i32>,
-        s: &mut Arr<Self, f64>,
+        s: &mut Arr<Self, AccumOf<Self>>,
         slot: usize,
     ) -> Result<()> {
         use crate::backend::ArrayMeta;
@@ -774,7 +782,7 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
         mask: &Arr<Self, i32>,
-        s: &mut Arr<Self, f64>,
+        s: &mut Arr<Self, AccumOf<Self>>,
         slot: usize,
     ) -> Result<()> {
         use crate::backend::ArrayMeta;
@@ -799,7 +807,7 @@ pub trait Linalg:
         x: &Arr<Self, T>,
         y: &mut Arr<Self, T>,
         mask: &Arr<Self, i32>,
-        s: &mut Arr<Self, f64>,
+        s: &mut Arr<Self, AccumOf<Self>>,
         slot: usize,
     ) -> Result<()> {
         use crate::backend::ArrayMeta;
@@ -825,7 +833,7 @@ pub trait Linalg:
     #[allow(clippy::too_many_arguments)]
     fn axpy_pair_rows_ratio<T: Float>(
         &self,
-        s: &mut Arr<Self, f64>,
+        s: &mut Arr<Self, AccumOf<Self>>,
         ratio: Ratio,
         mask: &Arr<Self, i32>,
         d: &Arr<Self, T>,
@@ -876,7 +884,7 @@ pub trait Linalg:
         }
         if let Some(p) = precond {
             self.binary(crate::backend::BinaryOp::Mul, p.w, r, p.z)?;
-            let rz = rows_f64(self.dot_rows(r, p.z)?);
+            let rz = self.dot_rows(r, p.z)?;
             store_slot(self, s, p.slot, &rz)?;
         }
         Ok(())
@@ -890,7 +898,7 @@ pub trait Linalg:
     fn xpay_rows_ratio<T: Float>(
         &self,
         x: &Arr<Self, T>,
-        s: &mut Arr<Self, f64>,
+        s: &mut Arr<Self, AccumOf<Self>>,
         ratio: Ratio,
         mask: &Arr<Self, i32>,
         y: &mut Arr<Self, T>,
@@ -924,19 +932,13 @@ pub trait Linalg:
     }
 }
 
-/// Per-row sums of [`Reduce`](crate::backend::Reduce) (in the accumulator type) as the `f64`
-/// the fused CG ops and their device scalars hold (exact: the accumulator is `f64` today).
-pub fn rows_f64<A: Float>(v: Vec<A>) -> Vec<f64> {
-    v.into_iter().map(|x| x.as_f64()).collect()
-}
-
 /// Zeroes the per-row values of inactive rows (the default bodies of the masked kernels compute
 /// every row; their contract reports 0 for skipped ones). The mask's length was checked.
-fn mask_rows(v: &mut [f64], active: &[bool]) {
+fn mask_rows<A: Float>(v: &mut [A], active: &[bool]) {
     if active.len() == v.len() {
         for (x, &a) in v.iter_mut().zip(active) {
             if !a {
-                *x = 0.0;
+                *x = A::zero();
             }
         }
     }

@@ -158,9 +158,10 @@ pub fn axpy_pair_rows_fused<B: Backend>(b: &B) {
         .map(|&v| FloatOf::<B>::from_f64(v))
         .collect();
     let (mut x, mut r) = (up(b, &x0), up(b, &r0));
-    let rr = b
-        .axpy_pair_rows(&alpha, &up(b, &d), &up(b, &q), &mut x, &mut r)
-        .expect("axpy_pair_rows");
+    let rr = f64s(
+        b.axpy_pair_rows(&alpha, &up(b, &d), &up(b, &q), &mut x, &mut r)
+            .expect("axpy_pair_rows"),
+    );
     let (hx, hr) = (down(b, &x), down(b, &r));
     for row in 0..3 {
         let a = alpha[row];
@@ -178,6 +179,11 @@ pub fn axpy_pair_rows_fused<B: Backend>(b: &B) {
             rr[row]
         );
     }
+}
+
+/// `v` in the accumulator type of `B`.
+fn acc<B: Backend>(v: f64) -> AccumOf<B> {
+    <AccumOf<B> as Real>::from_f64(v)
 }
 
 /// Per-row scalars `(4, rows)` with recognisable values, for the `…_into` / `…_ratio` ops.
@@ -283,19 +289,21 @@ fn fused_stencil<B: Backend>(b: &B, fx: &mut Fused<B>) {
     for into in [false, true] {
         let mut y = b.full::<FloatOf<B>>(&[rows, n], sentinel).expect("full");
         let s0 = row_scalars(rows);
-        let mut s = up(b, &s0);
+        let mut s = up_acc(b, &s0);
         let dots = if into {
             b.laplacian_dot_into(&grid, Boundary::DirichletZero, dx, &mut y, mask, &mut s, 1)
                 .expect("laplacian_dot_into");
-            let sh = down(b, &s);
+            let sh = down_acc(b, &s);
             other_slots_kept("laplacian_dot_into", &sh, &s0, &[1]);
             sh.index_axis(ndarray::Axis(0), 1)
                 .iter()
                 .copied()
                 .collect::<Vec<f64>>()
         } else {
-            b.laplacian_dot(&grid, Boundary::DirichletZero, dx, &mut y, &active)
-                .expect("laplacian_dot")
+            f64s(
+                b.laplacian_dot(&grid, Boundary::DirichletZero, dx, &mut y, &active)
+                    .expect("laplacian_dot"),
+            )
         };
         let e = reference::laplacian(&grid, false, xf);
         let hy = to_f64(&down(b, &y));
@@ -340,19 +348,21 @@ fn fused_matvecs<B: Backend>(b: &B, fx: &mut Fused<B>) {
         for into in [false, true] {
             let mut y = b.full::<FloatOf<B>>(&[rows, m], sentinel).expect("full");
             let s0 = row_scalars(rows);
-            let mut s = up(b, &s0);
+            let mut s = up_acc(b, &s0);
             let dots = if into {
                 b.matvec_dense_dot_into(&da, &dxs, &mut y, mask, &mut s, 2)
                     .expect("matvec_dense_dot_into");
-                let sh = down(b, &s);
+                let sh = down_acc(b, &s);
                 other_slots_kept("matvec_dense_dot_into", &sh, &s0, &[2]);
                 sh.index_axis(ndarray::Axis(0), 2)
                     .iter()
                     .copied()
                     .collect::<Vec<f64>>()
             } else {
-                b.matvec_dense_dot(&da, &dxs, &mut y, &active)
-                    .expect("matvec_dense_dot")
+                f64s(
+                    b.matvec_dense_dot(&da, &dxs, &mut y, &active)
+                        .expect("matvec_dense_dot"),
+                )
             };
             let hy = to_f64(&down(b, &y));
             for r in (0..rows).filter(|&r| active[r]) {
@@ -394,19 +404,21 @@ fn fused_matvecs<B: Backend>(b: &B, fx: &mut Fused<B>) {
     for into in [false, true] {
         let mut y = b.full::<FloatOf<B>>(&[rows, m], sentinel).expect("full");
         let s0 = row_scalars(rows);
-        let mut s = up(b, &s0);
+        let mut s = up_acc(b, &s0);
         let dots = if into {
             b.matvec_csr_dot_into(&csr, &dxs, &mut y, mask, &mut s, 0)
                 .expect("matvec_csr_dot_into");
-            let sh = down(b, &s);
+            let sh = down_acc(b, &s);
             other_slots_kept("matvec_csr_dot_into", &sh, &s0, &[0]);
             sh.index_axis(ndarray::Axis(0), 0)
                 .iter()
                 .copied()
                 .collect::<Vec<f64>>()
         } else {
-            b.matvec_csr_dot(&csr, &dxs, &mut y, &active)
-                .expect("matvec_csr_dot")
+            f64s(
+                b.matvec_csr_dot(&csr, &dxs, &mut y, &active)
+                    .expect("matvec_csr_dot"),
+            )
         };
         let hy = to_f64(&down(b, &y));
         for r in (0..rows).filter(|&r| active[r]) {
@@ -449,13 +461,13 @@ fn fused_xpay<B: Backend>(b: &B, fx: &mut Fused<B>) {
         sr[[2, e]] = -4.0 * v;
     }
     for mode in 0..4 {
-        let mut dsr = up(b, &sr);
+        let mut dsr = up_acc(b, &sr);
         let mut y = up(b, &y0);
         let dots = match mode {
-            0 => Some(
+            0 => Some(f64s(
                 b.xpay_rows_dot(dx, &beta, &mut y, &active)
                     .expect("xpay_rows_dot"),
-            ),
+            )),
             1 => {
                 b.xpay_rows_where(dx, &beta, &mut y, &active)
                     .expect("xpay_rows_where");
@@ -464,21 +476,21 @@ fn fused_xpay<B: Backend>(b: &B, fx: &mut Fused<B>) {
             2 => {
                 b.xpay_rows_ratio(dx, &mut dsr, Ratio::new(3, 0), mask, &mut y, None)
                     .expect("xpay_rows_ratio");
-                other_slots_kept("xpay_rows_ratio", &down(b, &dsr), &sr, &[]);
+                other_slots_kept("xpay_rows_ratio", &down_acc(b, &dsr), &sr, &[]);
                 None
             }
             _ => {
                 let ratio = Ratio::negated(2, 0);
                 b.xpay_rows_ratio(dx, &mut dsr, ratio, mask, &mut y, Some(1))
                     .expect("xpay_rows_ratio with its dot");
-                let sh = down(b, &dsr);
+                let sh = down_acc(b, &dsr);
                 other_slots_kept("xpay_rows_ratio", &sh, &sr, &[1]);
                 Some(sh.index_axis(ndarray::Axis(0), 1).iter().copied().collect())
             }
         };
         let hy = down(b, &y);
         for r in (0..rows).filter(|&r| active[r]) {
-            let bt: FloatOf<B> = step_ratio(sr[[3, r]], sr[[0, r]]);
+            let bt: FloatOf<B> = step_ratio(acc::<B>(sr[[3, r]]), acc::<B>(sr[[0, r]]));
             assert_eq!(bt, beta[r]);
             for i in 0..n {
                 let e = x[[r, i]] + bt * y0[[r, i]];
@@ -539,18 +551,18 @@ fn fused_update<B: Backend>(b: &B, fx: &mut Fused<B>) {
                 if i[0] < 4 { s0[[i[0], i[1]]] } else { 0.0 }
             })
         };
-        let mut s = up(b, &s_before);
+        let mut s = up_acc(b, &s_before);
         let ratio = Ratio::new(2, 1);
         b.axpy_pair_rows_ratio(
             &mut s, ratio, mask, &dd, &dq, &mut xd, &mut rd, 0, precond, rq,
         )
         .expect("axpy_pair_rows_ratio");
-        let (hx, hr, hz, sh) = (down(b, &xd), down(b, &rd), down(b, &z), down(b, &s));
+        let (hx, hr, hz, sh) = (down(b, &xd), down(b, &rd), down(b, &z), down_acc(b, &s));
         let written: &[usize] = if jacobi { &[0, 3] } else { &[0, 4] };
         other_slots_kept("axpy_pair_rows_ratio", &sh, &s_before, written);
         for r in 0..rows {
             let a: FloatOf<B> = if active[r] {
-                step_ratio(s0[[2, r]], s0[[1, r]])
+                step_ratio(acc::<B>(s0[[2, r]]), acc::<B>(s0[[1, r]]))
             } else {
                 FloatOf::<B>::from_f64(0.0)
             };
@@ -616,7 +628,7 @@ fn fused_checks<B: Backend>(b: &B, fx: &Fused<B>) {
     let dx = &fx.dx;
     // The shapes of the per-row scalars and the mask are checked.
     let mut y = b.zeros::<FloatOf<B>>(&[rows, n]).expect("zeros");
-    let mut short = up(b, &ArrayD::<f64>::zeros(IxDyn(&[2, rows])));
+    let mut short = up_acc(b, &ArrayD::<f64>::zeros(IxDyn(&[2, rows])));
     assert!(
         b.laplacian_dot_into(
             &grid,
@@ -630,7 +642,7 @@ fn fused_checks<B: Backend>(b: &B, fx: &Fused<B>) {
         .is_err(),
         "slot 2 of a (2, rows) array"
     );
-    let mut s = up(b, &row_scalars(rows));
+    let mut s = up_acc(b, &row_scalars(rows));
     let bad_mask = up(b, &ArrayD::<i32>::zeros(IxDyn(&[rows + 1])));
     assert!(
         b.laplacian_dot_into(

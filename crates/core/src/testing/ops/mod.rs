@@ -48,3 +48,19 @@ fn host<B: Backend>(rng: &mut Lcg, shape: &[usize]) -> ArrayD<FloatOf<B>> {
 fn to_f64<T: Real>(a: &ArrayD<T>) -> ArrayD<f64> {
     a.mapv(|v| v.as_f64())
 }
+
+/// Per-row scalars written on the host in `f64`, uploaded in the backend's accumulator type
+/// (the type of the CG ops' device scalars).
+fn up_acc<B: Backend>(b: &B, a: &ArrayD<f64>) -> Arr<B, AccumOf<B>> {
+    up(b, &a.mapv(<AccumOf<B> as Real>::from_f64))
+}
+
+/// The per-row scalars of a backend, downloaded as `f64` for the host references.
+fn down_acc<B: Backend>(b: &B, a: &Arr<B, AccumOf<B>>) -> ArrayD<f64> {
+    to_f64(&down(b, a))
+}
+
+/// Per-row values in the accumulator type as `f64`.
+fn f64s<A: Real>(v: Vec<A>) -> Vec<f64> {
+    v.into_iter().map(|x| x.as_f64()).collect()
+}

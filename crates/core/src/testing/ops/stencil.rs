@@ -142,9 +142,10 @@ pub fn poisson_stencil_matches_assembled<B: Backend>(b: &B) {
             // Fused with x·y, one row off.
             let active = [true, false, true];
             let mut y2 = b.zeros::<FloatOf<B>>(&[3, n]).expect("zeros");
-            let dots = b
-                .stencil_dot(&st, &dx, &mut y2, &active)
-                .expect("stencil_dot");
+            let dots = f64s(
+                b.stencil_dot(&st, &dx, &mut y2, &active)
+                    .expect("stencil_dot"),
+            );
             let hy = down(b, &y2);
             for r in 0..3 {
                 if !active[r] {
@@ -169,11 +170,11 @@ pub fn poisson_stencil_matches_assembled<B: Backend>(b: &B) {
                 b,
                 &ArrayD::from_shape_vec(IxDyn(&[3]), vec![1i32, 0, 1]).expect("m"),
             );
-            let mut s = b.zeros::<f64>(&[4, 3]).expect("zeros");
+            let mut s = b.zeros::<AccumOf<B>>(&[4, 3]).expect("zeros");
             let mut y3 = b.zeros::<FloatOf<B>>(&[3, n]).expect("zeros");
             b.stencil_dot_into(&st, &dx, &mut y3, &mask, &mut s, 2)
                 .expect("stencil_dot_into");
-            let sh = down(b, &s);
+            let sh = down_acc(b, &s);
             for r in 0..3 {
                 let want = if active[r] { dots[r] } else { 0.0 };
                 assert!(

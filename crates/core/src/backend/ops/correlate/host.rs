@@ -76,7 +76,9 @@ fn line_offsets(
 }
 
 /// Host kernel of [`super::Correlate::score_max_update`] for output rows `rows` (axis 0);
-/// `best`/`best_index` are the slices of those rows. Returns Σ score² over them.
+/// `best`/`best_index` are the slices of those rows, `moments` theirs in the working form of
+/// [`moments_open`] with lines of `out`'s last axis (a 1-D output: all its rows at once).
+/// Returns Σ score² over them.
 ///
 /// Always inlined so a backend can instantiate it inside a `#[target_feature]` wrapper
 /// (wider vectors for the f64 normalisation).
@@ -118,6 +120,13 @@ pub fn score_max_update<T: Float, I: Index>(
             "moments",
             format!("{} values", 4 * best.len()),
             m.len(),
+        ));
+    }
+    if moments.is_some() && out.len() == 1 && rows != (0..out[0]) {
+        // The working form's unit is a whole output line ([`moments_open`]).
+        return Err(Error::invalid(
+            "moments",
+            "a 1-D output's moments are updated by one pass over the whole line",
         ));
     }
     match *norm {
@@ -178,8 +187,9 @@ pub fn fold_lanes(acc: &[f64; LANES]) -> f64 {
 /// [`line_runs`] of the last-axis map: output `j0..j0 + len` reads `c[src0..src0 + len]`.
 ///
 /// Always inlined, like [`score_max_update`], for `#[target_feature]` wrappers.
-/// `moments`: the line's [`Moments`](super::Moments) accumulators (4 per voxel) and scales,
-/// updated with the same scores ([`moments_add`]).
+/// `moments`: the line's [`Moments`](super::Moments) accumulators (4 per voxel, in the
+/// working form of [`moments_open`]) and scales, updated with the same scores
+/// ([`moments_add_work`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub fn score_line<T: Float, I: Index>(
@@ -196,9 +206,7 @@ pub fn score_line<T: Float, I: Index>(
         let c = &c[src0..src0 + len];
         let b = &mut best[j0..j0 + len];
         let bi = &mut best_index[j0..j0 + len];
-        let mom = moments
-            .as_mut()
-            .map(|(m, sc)| (&mut m[4 * j0..4 * (j0 + len)], *sc));
+        let mom = moments.as_mut().map(|(m, sc)| (&mut **m, j0, *sc));
         match *norm {
             Normalization::Scaled { scale } => {
                 update_run(b, bi, index, acc, mom, |k, s| {
@@ -259,7 +267,7 @@ fn update_run<T: Float, I: Index>(
     best_index: &mut [I],
     index: I,
     acc: &mut [f64; LANES],
-    mut moments: Option<(&mut [i64], [f64; 2])>,
+    mut moments: Option<(&mut [i64], usize, [f64; 2])>,
     mut fill: impl FnMut(usize, &mut [T]),
 ) {
     const CH: usize = 64;
@@ -279,8 +287,8 @@ fn update_run<T: Float, I: Index>(
         for &v in ch.remainder() {
             acc[0] += f64_of(v * v);
         }
-        if let Some((acc4, sc)) = moments.as_mut() {
-            moments_add_run(&mut acc4[4 * k..4 * (k + m)], s, *sc);
+        if let Some((line, j, sc)) = moments.as_mut() {
+            moments_add_work(line, *j + k, s, *sc);
         }
         for ((b, bi), &v) in best[k..k + m]
             .iter_mut()
@@ -338,62 +346,108 @@ pub fn moments_add(a: &mut [i64], s: f64, scale: [f64; 2]) {
     set_moment_word(&mut a[2..4], s2);
 }
 
-/// [`moment_quantize`] as the 128-bit addend's `(low, high)` words, without branches or
-/// 128-bit arithmetic, so that a run of terms vectorises: `round(v)` (half to even) as the
-/// sign-extended pair when `|v| ≤ 2⁶²`, else [`MOMENT_FLAG`] (`(0, 2³⁶)`, also for NaN).
-///
-/// The float-to-integer conversion is exact without a 64-bit conversion instruction (AVX2 and
-/// AVX-512F have none): the rounded `r` is split as `h · 2³² + l` (`h = ⌊r / 2³²⌋`,
-/// `|h| ≤ 2³⁰`, `0 ≤ l < 2³²`, both exact in f64), and each part is read off the mantissa of
-/// `part + 1.5 · 2⁵²`, which holds it exactly.
+/// Bits of the working form's low part: a voxel's sum is `H·2⁶² + P` ([`moments_open`]).
+const WORK_BITS: u32 = 62;
+/// `2⁶² − 1`: the low part `P` of a normalised working form.
+const WORK_MASK: i128 = (1 << WORK_BITS) - 1;
+/// The largest magnitude a scaled value may have to be added by the working form's fast path
+/// as a plain 64-bit term: `2⁵¹`, where `x + 1.5·2⁵²` rounds `x` to an integer half to even
+/// and holds it exactly in its mantissa ([`small_term`]).
+pub const MOMENT_SMALL: f64 = 2_251_799_813_685_248.0;
+/// Score passes the working form takes between [`moments_open`] and [`moments_close`]: each
+/// adds at most `2⁵¹` in magnitude to a low part `P ∈ [0, 2⁶²)` (or leaves it normalised), so
+/// after 1024 of them `P ∈ (−2⁶¹, 2⁶² + 2⁶¹)`, inside `i64`.
+pub const MOMENT_PASSES: usize = 1024;
+
+/// `round(x)` (half to even) for `|x| ≤ 2⁵¹` ([`MOMENT_SMALL`]), without a conversion
+/// instruction (so that a run vectorises): `x + 1.5·2⁵²` lies in `[2⁵², 2⁵³]`, where the
+/// doubles are the integers, so the addition rounds `x` half to even (`1.5·2⁵²` is even) and
+/// the bit patterns, consecutive there, count the integer.
 #[inline(always)]
-pub fn moment_term(v: f64) -> (u64, i64) {
+fn small_term(x: f64) -> i64 {
     const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5 · 2^52
-    const TWO32: f64 = 4_294_967_296.0;
-    let in_range = v.abs() <= MOMENT_LIMIT;
-    let r = if in_range { v.round_ties_even() } else { 0.0 };
-    let h = (r * (1.0 / TWO32)).floor();
-    let l = r - h * TWO32;
-    let bits = |x: f64| (x + MAGIC).to_bits().wrapping_sub(MAGIC.to_bits()) as i64;
-    let q = (bits(h) << 32).wrapping_add(bits(l));
-    let flag = (MOMENT_FLAG >> 64) as i64;
-    if in_range {
-        (q as u64, q >> 63)
-    } else {
-        (0, flag)
+    ((x + MAGIC).to_bits() as i64).wrapping_sub(MAGIC.to_bits() as i64)
+}
+
+/// Adds `q` to a working-form sum `H·2⁶² + P`, leaving `P` normalised (`[0, 2⁶²)`).
+#[inline]
+fn work_add(h: &mut i64, p: &mut i64, q: i128) {
+    let w = ((*h as i128) << WORK_BITS) + *p as i128 + q;
+    *h = (w >> WORK_BITS) as i64;
+    *p = (w & WORK_MASK) as i64;
+}
+
+/// Puts the moment accumulators `acc` (4 words per voxel, canonical `[Σq₁ low, Σq₁ high,
+/// Σq₂ low, Σq₂ high]`) into the CPU score pass's *working form*, one output line of `nl`
+/// voxels at a time: per line `[P₁ × nl, P₂ × nl, H₁ × nl, H₂ × nl]` with each sum equal to
+/// `H·2⁶² + P` and `P ∈ [0, 2⁶²)`. A score pass then adds its small terms to the `P` words
+/// only (half the bytes, no carry: [`moments_add_work`]); [`moments_close`] restores the
+/// canonical words, with the same sums exactly. `acc.len()` is a multiple of `4·nl`.
+pub fn moments_open(acc: &mut [i64], nl: usize) {
+    let mut tmp = vec![0i64; 4 * nl];
+    for line in acc.chunks_exact_mut(4 * nl.max(1)) {
+        tmp.copy_from_slice(line);
+        let (p, h) = line.split_at_mut(2 * nl);
+        for (i, w) in tmp.chunks_exact(4).enumerate() {
+            for k in 0..2 {
+                let (mut hk, mut pk) = (0i64, 0i64);
+                work_add(&mut hk, &mut pk, moment_word(&w[2 * k..2 * k + 2]));
+                p[k * nl + i] = pk;
+                h[k * nl + i] = hk;
+            }
+        }
     }
 }
 
-/// [`moments_add`] of every score of `s` to its voxel's accumulators (`acc`: 4 words per
-/// score): the same sums, bit for bit, with the terms formed a run at a time
-/// ([`moment_term`], which vectorises) and added as 64-bit words with an explicit carry.
-#[inline(always)]
-pub fn moments_add_run<T: Float>(acc: &mut [i64], s: &[T], scale: [f64; 2]) {
-    const CH: usize = 64;
-    // The terms' words, one array each (contiguous, so that the term loop vectorises).
-    let (mut l1, mut h1, mut l2, mut h2) = ([0u64; CH], [0i64; CH], [0u64; CH], [0i64; CH]);
-    for (acc, s) in acc.chunks_mut(4 * CH).zip(s.chunks(CH)) {
-        let m = s.len();
-        let terms = l1[..m]
-            .iter_mut()
-            .zip(&mut h1[..m])
-            .zip(l2[..m].iter_mut().zip(&mut h2[..m]));
-        for (((a1, b1), (a2, b2)), &v) in terms.zip(s) {
-            let v = f64_of(v);
-            (*a1, *b1) = moment_term(v * scale[0]);
-            (*a2, *b2) = moment_term(v * v * scale[1]);
+/// The canonical words of accumulators in the working form ([`moments_open`]).
+pub fn moments_close(acc: &mut [i64], nl: usize) {
+    let mut tmp = vec![0i64; 4 * nl];
+    for line in acc.chunks_exact_mut(4 * nl.max(1)) {
+        tmp.copy_from_slice(line);
+        for (i, w) in line.chunks_exact_mut(4).enumerate() {
+            for k in 0..2 {
+                let (p, h) = (tmp[k * nl + i], tmp[(2 + k) * nl + i]);
+                set_moment_word(
+                    &mut w[2 * k..2 * k + 2],
+                    ((h as i128) << WORK_BITS) + p as i128,
+                );
+            }
         }
-        let terms = l1[..m]
-            .iter()
-            .zip(&h1[..m])
-            .zip(l2[..m].iter().zip(&h2[..m]));
-        for (w, ((&a1, &b1), (&a2, &b2))) in acc.chunks_exact_mut(4).zip(terms) {
-            let (s1, c1) = (w[0] as u64).overflowing_add(a1);
-            let (s2, c2) = (w[2] as u64).overflowing_add(a2);
-            w[0] = s1 as i64;
-            w[1] = w[1].wrapping_add(b1).wrapping_add(c1 as i64);
-            w[2] = s2 as i64;
-            w[3] = w[3].wrapping_add(b2).wrapping_add(c2 as i64);
+    }
+}
+
+/// [`moments_add`] of every score of `s` to voxels `j..j + s.len()` of one output line's
+/// accumulators in the working form (`line`: `4·nl` words, [`moments_open`]): the same sums,
+/// bit for bit. The terms of scaled values within `±2⁵¹` ([`MOMENT_SMALL`]: every score of
+/// the normalised scores below 0.5, and all their squares) are formed branch-free
+/// ([`small_term`]) and added to the low parts without a carry, which vectorises; the others
+/// (larger, out of range, NaN) are added exactly to the whole sum, one voxel at a time.
+#[inline(always)]
+pub fn moments_add_work<T: Float>(line: &mut [i64], j: usize, s: &[T], scale: [f64; 2]) {
+    let nl = line.len() / 4;
+    let m = s.len();
+    let (p, h) = line.split_at_mut(2 * nl);
+    let (p1, p2) = p.split_at_mut(nl);
+    let (h1, h2) = h.split_at_mut(nl);
+    let (p1, p2) = (&mut p1[j..j + m], &mut p2[j..j + m]);
+    let mut big = 0u8;
+    for ((a1, a2), &v) in p1.iter_mut().zip(p2.iter_mut()).zip(s) {
+        let v = f64_of(v);
+        let (x1, x2) = (v * scale[0], v * v * scale[1]);
+        let small = x1.abs() <= MOMENT_SMALL && x2.abs() <= MOMENT_SMALL;
+        let (t1, t2) = (small_term(x1), small_term(x2));
+        *a1 += if small { t1 } else { 0 };
+        *a2 += if small { t2 } else { 0 };
+        big |= !small as u8;
+    }
+    if big != 0 {
+        for (i, &v) in s.iter().enumerate() {
+            let v = f64_of(v);
+            let (x1, x2) = (v * scale[0], v * v * scale[1]);
+            if !(x1.abs() <= MOMENT_SMALL && x2.abs() <= MOMENT_SMALL) {
+                work_add(&mut h1[j + i], &mut p1[i], moment_quantize(x1));
+                work_add(&mut h2[j + i], &mut p2[i], moment_quantize(x2));
+            }
         }
     }
 }
@@ -685,12 +739,11 @@ mod tests {
         v
     }
 
-    #[test]
-    fn moment_terms_are_moment_quantize() {
+    /// Random values over the whole range, with random signs and fractions, and the edges.
+    fn values() -> Vec<f64> {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut vals = edge_values();
         for _ in 0..20_000 {
-            // Random magnitudes over the whole range, random signs and fractions.
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
@@ -700,29 +753,83 @@ mod tests {
             vals.push(s * mant * 2f64.powi(e));
             vals.push(s * ((x >> 20) as f64 + 0.5));
         }
-        for &v in &vals {
-            let (lo, hi) = moment_term(v);
-            let want = moment_quantize(v);
-            assert_eq!(((hi as i128) << 64) | lo as i128, want, "{v:e}");
-        }
+        vals
     }
 
     #[test]
-    fn a_run_adds_the_same_bits_as_one_term_at_a_time() {
-        // Scores of both types, 130 of them (more than one block of 64), the scales of the
-        // normalised scores and larger ones, starting sums near a carry, across a carry, and
-        // past 2⁶⁴ either way.
-        let vals = edge_values();
-        let starts: [i128; 5] = [0, (1 << 64) - 3, -(1 << 64) + 2, i64::MAX as i128, -5];
+    fn small_terms_are_moment_quantize() {
+        let mut n = 0;
+        for v in values() {
+            if v.abs() <= MOMENT_SMALL {
+                assert_eq!(small_term(v) as i128, moment_quantize(v), "{v:e}");
+                n += 1;
+            }
+        }
+        assert!(n > 10_000, "{n} values in range");
+    }
+
+    /// Canonical sums `start`, then `passes` passes of the scores `s` over lines of `nl`
+    /// voxels, each pass in runs of at most 50 voxels (offsets inside a line), through the
+    /// working form, against [`moments_add`] term by term.
+    fn check_working_form<T: Float>(
+        s: &[T],
+        nl: usize,
+        start: i128,
+        passes: usize,
+        scale: [f64; 2],
+    ) {
+        let mut want = vec![0i64; 4 * s.len()];
+        for w in want.chunks_exact_mut(2) {
+            set_moment_word(w, start);
+        }
+        let mut got = want.clone();
+        for _ in 0..passes {
+            for (w, &v) in want.chunks_exact_mut(4).zip(s) {
+                moments_add(w, f64_of(v), scale);
+            }
+        }
+        moments_open(&mut got, nl);
+        for pass in 0..passes {
+            if pass > 0 && pass % MOMENT_PASSES == 0 {
+                moments_close(&mut got, nl);
+                moments_open(&mut got, nl);
+            }
+            for (line, sl) in got.chunks_exact_mut(4 * nl).zip(s.chunks_exact(nl)) {
+                let mut j = 0;
+                while j < nl {
+                    let m = 50.min(nl - j);
+                    moments_add_work(line, j, &sl[j..j + m], scale);
+                    j += m;
+                }
+            }
+        }
+        moments_close(&mut got, nl);
+        assert_eq!(got, want, "scale {scale:?}, start {start}, {passes} passes");
+    }
+
+    #[test]
+    fn the_working_form_adds_the_same_bits_as_one_term_at_a_time() {
+        // Scores of both types, two lines of 130 voxels (several runs per line), the scales of
+        // the normalised scores and larger ones, starting sums near a carry, across a carry,
+        // past 2⁶⁴ either way and holding a flag; every edge of the quantisation.
+        let vals = values();
+        let starts: [i128; 6] = [
+            0,
+            (1 << 64) - 3,
+            -(1 << 64) + 2,
+            i64::MAX as i128,
+            -5,
+            MOMENT_FLAG + 7,
+        ];
         for scale in [
             [2f64.powi(52), 2f64.powi(42)],
             [2f64.powi(61), 2f64.powi(0)],
         ] {
             for (k, &st) in starts.iter().enumerate() {
-                let n = 130;
+                let n = 260;
                 let s64: Vec<f64> = (0..n)
                     .map(|i| {
-                        let base = vals[(i * 7 + k) % vals.len()] / scale[0];
+                        let base = vals[(i * 7 + k * 131) % vals.len()] / scale[0];
                         if i % 3 == 0 {
                             base
                         } else {
@@ -731,22 +838,29 @@ mod tests {
                     })
                     .collect();
                 let s32: Vec<f32> = s64.iter().map(|&v| v as f32).collect();
-                let mut want = vec![0i64; 4 * n];
-                for w in want.chunks_exact_mut(2) {
-                    set_moment_word(w, st);
-                }
-                let (mut got64, mut got32, mut want32) = (want.clone(), want.clone(), want.clone());
-                for (w, &v) in want.chunks_exact_mut(4).zip(&s64) {
-                    moments_add(w, v, scale);
-                }
-                for (w, &v32) in want32.chunks_exact_mut(4).zip(&s32) {
-                    moments_add(w, v32 as f64, scale);
-                }
-                moments_add_run(&mut got64, &s64, scale);
-                moments_add_run(&mut got32, &s32, scale);
-                assert_eq!(got64, want, "f64, scale {scale:?}, start {st}");
-                assert_eq!(got32, want32, "f32, scale {scale:?}, start {st}");
+                check_working_form(&s64, 130, st, 3, scale);
+                check_working_form(&s32, 130, st, 3, scale);
+                check_working_form(&s64, 1, st, 2, scale);
             }
+        }
+    }
+
+    #[test]
+    fn the_working_form_holds_its_passes_at_the_largest_small_terms() {
+        // Every term at ±2⁵¹, the most the fast path adds, for more passes than one opening
+        // holds (the loop reopens every MOMENT_PASSES), from sums at the edges of i64 and of
+        // a 2⁶⁴ carry.
+        let scale = [1.0, 2f64.powi(-51)];
+        let top = MOMENT_SMALL;
+        let s = [top, -top, top, top.next_down(), -top, 0.0];
+        for start in [
+            0,
+            i64::MAX as i128,
+            i64::MIN as i128,
+            (1 << 64) - 1,
+            -(1 << 70),
+        ] {
+            check_working_form(&s, 3, start, MOMENT_PASSES + 5, scale);
         }
     }
 }

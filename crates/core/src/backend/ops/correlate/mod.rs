@@ -135,10 +135,28 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
         self.copy(&up, out)
     }
 
+    /// Prepares the moment accumulators `acc` ([`Moments::acc`], canonical words) for up to
+    /// [`host::MOMENT_PASSES`] score passes: a backend may hold them in a working form of its
+    /// own until [`Correlate::moments_close`], which must restore the canonical words with
+    /// the same sums exactly (nothing else reads `acc` in between). Default: nothing (the
+    /// passes keep the canonical words).
+    fn moments_open(&self, acc: &mut Arr<Self, i64>) -> Result<()> {
+        let _ = acc;
+        Ok(())
+    }
+
+    /// Restores the canonical words of accumulators prepared by [`Correlate::moments_open`].
+    /// Default: nothing.
+    fn moments_close(&self, acc: &mut Arr<Self, i64>) -> Result<()> {
+        let _ = acc;
+        Ok(())
+    }
+
     /// The matching inner loop's last pass, fused: reads the correlation `corr` (FFT grid)
     /// through `window`, normalises it by `norm`, and updates the running maximum `rm` (strict
     /// `>`, NaN never wins; output shape); adds Σ score² over the output to `rm.ssum`, and the
-    /// scores to `rm.moments` when given ([`Moments`]). Default: *host*. Checks: [`check_score_max_update`].
+    /// scores to `rm.moments` when given ([`Moments`], opened by [`Correlate::moments_open`]).
+    /// Default: *host*. Checks: [`check_score_max_update`].
     fn score_max_update<T: Float, I: Index>(
         &self,
         corr: &Arr<Self, T>,
@@ -160,8 +178,15 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
         let hn = hn.as_ref().try_map(|d| slice(d), |c| slice(c))?;
         let mut b = self.download(best)?;
         let mut bi = self.download(best_index)?;
+        // The host pass works on the working form of the moments (`host::moments_open`);
+        // between passes this default keeps them canonical.
+        let nl = oshape.last().copied().unwrap_or(1);
         let mut hm = match &moments {
-            Some(m) => Some((self.download(&*m.acc)?, m.scale)),
+            Some(m) => {
+                let mut a = self.download(&*m.acc)?;
+                host::moments_open(slice_mut(&mut a)?, nl);
+                Some((a, m.scale))
+            }
             None => None,
         };
         let s = host::score_max_update(
@@ -179,7 +204,8 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
                 None => None,
             },
         )?;
-        if let (Some(m), Some((a, _))) = (moments, hm) {
+        if let (Some(m), Some((mut a, _))) = (moments, hm) {
+            host::moments_close(slice_mut(&mut a)?, nl);
             let up = self.upload(a.view())?;
             self.copy(&up, m.acc)?;
         }

@@ -184,7 +184,9 @@ impl<B: BackendTypes, T: Element, I: Index> RunningMax<'_, B, T, I> {
 /// documents and the reader checks.
 pub struct Moments<'a, B: BackendTypes> {
     /// Shape `out + [4]`: per voxel `[Σq₁ low 64 bits, Σq₁ high 64 bits, Σq₂ low, Σq₂ high]`,
-    /// two's complement (the low words are unsigned bits stored in `i64`).
+    /// two's complement (the low words are unsigned bits stored in `i64`), outside
+    /// [`Correlate::moments_open`](super::Correlate::moments_open)…`moments_close`; a score
+    /// pass is given them opened (the backend's working form).
     pub acc: &'a mut Arr<B, i64>,
     /// The powers of two `[2^k₁, 2^k₂]` the scores and their squares are scaled by.
     pub scale: [f64; 2],
