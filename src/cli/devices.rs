@@ -63,9 +63,7 @@ pub fn as_json() -> serde_json::Value {
         backend,
         ..Default::default()
     };
-    let unavailable = |backend: &str, why: String| {
-        serde_json::json!({"backend": backend, "kind": backend, "available": false, "reason": why})
-    };
+    let unavailable = |backend: &str, why: String| serde_json::json!({"backend": backend, "kind": backend, "available": false, "reason": why});
     let auto = if monomorph::dispatch::cuda_unavailable_reason().is_none() {
         "cuda"
     } else {
@@ -84,10 +82,9 @@ pub fn as_json() -> serde_json::Value {
     for d in &mut out {
         let is_auto = d["backend"].as_str().is_some_and(|b| b.starts_with(auto));
         d["auto"] = serde_json::json!(is_auto);
-        d["compiled"] = serde_json::json!(match d["backend"].as_str() {
-            Some(b) if b.starts_with("cuda") => cfg!(feature = "cuda"),
-            _ => cfg!(feature = "cpu"),
-        });
+        let cuda = d["backend"].as_str().is_some_and(|b| b.starts_with("cuda"));
+        let compiled = [cfg!(feature = "cpu"), cfg!(feature = "cuda")];
+        d["compiled"] = serde_json::json!(compiled[usize::from(cuda)]);
     }
     serde_json::Value::Array(out)
 }

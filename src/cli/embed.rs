@@ -52,11 +52,7 @@ pub fn take_array(flag: &str, path: &Path) -> Option<CliResult<Volume>> {
     if path != Path::new(ARRAY) {
         return None;
     }
-    let got = SESSION.with(|s| {
-        s.borrow_mut()
-            .as_mut()
-            .and_then(|s| s.arrays.remove(flag))
-    });
+    let got = SESSION.with(|s| s.borrow_mut().as_mut().and_then(|s| s.arrays.remove(flag)));
     Some(got.ok_or_else(|| {
         CliError::input(format!(
             "{flag} {ARRAY}: no array given for this flag, expected an array or a path"
@@ -87,7 +83,11 @@ impl Hooks {
     /// Whether the progress bar is hidden: `quiet` on a command line; in a session, unless
     /// the embedding program asked for it.
     pub fn quiet(&self, quiet: bool) -> bool {
-        if self.stop.is_some() { !self.bar } else { quiet }
+        if self.stop.is_some() {
+            !self.bar
+        } else {
+            quiet
+        }
     }
     /// Reports progress to the embedding program.
     pub fn progress(&self, done: u64, total: u64) {
@@ -97,7 +97,9 @@ impl Hooks {
     }
     /// Whether the embedding program asked the run to stop.
     pub fn stopped(&self) -> bool {
-        self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
     }
 }
 
