@@ -123,3 +123,28 @@ def test_ctrl_c_interrupts_a_match():
     out, _ = proc.communicate(timeout=30)
     assert time.time() - t0 < 5
     assert out.strip() == "interrupted"
+
+
+class _Producer:
+    """A DLPack producer that is not a numpy array (as a CPU torch tensor would be)."""
+
+    def __init__(self, a, device=(1, 0)):
+        self.a, self.device = a, device
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def test_dlpack_cpu_producer_equals_numpy():
+    want = monomorph.match_template(T, P, angular_step=90).scores
+    got = monomorph.match_template(_Producer(T), _Producer(P), angular_step=90).scores
+    assert got.tobytes() == want.tobytes()
+
+
+def test_dlpack_gpu_producer_is_one_clear_error():
+    with pytest.raises(monomorph.RunError) as e:
+        monomorph.match_template(_Producer(T, device=(2, 0)), P, angular_step=90)
+    assert "target" in str(e.value) and "GPU" in str(e.value)
