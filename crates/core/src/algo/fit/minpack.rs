@@ -316,6 +316,126 @@ fn lmpar(
     par
 }
 
+/// MINPACK's `fdjac2`: the forward-difference Jacobian of `f` at `x` (column-major `m × n` into
+/// `fjac`), step `eps · |xⱼ|` (`eps` at 0); `x` is restored, `wa` is scratch of length `m`.
+fn fdjac2<F>(f: &mut F, x: &mut [f64], fvec: &[f64], fjac: &mut [f64], wa: &mut [f64], eps: f64)
+where
+    F: FnMut(&[f64], &mut [f64]),
+{
+    let m = fvec.len();
+    for j in 0..x.len() {
+        let temp = x[j];
+        let mut h = eps * temp.abs();
+        if h == 0.0 {
+            h = eps;
+        }
+        x[j] = temp + h;
+        f(x, wa);
+        x[j] = temp;
+        for i in 0..m {
+            fjac[i + j * m] = (wa[i] - fvec[i]) / h;
+        }
+    }
+}
+
+/// `lmdif`'s step after `qrfac`: applies the Householder reflections held below the diagonal of
+/// `fjac` to `wf` (a copy of f), stores the first `n` components of `Qᵀf` in `qtf`, and puts R's
+/// diagonal (`rdiag`) back on `fjac`'s diagonal.
+fn qt_times_f(
+    m: usize,
+    n: usize,
+    fjac: &mut [f64],
+    rdiag: &[f64],
+    wf: &mut [f64],
+    qtf: &mut [f64],
+) {
+    for j in 0..n {
+        let fjj = fjac[j + j * m];
+        if fjj != 0.0 {
+            let mut sum = 0.0;
+            for i in j..m {
+                sum += fjac[i + j * m] * wf[i];
+            }
+            let temp = -sum / fjj;
+            for i in j..m {
+                wf[i] += fjac[i + j * m] * temp;
+            }
+        }
+        fjac[j + j * m] = rdiag[j];
+        qtf[j] = wf[j];
+    }
+}
+
+/// `lmdif`'s `gnorm`: the largest scaled cosine between f and the Jacobian's columns (0 when
+/// `fnorm` is 0), with the column norms `acnorm` and the pivots `ipvt` of `qrfac`.
+fn scaled_gradient_norm(
+    m: usize,
+    n: usize,
+    fjac: &[f64],
+    ipvt: &[usize],
+    acnorm: &[f64],
+    qtf: &[f64],
+    fnorm: f64,
+) -> f64 {
+    let mut gnorm: f64 = 0.0;
+    if fnorm != 0.0 {
+        for j in 0..n {
+            let l = ipvt[j];
+            if acnorm[l] != 0.0 {
+                let mut sum = 0.0;
+                for i in 0..=j {
+                    sum += fjac[i + j * m] * (qtf[i] / fnorm);
+                }
+                gnorm = gnorm.max((sum / acnorm[l]).abs());
+            }
+        }
+    }
+    gnorm
+}
+
+/// What one `lmdif` trial step leaves for its convergence tests.
+struct Step {
+    actred: f64,
+    prered: f64,
+    ratio: f64,
+    delta: f64,
+    xnorm: f64,
+    gnorm: f64,
+}
+
+impl Step {
+    /// MINPACK's `info` after a trial step: 1–3 converged (f, x, both), 5 evaluations exhausted,
+    /// 6–8 tolerances below machine precision; `None` to go on. The success codes are tested
+    /// first and win, as in `lmdif`.
+    fn termination(&self, ftol: f64, xtol: f64, exhausted: bool) -> Option<i32> {
+        let epsmch = f64::EPSILON;
+        let small = self.actred.abs() <= ftol && self.prered <= ftol && 0.5 * self.ratio <= 1.0;
+        let mut code = 0;
+        if small {
+            code = 1;
+        }
+        if self.delta <= xtol * self.xnorm {
+            code = if small { 3 } else { 2 };
+        }
+        if code != 0 {
+            return Some(code);
+        }
+        if exhausted {
+            code = 5;
+        }
+        if self.actred.abs() <= epsmch && self.prered <= epsmch && 0.5 * self.ratio <= 1.0 {
+            code = 6;
+        }
+        if self.delta <= epsmch * self.xnorm {
+            code = 7;
+        }
+        if self.gnorm <= epsmch {
+            code = 8;
+        }
+        (code != 0).then_some(code)
+    }
+}
+
 /// Minimises `Σ f(x)ᵢ²` over the `m` residuals `f` writes, from `x0`, by MINPACK's `lmdif`
 /// with scipy `leastsq`'s defaults: `ftol = xtol = 1.49012e-8`, `gtol = 0`, at most
 /// `200 (n + 1)` evaluations, `epsfcn` = machine ε (difference step `√ε · |xⱼ|`, `√ε` at 0).
@@ -332,8 +452,7 @@ where
     let (ftol, xtol, gtol) = (1.49012e-8, 1.49012e-8, 0.0);
     let maxfev = 200 * (n + 1);
     let factor = 100.0;
-    let epsmch = f64::EPSILON;
-    let eps = epsmch.sqrt();
+    let eps = f64::EPSILON.sqrt();
     let mut x = x0.to_vec();
     let mut fvec = vec![0.0; m];
     f(&x, &mut fvec);
@@ -354,20 +473,7 @@ where
     let mut xnorm = 0.0;
     let info;
     'outer: loop {
-        // fdjac2: forward differences
-        for j in 0..n {
-            let temp = x[j];
-            let mut h = eps * temp.abs();
-            if h == 0.0 {
-                h = eps;
-            }
-            x[j] = temp + h;
-            f(&x, &mut wa4);
-            x[j] = temp;
-            for i in 0..m {
-                fjac[i + j * m] = (wa4[i] - fvec[i]) / h;
-            }
-        }
+        fdjac2(&mut f, &mut x, &fvec, &mut fjac, &mut wa4, eps);
         nfev += n;
         qrfac(m, n, &mut fjac, &mut ipvt, &mut wa1, &mut wa2);
         if iter == 1 {
@@ -382,34 +488,8 @@ where
             }
         }
         wa4.copy_from_slice(&fvec);
-        for j in 0..n {
-            let fjj = fjac[j + j * m];
-            if fjj != 0.0 {
-                let mut sum = 0.0;
-                for i in j..m {
-                    sum += fjac[i + j * m] * wa4[i];
-                }
-                let temp = -sum / fjj;
-                for i in j..m {
-                    wa4[i] += fjac[i + j * m] * temp;
-                }
-            }
-            fjac[j + j * m] = wa1[j];
-            qtf[j] = wa4[j];
-        }
-        let mut gnorm: f64 = 0.0;
-        if fnorm != 0.0 {
-            for j in 0..n {
-                let l = ipvt[j];
-                if wa2[l] != 0.0 {
-                    let mut sum = 0.0;
-                    for i in 0..=j {
-                        sum += fjac[i + j * m] * (qtf[i] / fnorm);
-                    }
-                    gnorm = gnorm.max((sum / wa2[l]).abs());
-                }
-            }
-        }
+        qt_times_f(m, n, &mut fjac, &wa1, &mut wa4, &mut qtf);
+        let gnorm = scaled_gradient_norm(m, n, &fjac, &ipvt, &wa2, &qtf, fnorm);
         if gnorm <= gtol {
             info = 4;
             break;
@@ -474,31 +554,15 @@ where
                 fnorm = fnorm1;
                 iter += 1;
             }
-            let small = actred.abs() <= ftol && prered <= ftol && 0.5 * ratio <= 1.0;
-            let mut code = 0;
-            if small {
-                code = 1;
-            }
-            if delta <= xtol * xnorm {
-                code = if small { 3 } else { 2 };
-            }
-            if code != 0 {
-                info = code;
-                break 'outer;
-            }
-            if nfev >= maxfev {
-                code = 5;
-            }
-            if actred.abs() <= epsmch && prered <= epsmch && 0.5 * ratio <= 1.0 {
-                code = 6;
-            }
-            if delta <= epsmch * xnorm {
-                code = 7;
-            }
-            if gnorm <= epsmch {
-                code = 8;
-            }
-            if code != 0 {
+            let step = Step {
+                actred,
+                prered,
+                ratio,
+                delta,
+                xnorm,
+                gnorm,
+            };
+            if let Some(code) = step.termination(ftol, xtol, nfev >= maxfev) {
                 info = code;
                 break 'outer;
             }
