@@ -1,0 +1,74 @@
+"""match_template with pytme's Fourier filter flags (wedge, CTF, band-pass, whitening) against
+pytme 0.3.6's scores (tests/fixtures/matching-filters; its README says what was copied). The
+arrays are given as pytme held them, so the filters are built in that frame, as for a .npy."""
+
+import json
+
+import numpy as np
+import pytest
+
+import monomorph
+from conftest import FIXTURES
+
+# The wedge cases (--tilt-angles) are left out: pytme made them from MRC files, and from arrays
+# (the frame of a .npy) monomorph's wedge equals pytme's only with wedge_axes reversed ("0,2"
+# for pytme's default "2,0"); the command on .npy files gives the same scores as these arrays
+# (the binding is faithful), so this is the command's own .npy-frame question, reported, not
+# settled here. tests/suite/cli_filters.rs runs them through MRC files.
+CASES = sorted(
+    p.parent.name
+    for p in (FIXTURES / "matching-filters").glob("*/case.json")
+    if "--tilt-angles" not in json.loads(p.read_text())["cli"]["argv"]
+)
+SKIP = {"-m", "-i", "-I", "-o", "-n", "-s", "-a"}
+SCORES = {"FLC": "flc", "FLCSphericalMask": "flc-sphere", "CC": "cc"}
+
+
+def _file(case, name):
+    own = FIXTURES / "matching-filters" / case / name
+    if own.exists():
+        return own
+    shared = "3d_whiten_flc" if case.startswith("3d") else "2d_bandpass_whiten_flc"
+    return FIXTURES / "matching-filters" / shared / name
+
+
+def _keywords(case, argv):
+    """pytme's filter flags as keywords (a flag without a value is a switch)."""
+    out, i = {}, 0
+    while i < len(argv):
+        a = argv[i]
+        if a in SKIP:
+            i += 2
+            continue
+        name = a.lstrip("-").replace("-", "_")
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if nxt is None or (nxt.startswith("-") and not nxt[1:2].isdigit()):
+            out[name] = True
+            i += 1
+            continue
+        here = FIXTURES / "matching-filters" / case / nxt
+        out[name] = here if "." in nxt and here.is_file() else nxt
+        i += 2
+    return out
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_filters_equal_pytme(case):
+    meta = json.loads((FIXTURES / "matching-filters" / case / "case.json").read_text())
+    score = SCORES[meta["score"]]
+    load = lambda n: np.load(_file(case, n))  # noqa: E731
+    kw = _keywords(case, meta["cli"]["argv"])
+    kw["sampling_rate"] = 8.0 if case.startswith("3d") else 5.0
+    mask = load("template_mask.npy") if score != "cc" else None
+    r = monomorph.match_template(
+        load("target.npy"), load("template.npy"), template_mask=mask, rotations=load("rotations.npy"), score=score, **kw
+    )
+    d = FIXTURES / "matching-filters" / case
+    if (d / "scores.npy").exists():
+        want, got = np.load(d / "scores.npy"), r.scores
+    else:
+        want = np.load(d / "scores_center.npy")
+        lo, hi = (12, 36) if want.ndim == 3 else (64, 192)
+        got = r.scores[(slice(lo, hi),) * want.ndim]
+    scale = float(np.abs(want).max())
+    assert np.abs(got.astype(np.float64) - want).max() <= 1e-5 * scale
