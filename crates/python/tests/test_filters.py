@@ -10,14 +10,22 @@ import pytest
 import monomorph
 from conftest import FIXTURES
 
-# The wedge cases (--tilt-angles) are left out: pytme made them from MRC files, and from arrays
-# (the frame of a .npy) monomorph's wedge equals pytme's only with wedge_axes reversed ("0,2"
-# for pytme's default "2,0"); the command on .npy files gives the same scores as these arrays
-# (the binding is faithful), so this is the command's own .npy-frame question, reported, not
-# settled here. tests/suite/cli_filters.rs runs them through MRC files.
-CASES = sorted(
-    p.parent.name
-    for p in (FIXTURES / "matching-filters").glob("*/case.json")
+CASES = sorted(p.parent.name for p in (FIXTURES / "matching-filters").glob("*/case.json"))
+# A known defect of the command, not of the binding (match_template on these arrays equals
+# `monomorph match` on the same .npy files bit for bit): with a 3-D .npy target, the wedge
+# of --tilt-angles is built about the other axis pair. pytme 0.3.6's own match_template on the
+# same .npy files with --tilt-angles 60,60 (default wedge axes 2,0) equals monomorph only with
+# wedge_axes="0,2" (2e-7; 0.5 off with the default). The MRC route (tests/suite/cli_filters.rs)
+# is right. Strict: fixing the defect turns these into failures, to be removed then.
+WEDGE = {
+    c
+    for c in CASES
+    if "--tilt-angles" in json.loads((FIXTURES / "matching-filters" / c / "case.json").read_text())["cli"]["argv"]
+}
+PARAMS = [
+    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="3-D .npy wedge axes (see WEDGE)")) if c in WEDGE else c
+    for c in CASES
+]
     if "--tilt-angles" not in json.loads(p.read_text())["cli"]["argv"]
 )
 SKIP = {"-m", "-i", "-I", "-o", "-n", "-s", "-a"}
@@ -52,7 +60,7 @@ def _keywords(case, argv):
     return out
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", PARAMS)
 def test_filters_equal_pytme(case):
     meta = json.loads((FIXTURES / "matching-filters" / case / "case.json").read_text())
     score = SCORES[meta["score"]]
