@@ -26,8 +26,6 @@ PARAMS = [
     pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="3-D .npy wedge axes (see WEDGE)")) if c in WEDGE else c
     for c in CASES
 ]
-    if "--tilt-angles" not in json.loads(p.read_text())["cli"]["argv"]
-)
 SKIP = {"-m", "-i", "-I", "-o", "-n", "-s", "-a"}
 SCORES = {"FLC": "flc", "FLCSphericalMask": "flc-sphere", "CC": "cc"}
 
