@@ -11,6 +11,7 @@ use monomorph::io::tilt::{read_ctf_file, read_tilt_angles};
 use serde_json::json;
 
 use super::error::{CliError, CliResult};
+use super::project::Metadata;
 
 /// Fourier filters, as `pytme match` builds them (its flag names and defaults). Arrays are
 /// (z, y, x) as numpy and mrcfile read an MRC; axis numbers in --wedge-axes are pytme's for an
@@ -47,15 +48,15 @@ pub struct FilterArgs {
     /// voltage, Cs and amplitude contrast in the file win over the flags.
     #[arg(long, value_name = "FILE")]
     pub ctf_file: Option<PathBuf>,
-    /// Acceleration voltage in kV.
-    #[arg(long, value_name = "KV", default_value_t = 300.0)]
-    pub acceleration_voltage: f64,
-    /// Spherical aberration in Å (not mm: 2.7 mm = 2.7e7).
-    #[arg(long, value_name = "Å", default_value_t = 2.7e7)]
-    pub spherical_aberration: f64,
-    /// Amplitude contrast fraction.
-    #[arg(long, value_name = "A", default_value_t = 0.07)]
-    pub amplitude_contrast: f64,
+    /// Acceleration voltage in kV [default: 300, or the tilt-series metadata's].
+    #[arg(long, value_name = "KV")]
+    pub acceleration_voltage: Option<f64>,
+    /// Spherical aberration in Å (not mm: 2.7 mm = 2.7e7) [default: 2.7e7, or the metadata's].
+    #[arg(long, value_name = "Å")]
+    pub spherical_aberration: Option<f64>,
+    /// Amplitude contrast fraction [default: 0.07, or the metadata's].
+    #[arg(long, value_name = "A")]
+    pub amplitude_contrast: Option<f64>,
     /// Additional phase shift in DEGREES (pytme 0.3.6 documents degrees but passes the number
     /// on as radians with --defocus; monomorph converts, so pytme's runs with a non-zero
     /// value are not reproduced: give the value in degrees here).
@@ -180,7 +181,28 @@ pub fn spec(
     ndim: usize,
     voxel: f64,
     frame: AxisOrder,
+    meta: Option<&Metadata>,
+    quiet: bool,
 ) -> CliResult<Option<FilterSpec>> {
+    if let Some(m) = meta {
+        let given = [
+            ("--tilt-angles", f.tilt_angles.is_some()),
+            ("--ctf-file", f.ctf_file.is_some()),
+            ("--defocus", f.defocus.is_some()),
+            ("--tilt-weighting", f.tilt_weighting.is_some()),
+            ("--acceleration-voltage", f.acceleration_voltage.is_some()),
+            ("--spherical-aberration", f.spherical_aberration.is_some()),
+            ("--amplitude-contrast", f.amplitude_contrast.is_some()),
+        ];
+        let over: Vec<&str> = given.iter().filter(|(_, g)| *g).map(|(n, _)| *n).collect();
+        if !over.is_empty() && !quiet {
+            note!(
+                "note: {} override(s) the value(s) from {}",
+                over.join(", "),
+                m.origin
+            );
+        }
+    }
     let mut s = FilterSpec::new(voxel);
     s.axis_order = frame;
     s.wedge_axes = match &f.wedge_axes {
@@ -191,7 +213,10 @@ pub fn spec(
         None => None,
     };
     s.wedge = match &f.tilt_angles {
-        None => None,
+        None => meta.map(|m| WedgeSpec::TiltSeries {
+            angles: m.angles.clone(),
+            doses: m.doses.clone(),
+        }),
         Some(t) => {
             let pair: Vec<&str> = t.split(',').collect();
             let nums: Option<Vec<f64>> = pair.iter().map(|p| p.trim().parse().ok()).collect();
@@ -211,15 +236,27 @@ pub fn spec(
             }
         }
     };
-    s.tilt_weighting = f.tilt_weighting.map(|w| match w {
-        TiltWeightingArg::Angle => TiltWeighting::Angle,
-        TiltWeightingArg::Relion => TiltWeighting::Relion,
-        TiltWeightingArg::Grigorieff => TiltWeighting::Grigorieff,
-    });
+    s.tilt_weighting = f
+        .tilt_weighting
+        .map(|w| match w {
+            TiltWeightingArg::Angle => TiltWeighting::Angle,
+            TiltWeightingArg::Relion => TiltWeighting::Relion,
+            TiltWeightingArg::Grigorieff => TiltWeighting::Grigorieff,
+        })
+        .or(meta.map(|_| TiltWeighting::Relion));
     s.microscope = Microscope {
-        voltage_kv: f.acceleration_voltage,
-        cs: f.spherical_aberration,
-        amplitude_contrast: f.amplitude_contrast,
+        voltage_kv: f
+            .acceleration_voltage
+            .or(meta.and_then(|m| m.voltage_kv))
+            .unwrap_or(DEFAULT_VOLTAGE),
+        cs: f
+            .spherical_aberration
+            .or(meta.and_then(|m| m.cs_angstrom))
+            .unwrap_or(DEFAULT_CS),
+        amplitude_contrast: f
+            .amplitude_contrast
+            .or(meta.and_then(|m| m.amplitude_contrast))
+            .unwrap_or(DEFAULT_AMPLITUDE),
     };
     s.ctf_correction = match f.ctf_correction {
         CtfCorrectionArg::PhaseFlip => CtfCorrection::PhaseFlip,
@@ -248,6 +285,11 @@ pub fn spec(
         }
         s.ctf = Some(CtfSpec::PerTilt(c.tilts));
     }
+    if s.ctf.is_none()
+        && let Some(tilts) = meta.and_then(|m| m.ctf.clone())
+    {
+        s.ctf = Some(CtfSpec::PerTilt(tilts));
+    }
     if s.ctf.is_some() {
         check_scope_flags(f, &s.microscope)?;
     }
@@ -272,6 +314,13 @@ pub fn spec(
     Ok(Some(s))
 }
 
+/// `--acceleration-voltage` when neither the flag nor any metadata gives one (pytme's).
+pub const DEFAULT_VOLTAGE: f64 = 300.0;
+/// `--spherical-aberration` default, Å.
+pub const DEFAULT_CS: f64 = 2.7e7;
+/// `--amplitude-contrast` default.
+pub const DEFAULT_AMPLITUDE: f64 = 0.07;
+
 /// The microscope flags a CTF uses, each under its own name, before anything is built: an
 /// acceleration voltage from 1 to 10 000 kV (`1e-300` would make every filter value
 /// non-finite), a spherical aberration from 0 to 1e10 Å, an amplitude contrast in [0, 1). A
@@ -283,27 +332,28 @@ fn check_scope_flags(f: &FilterArgs, m: &Microscope) -> CliResult<()> {
             "--acceleration-voltage",
             f.acceleration_voltage,
             m.voltage_kv,
-            (1.0..=1e4).contains(&f.acceleration_voltage),
+            (|v: f64| (1.0..=1e4).contains(&v)) as fn(f64) -> bool,
             "expected an acceleration voltage from 1 to 10000 kV",
         ),
         (
             "--spherical-aberration",
             f.spherical_aberration,
             m.cs,
-            (0.0..=1e10).contains(&f.spherical_aberration),
+            (|v: f64| (0.0..=1e10).contains(&v)) as fn(f64) -> bool,
             "expected a spherical aberration from 0 to 1e10 Å (1000 mm)",
         ),
         (
             "--amplitude-contrast",
             f.amplitude_contrast,
             m.amplitude_contrast,
-            (0.0..1.0).contains(&f.amplitude_contrast),
+            (|v: f64| (0.0..1.0).contains(&v)) as fn(f64) -> bool,
             "expected an amplitude contrast in [0, 1)",
         ),
     ];
     for (flag, given, used, ok, want) in checks {
+        let Some(given) = given else { continue };
         // Only the flag's own value, when it is the one used.
-        if given.to_bits() == used.to_bits() && !ok {
+        if given.to_bits() == used.to_bits() && !ok(given) {
             return Err(bad(flag, show(given), want));
         }
     }
@@ -350,8 +400,46 @@ fn check_ctf_angles(
     Ok(())
 }
 
-/// What run.json records of the filters.
-pub fn to_json(f: &FilterArgs, s: Option<&FilterSpec>) -> serde_json::Value {
+/// What run.json records of the filters; with tilt-series metadata also `metadata` (where
+/// it came from) and the values used: `tilt_angles` and `doses` (lists, file order),
+/// `defocus_per_tilt` (`[U, V, angle]`: Å, Å, degrees).
+pub fn to_json(
+    f: &FilterArgs,
+    s: Option<&FilterSpec>,
+    meta: Option<&Metadata>,
+) -> serde_json::Value {
+    let mut v = plain_json(f, s);
+    let (Some(m), Some(s), Some(o)) = (meta, s, v.as_object_mut()) else {
+        return v;
+    };
+    o.insert("metadata".into(), m.record.clone());
+    if let Some(WedgeSpec::TiltSeries { angles, doses }) = &s.wedge {
+        o.insert("tilt_angles".into(), json!(angles));
+        o.insert("doses".into(), json!(doses));
+    }
+    let uv: Option<Vec<[f64; 3]>> = match &s.ctf {
+        // The metadata's own CTF: U and V as the file gives them.
+        Some(CtfSpec::PerTilt(t)) if f.ctf_file.is_none() && f.defocus.is_none() => {
+            m.defocus_uv.clone().filter(|uv| uv.len() == t.len())
+        }
+        Some(CtfSpec::PerTilt(t)) => Some(
+            t.iter()
+                .map(|c| {
+                    [
+                        c.defocus + c.defocus_delta,
+                        c.defocus - c.defocus_delta,
+                        c.astigmatism_angle,
+                    ]
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    o.insert("defocus_per_tilt".into(), json!(uv));
+    v
+}
+
+fn plain_json(f: &FilterArgs, s: Option<&FilterSpec>) -> serde_json::Value {
     let Some(s) = s else {
         return json!({ "invert_target_contrast": f.invert_target_contrast });
     };
@@ -360,7 +448,7 @@ pub fn to_json(f: &FilterArgs, s: Option<&FilterSpec>) -> serde_json::Value {
         "tilt_angles": f.tilt_angles,
         "wedge": format!("{:?}", s.wedge),
         "wedge_axes_pytme": f.wedge_axes.clone().unwrap_or_else(|| "2,0".into()),
-        "tilt_weighting": f.tilt_weighting.map(|w| format!("{w:?}").to_lowercase()),
+        "tilt_weighting": s.tilt_weighting.map(|w| format!("{w:?}").to_lowercase()),
         "ctf": format!("{:?}", s.ctf),
         "ctf_file": f.ctf_file.as_ref().map(|p| p.display().to_string()),
         "acceleration_voltage_kv": s.microscope.voltage_kv,

@@ -23,6 +23,8 @@ use super::global::Global;
 use super::matching::{ListArgs, MatchArgs, Matched, Prepared, prepare, write};
 use super::output::{Outputs, path_json};
 use super::peaks::{Caller, PeakQuery, RunStats};
+use super::project::StarFormat;
+use monomorph::io::relion5::ParticleGeometry;
 
 /// One target of the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,19 +37,36 @@ pub struct Entry {
     pub name: String,
     /// Its line in the list (1-based).
     pub line: usize,
+    /// Its `_rlnTomoName` when the list is a RELION 5 tomograms.star read with each
+    /// tomogram's own metadata.
+    pub tomo_name: Option<String>,
 }
 
 /// The columns of a STAR list that hold target paths, in order of preference.
 pub const STAR_COLUMNS: [&str; 2] = ["_rlnTomoReconstructedTomogram", "_rlnMicrographName"];
 
-/// Reads `--target-list`: its entries with resolved paths and unique folder names.
-pub fn read_list(list: &Path) -> CliResult<Vec<Entry>> {
+/// Reads `--target-list`: its entries with resolved paths and unique folder names. With
+/// `metadata`, a RELION 5 tomograms.star lists its rows, each with its `_rlnTomoName`.
+pub fn read_list(list: &Path, metadata: bool) -> CliResult<Vec<Entry>> {
     let err = |m: String| CliError::input(format!("--target-list {}: {m}", list.display()));
     let text = monomorph::io::read_text_file(list).map_err(|e| err(io_message(e)))?;
     let star = list
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("star"));
-    let given = if star {
+    let mut names: Vec<String> = Vec::new();
+    let given = if star && metadata {
+        match relion5_rows(list, &text).map_err(err)? {
+            Some(rows) => {
+                let (paths, n): (Vec<_>, Vec<_>) = rows
+                    .into_iter()
+                    .map(|(line, path, name)| ((line, path), name))
+                    .unzip();
+                names = n;
+                Ok(paths)
+            }
+            None => star_paths(&text),
+        }
+    } else if star {
         star_paths(&text)
     } else {
         Ok(text_paths(&text))
@@ -92,6 +111,7 @@ pub fn read_list(list: &Path) -> CliResult<Vec<Entry>> {
             path,
             name: String::new(),
             line,
+            tomo_name: names.get(entries.len()).cloned(),
         });
     }
     let names = unique_names(&entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>());
@@ -107,6 +127,33 @@ fn io_message(e: monomorph::Error) -> String {
         monomorph::Error::Io { message, .. } => message,
         other => other.to_string(),
     }
+}
+
+/// The rows of a RELION 5 tomograms.star (`None` when `text` is not one): (line, the row's
+/// tomogram map, `_rlnTomoName`); a row without a map (half maps only) is an error naming it.
+fn relion5_rows(list: &Path, text: &str) -> Result<Option<Vec<(usize, String, String)>>, String> {
+    let blocks = monomorph::io::star::parse_star(list, text).map_err(io_message)?;
+    if !monomorph::io::relion5::is_tomogram_set(&blocks) {
+        return Ok(None);
+    }
+    let set = monomorph::io::relion5::parse_tomogram_set(list, text).map_err(io_message)?;
+    let mut out = Vec::new();
+    for name in set.names() {
+        let t = set.tomogram(name).map_err(io_message)?;
+        let Some(map) = t.map else {
+            return Err(format!(
+                "line {} ({name}): no _rlnTomoReconstructedTomogram or                  _rlnTomoReconstructedTomogramDenoised{}, expected a tomogram per row",
+                t.line,
+                if t.halves_only {
+                    " (half maps only)"
+                } else {
+                    ""
+                }
+            ));
+        };
+        out.push((t.line, map, t.name));
+    }
+    Ok(Some(out))
 }
 
 /// The lines of a text list that name targets: (line number, path).
@@ -219,17 +266,24 @@ pub fn target_args(a: &MatchArgs, e: &Entry) -> MatchArgs {
     let mut t = a.clone();
     t.target = Some(e.path.clone());
     t.out = a.out.join(&e.name);
+    if let Some(name) = &e.tomo_name {
+        t.metadata.relion5_tomograms_star = a.list.target_list.clone();
+        t.metadata.tomo_name = Some(name.clone());
+    }
     t.list = ListArgs::default();
     t
 }
 
 /// An error about entry `e` of the list, naming the list and the line.
 pub fn in_list(err: CliError, list: &Path, e: &Entry) -> CliError {
+    let what = match &e.tomo_name {
+        Some(n) => format!("tomogram {n}: {}", e.given),
+        None => e.given.clone(),
+    };
     err.about(format!(
-        "--target-list {} line {} ({})",
+        "--target-list {} line {} ({what})",
         list.display(),
         e.line,
-        e.given
     ))
 }
 
@@ -282,6 +336,17 @@ pub fn precheck(
     if let Some(f) = q.and_then(|q| q.oversampling) {
         super::peaks::check_oversampling_memory(&p.tshape, f)
             .map_err(|err| in_list(err, list, e))?;
+    }
+    if q.is_some() && a.list.star_format == Some(StarFormat::Relion5) {
+        // The particle file's geometry, checked before any work.
+        super::project::geometry_of(
+            p.metadata.as_ref(),
+            &e.name,
+            &p.tshape,
+            pixel_of(p.voxel_size),
+            &p.filters_json,
+        )
+        .map_err(|err| in_list(err, list, e))?;
     }
     Ok(JobSize {
         voxels,
@@ -339,6 +404,9 @@ pub struct TargetDone {
     pub pixel: Option<u64>,
     /// Map dimensions (2 or 3).
     pub ndim: usize,
+    /// Its RELION 5 particle geometry (`--star-format relion5`).
+    #[serde(default)]
+    pub geometry: Option<ParticleGeometry>,
 }
 
 /// Peaks on a finished target's host result, as `monomorph peaks` calls them on the files the
@@ -393,6 +461,7 @@ pub fn write_target(
     out: Outputs,
     m: Matched,
     q: Option<&PeakQuery>,
+    star_format: StarFormat,
 ) -> CliResult<TargetDone> {
     let ndim = p.tshape.len();
     let rows = match q {
@@ -400,8 +469,29 @@ pub fn write_target(
         None => Vec::new(),
     };
     let pixel = pixel_of(p.voxel_size).map(f64::to_bits);
+    let geometry = if star_format == StarFormat::Relion5 {
+        let name = ta
+            .out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Some(super::project::geometry_of(
+            p.metadata.as_ref(),
+            &name,
+            &p.tshape,
+            pixel_of(p.voxel_size),
+            &p.filters_json,
+        )?)
+    } else {
+        None
+    };
     write(ta, p, out, m)?;
-    Ok(TargetDone { rows, pixel, ndim })
+    Ok(TargetDone {
+        rows,
+        pixel,
+        ndim,
+        geometry,
+    })
 }
 
 /// Which rank ran which part of a target, and for how long (list.json).
@@ -452,7 +542,23 @@ pub fn write_summary(
             "angles: RELION's (rot, tilt, psi) in degrees, Rz(rot)Ry(tilt)Rz(psi) acting on (x, y, z)"
                 .into(),
         ];
-        let text = peaks_star_many(&groups, ndim, &comments);
+        let text = match a.list.star_format.unwrap_or_default() {
+            StarFormat::Relion4 => peaks_star_many(&groups, ndim, &comments),
+            StarFormat::Relion5 => {
+                let centre = a.list.relion5_centre.unwrap_or_default().centre();
+                let mut sets = Vec::with_capacity(done.len());
+                for (e, (d, r)) in entries.iter().zip(done.iter().zip(&rows)) {
+                    let geo = d.geometry.clone().ok_or_else(|| {
+                        CliError::failure(format!("{}: no RELION 5 geometry", e.given))
+                    })?;
+                    sets.push((geo, super::project::particles_of(r)?));
+                }
+                let mut comments = comments;
+                comments.extend(super::project::rule_comments(&sets, centre));
+                let refs: Vec<_> = sets.iter().map(|(g, p)| (g, p.as_slice())).collect();
+                monomorph::io::relion5::particles_star(&refs, centre, &comments)
+            }
+        };
         out.stage("particles.star", |p| {
             std::fs::write(p, text)
                 .map_err(|e| monomorph::io::io_err(p, format!("cannot write: {e}")))

@@ -138,7 +138,7 @@ pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<(
     // Before any rank can create it (none does before the agreements below).
     let existed = a.out.exists();
     let list = a.list.target_list.clone().unwrap_or_default();
-    let parsed = read_list(&list).and_then(|e| {
+    let parsed = read_list(&list, !a.metadata.no_tomogram_metadata).and_then(|e| {
         let q = peak_query(&a.list)?;
         check_out_dir("--out", &a.out)?;
         Ok((e, q))
@@ -270,7 +270,15 @@ fn run_item(ctx: &Ctx<'_>, k: usize, control: &Control<'_>) -> CliResult<Local> 
         seconds: m.match_s,
     };
     m.dist = Some(mpi_json(ctx, &[ran]));
-    let done = write_target(&ctx.quiet, &ta, p, out, m, ctx.q.as_ref())?;
+    let done = write_target(
+        &ctx.quiet,
+        &ta,
+        p,
+        out,
+        m,
+        ctx.q.as_ref(),
+        ctx.a.list.star_format.unwrap_or_default(),
+    )?;
     Ok(Local::Whole(done))
 }
 
@@ -612,7 +620,15 @@ fn finish_split(ctx: &Ctx<'_>, t: usize, m: Merge, ran: &[Ran]) -> CliResult<Tar
     let mut matched = monomorph::dispatch(job_dispatch(&p.g, &job, ta.memory_limit), task)
         .map_err(|e| match_error(e, ta.memory_limit))?;
     matched.dist = Some(mpi_json(ctx, ran));
-    write_target(&ctx.quiet, &ta, p, out, matched, ctx.q.as_ref())
+    write_target(
+        &ctx.quiet,
+        &ta,
+        p,
+        out,
+        matched,
+        ctx.q.as_ref(),
+        ctx.a.list.star_format.unwrap_or_default(),
+    )
 }
 
 /// Rank 0: hands out the items, runs its own, merges and writes; `Some` failure (rank, exit

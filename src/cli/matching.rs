@@ -27,12 +27,13 @@ use super::peaks::{Caller, FalseAlarm, PeakQuery, RunStats, read_rotation_set};
 #[command(group(ArgGroup::new("rotation_set").args(["rotations", "angular_step", "euler"])))]
 pub struct MatchArgs {
     /// Target (tomogram or micrograph): `.npy` (2-D/3-D) or MRC (`.mrc`, `.map`, `.rec`).
-    /// Many targets: --target-list.
+    /// Many targets: --target-list. With --relion5-tomograms-star: the row's tomogram unless
+    /// given here.
     #[arg(
         long,
         short = 'm',
         value_name = "T",
-        required_unless_present = "target_list"
+        required_unless_present_any = ["target_list", "relion5_tomograms_star"]
     )]
     pub target: Option<PathBuf>,
     /// Template, same number of axes as the target and no larger.
@@ -160,13 +161,9 @@ pub struct MatchArgs {
     /// Many targets in one job (`--target-list`, `--peaks`).
     #[command(flatten)]
     pub list: ListArgs,
-}
-
-impl MatchArgs {
-    /// The `--target` path (empty in list mode, which runs each target with its own).
-    pub fn target_path(&self) -> &std::path::Path {
-        self.target.as_deref().unwrap_or(std::path::Path::new(""))
-    }
+    /// Tilt-series metadata (RELION 5 project, Warp XML).
+    #[command(flatten)]
+    pub metadata: super::project::MetadataArgs,
 }
 
 fn parse_background(s: &str) -> Result<monomorph::algo::matching::Background, String> {
@@ -377,6 +374,10 @@ pub struct Prepared {
     pub filters_json: serde_json::Value,
     /// The search restriction, for run.json.
     pub search_json: serde_json::Value,
+    /// The target read (`--target`, or the project row's tomogram).
+    pub target: PathBuf,
+    /// The tilt-series metadata the filters were built from, if any.
+    pub metadata: Option<super::project::Metadata>,
 }
 
 /// The rotation set of `--angular-step` (with `--angular-sampling-set`) or `--orientations`.
@@ -446,7 +447,9 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     // The CPU ids of --devices are worker threads of this process, not under MPI ranks.
     check_devices(g, a.devices.as_ref(), !g.ranks)?;
     let mut timings = Timings::default();
-    let target_path = a.target_path();
+    let (metadata, resolved) = super::project::resolve(&a.metadata, a.target.as_deref())?;
+    let resolved = resolved.unwrap_or_default();
+    let target_path = resolved.as_path();
     let target = timings.time("read", || read_input("--target", target_path, &[2, 3]))?;
     let g = g.for_input("--target", target_path, &target.data)?;
     let tshape = target.data.shape().to_vec();
@@ -546,17 +549,30 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         max_score: None,
         oversampling: None,
     });
-    let fvoxel = super::filters::voxel_size(
-        &a.filters,
-        &[
-            ("--target", a.target_path(), target.voxel_size),
-            ("--template", &a.template, template.voxel_size),
-        ],
-        template.voxel_size,
-    )?;
+    let project_voxel = match &metadata {
+        Some(m) => super::project::project_voxel(
+            m,
+            a.filters.sampling_rate,
+            (target_path, target.voxel_size, &tshape),
+            template.voxel_size,
+            g.quiet,
+        )?,
+        None => None,
+    };
+    let fvoxel = match project_voxel {
+        Some(v) => v,
+        None => super::filters::voxel_size(
+            &a.filters,
+            &[
+                ("--target", target_path, target.voxel_size),
+                ("--template", &a.template, template.voxel_size),
+            ],
+            template.voxel_size,
+        )?,
+    };
     let frame = pytme_frame(target_path);
-    let filters = super::filters::spec(&a.filters, d, fvoxel, frame)?;
-    let filters_json = super::filters::to_json(&a.filters, filters.as_ref());
+    let filters = super::filters::spec(&a.filters, d, fvoxel, frame, metadata.as_ref(), g.quiet)?;
+    let filters_json = super::filters::to_json(&a.filters, filters.as_ref(), metadata.as_ref());
     let search = a.search.check(&tshape)?;
     let search_json = a.search.to_json(&search);
     let voxel_size = target.voxel_size;
@@ -599,7 +615,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         "score_z.mrc",
     ];
     let inputs = [
-        ("--target", a.target.as_ref()),
+        ("--target", Some(&resolved)),
         ("--template", Some(&a.template)),
         ("--template-mask", a.template_mask.as_ref()),
         ("--target-mask", a.target_mask.as_ref()),
@@ -624,6 +640,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
             timings,
             filters_json,
             search_json,
+            target: resolved.clone(),
+            metadata,
         },
         Job {
             job: Arc::new(job),
@@ -722,6 +740,26 @@ pub struct ListArgs {
         help_heading = "Many targets"
     )]
     pub peak_oversampling: Option<f64>,
+    /// With --peaks: the format of OUT/particles.star: relion4 (the default: voxels,
+    /// `_rlnMicrographName`) or relion5 (`_rlnTomoName`, centred Å, data_optics; each
+    /// tomogram's geometry from its tomograms.star row, see `peaks --star-format`).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        requires = "peaks",
+        help_heading = "Many targets"
+    )]
+    pub star_format: Option<super::project::StarFormat>,
+    /// With --star-format relion5: the centring rule (see `peaks --relion5-centre`).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "RULE",
+        requires = "star_format",
+        help_heading = "Many targets"
+    )]
+    pub relion5_centre: Option<super::project::CentreArg>,
     /// With --peaks: `peaks --caller` (default skimage).
     #[arg(
         long,
@@ -835,6 +873,8 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         mut timings,
         filters_json,
         search_json,
+        target,
+        metadata: _,
     } = p;
     let g = &g;
     timings.time("write", || -> CliResult<()> {
@@ -865,7 +905,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         o.insert(
             "parameters".into(),
             json!({
-                "target": path_json(a.target_path()), "template": path_json(&a.template),
+                "target": path_json(&target), "template": path_json(&a.template),
                 "template_mask": opt_path_json(&a.template_mask),
                 "target_mask": opt_path_json(&a.target_mask), "score": score.name(),
                 "rotations_file": opt_path_json(&a.rotations),
@@ -879,7 +919,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
                 "background_correction": a.background_correction.map(|b| b.name()),
                 "score_stats": a.score_stats,
-                "pytme_frame": match pytme_frame(a.target_path()) {
+                "pytme_frame": match pytme_frame(&target) {
                     AxisOrder::Reversed => "x, y, z (pytme transposes the MRC target)",
                     AxisOrder::Pytme => "as stored (a .npy target)",
                 },

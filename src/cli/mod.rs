@@ -35,6 +35,7 @@ mod matching;
 mod orientations;
 mod output;
 mod peaks;
+mod project;
 mod pytom;
 mod ranks;
 mod roc;

@@ -103,6 +103,33 @@ pub struct PeaksArgs {
     /// (x, y).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// The STAR format of --out: relion4 (default, as above) or relion5, a RELION 5
+    /// tomography particle file (3-D only): `_rlnTomoName`, `_rlnCenteredCoordinateX/Y/ZAngst`,
+    /// `_rlnAngleRot/Tilt/Psi`, `_rlnAutopickFigureOfMerit` (the score), `_rlnOpticsGroup` and
+    /// a `data_optics` table (pixel = `_rlnTomoTiltSeriesPixelSize`, voltage, Cs, amplitude
+    /// contrast). Voxel i (x, y, z = array axes 2, 1, 0) is written at `c = (i·b − X/2)·ps`
+    /// (see --relion5-centre), with b (`_rlnTomoTomogramBinning`), X (`_rlnTomoSizeX/Y/Z`), ps
+    /// (`_rlnTomoTiltSeriesPixelSize`) and the optics from the --relion5-tomograms-star row of
+    /// --tomo-name; without a project b = 1, ps = the map's voxel size (its MRC header, else
+    /// the matching run's run.json), X = the map's size, the optics of the run's filters
+    /// (else 300 kV, 2.7 mm, 0.07), `_rlnTomoName` = --tomo-name, else the scores' folder
+    /// name. The file's comment says which rule and sizes were used.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub star_format: Option<super::project::StarFormat>,
+    /// With --star-format relion5: `reader` (default; RELION's C++ reader, c/ps + X/2, puts the
+    /// particle back exactly at i·b) or `picker` (RELION 5's picker, `(i·b − (X/2 − 1))·ps`,
+    /// what pytom-match-pick's --relion5-compat approximates; one tilt-series pixel off for
+    /// RELION's reader).
+    #[arg(long, value_enum, value_name = "RULE", requires = "star_format")]
+    pub relion5_centre: Option<super::project::CentreArg>,
+    /// With --star-format relion5: the RELION 5 tomograms.star giving the geometry and optics
+    /// of --tomo-name's row.
+    #[arg(long, value_name = "T.star", requires = "star_format")]
+    pub relion5_tomograms_star: Option<PathBuf>,
+    /// With --star-format relion5: the tomogram's `_rlnTomoName` (the row of
+    /// --relion5-tomograms-star).
+    #[arg(long, value_name = "NAME", requires = "star_format")]
+    pub tomo_name: Option<String>,
     /// Also draw the central slice of the map with the peaks marked, as a 16-bit PNG.
     #[arg(long, value_name = "FILE.png")]
     pub png: Option<PathBuf>,
@@ -546,6 +573,8 @@ pub(super) struct MatchRun {
     pub(super) target: Option<String>,
     /// The target's voxel size `(z, y, x)` in Å, when the run recorded one.
     pub(super) voxel_size: Option<[f64; 3]>,
+    /// The run's `filters` record.
+    pub(super) filters: serde_json::Value,
 }
 
 /// Reads the score statistics `match` writes into run.json (`score_statistics`).
@@ -582,6 +611,7 @@ pub(super) fn read_match_run(path: &Path) -> Result<MatchRun, String> {
         shape,
         target,
         voxel_size,
+        filters: v.get("filters").cloned().unwrap_or(serde_json::Value::Null),
     })
 }
 
@@ -639,6 +669,69 @@ fn find_match_run(
             Ok(None)
         }
     }
+}
+
+/// The RELION 5 particle geometry of `--star-format relion5` (checked before any work), or
+/// `None` for RELION 4 / CSV output.
+fn relion5_geometry(
+    a: &PeaksArgs,
+    shape: &[usize],
+    header: Option<[f32; 3]>,
+    run: Option<&MatchRun>,
+) -> CliResult<Option<monomorph::io::relion5::ParticleGeometry>> {
+    use super::project::StarFormat;
+    if a.star_format != Some(StarFormat::Relion5) {
+        if a.relion5_tomograms_star.is_some() || a.tomo_name.is_some() {
+            return Err(CliError::input(
+                "--relion5-tomograms-star/--tomo-name: only with --star-format relion5",
+            ));
+        }
+        return Ok(None);
+    }
+    let star = a
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("star"));
+    if !star {
+        return Err(CliError::input(format!(
+            "--star-format relion5: --out {} is not a .star file",
+            a.out.display()
+        )));
+    }
+    let meta = match &a.relion5_tomograms_star {
+        Some(t) => {
+            let flags = super::project::MetadataArgs {
+                relion5_tomograms_star: Some(t.clone()),
+                tomo_name: a.tomo_name.clone(),
+                ..Default::default()
+            };
+            Some(super::project::project_row(&flags)?)
+        }
+        None => None,
+    };
+    let name = match &a.tomo_name {
+        Some(n) => n.clone(),
+        None => a
+            .scores
+            .canonicalize()
+            .ok()
+            .and_then(|p| {
+                p.parent()
+                    .and_then(|d| d.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "tomogram".into()),
+    };
+    let voxel = header
+        .map(|v| v.map(f64::from))
+        .or_else(|| run.and_then(|r| r.voxel_size))
+        .and_then(|v| {
+            let iso = v.iter().all(|&x| (x - v[2]).abs() <= 1e-5 * v[2].abs());
+            (iso && v[2].is_finite() && v[2] > 0.0).then_some(v[2])
+        });
+    let null = serde_json::Value::Null;
+    let filters = run.map_or(&null, |r| &r.filters);
+    super::project::geometry_of(meta.as_ref(), &name, shape, voxel, filters).map(Some)
 }
 
 /// Runs `monomorph peaks` with the skimage, maxfilter and recursive callers (`--caller pytom`
@@ -741,6 +834,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
             )));
         }
     }
+    let relion5 = relion5_geometry(&a, &shape, vol.voxel_size, run.as_ref())?;
     // The PNG needs the map after the run; otherwise it moves into the task uncopied.
     let png_map = a.png.as_ref().map(|_| vol.data.to_float::<f32>());
     let task = PeaksTask {
@@ -797,9 +891,23 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     super::embed::emit("peaks", || rows_json(&rows, called.threshold));
     let peaks = called.peaks;
     let mut out = Outputs::files();
-    out.stage_file("--out", &a.out, |p| {
-        write_peaks_with(p, &rows, shape.len(), &meta)
-    })?;
+    match &relion5 {
+        Some(geo) => {
+            let centre = a.relion5_centre.unwrap_or_default().centre();
+            let sets = vec![(geo.clone(), super::project::particles_of(&rows)?)];
+            let mut comments = meta.comments.clone();
+            comments.extend(super::project::rule_comments(&sets, centre));
+            let text =
+                monomorph::io::relion5::particles_star(&[(geo, &sets[0].1)], centre, &comments);
+            out.stage_file("--out", &a.out, |p| {
+                std::fs::write(p, text)
+                    .map_err(|e| monomorph::io::io_err(p, format!("cannot write: {e}")))
+            })?;
+        }
+        None => out.stage_file("--out", &a.out, |p| {
+            write_peaks_with(p, &rows, shape.len(), &meta)
+        })?,
+    }
     if let Some(png) = &a.png {
         let coords: Vec<Vec<usize>> = peaks.iter().map(|p| p.coord.clone()).collect();
         if let Some(map) = &png_map {

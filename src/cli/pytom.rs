@@ -124,6 +124,7 @@ fn read_pytom_job(path: &Path, shape: &[usize]) -> Result<MatchRun, String> {
             .and_then(|t| Path::new(t).file_stem())
             .map(|n| n.to_string_lossy().into_owned()),
         voxel_size: vs.map(|x| [x; 3]),
+        filters: serde_json::Value::Null,
     })
 }
 
@@ -271,6 +272,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
         ("--max-score", a.max_score.is_some()),
         ("--exclude-border", a.exclude_border.is_some()),
         ("--peak-oversampling", a.peak_oversampling.is_some()),
+        ("--star-format", a.star_format.is_some()),
     ] {
         if given {
             return Err(CliError::input(format!(

@@ -208,7 +208,7 @@ fn run_one(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
 fn run_list(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
     let t0 = Instant::now();
     let path = a.list.target_list.clone().unwrap_or_default();
-    let entries = list::read_list(&path)?;
+    let entries = list::read_list(&path, !a.metadata.no_tomogram_metadata)?;
     let q = list::peak_query(&a.list)?;
     check_out_dir("--out", &a.out)?;
     let sizes = entries
@@ -313,5 +313,13 @@ fn finish_target(
     let mut m: Matched =
         monomorph::dispatch(opts, finish).map_err(|err| match_error(err, ta.memory_limit))?;
     m.devices = exec.devices_json(&d.ran, t1.elapsed().as_secs_f64());
-    list::write_target(quiet, &ta, p, out, m, q)
+    list::write_target(
+        quiet,
+        &ta,
+        p,
+        out,
+        m,
+        q,
+        a.list.star_format.unwrap_or_default(),
+    )
 }

@@ -10,6 +10,7 @@ pub mod mrc;
 pub mod npy;
 pub mod plot;
 pub mod png;
+pub mod relion5;
 pub mod star;
 mod stream;
 pub mod table;

@@ -67,7 +67,7 @@ fn read_text(path: &Path) -> Result<String> {
     super::read_text_file(path)
 }
 
-fn number(path: &Path, line: usize, s: &str) -> Result<f64> {
+pub(crate) fn number(path: &Path, line: usize, s: &str) -> Result<f64> {
     s.parse::<f64>()
         .ok()
         .filter(|v| v.is_finite())
@@ -140,7 +140,7 @@ pub fn read_tilt_angles(path: impl AsRef<Path>) -> Result<TiltAngles> {
 }
 
 /// Tilt angles must be finite and within ±90°; `lines` gives each angle's line for errors.
-fn check_angles(path: &Path, angles: &[f64], lines: Option<&[usize]>) -> Result<()> {
+pub(crate) fn check_angles(path: &Path, angles: &[f64], lines: Option<&[usize]>) -> Result<()> {
     if angles.is_empty() {
         return Err(io_err(path, "no tilt angles"));
     }
@@ -361,7 +361,7 @@ fn empty_ctf() -> CtfFile {
 }
 
 /// A loop column as numbers (`scale` applied), naming the line of a bad value.
-fn star_column(path: &Path, l: &StarLoop, c: usize, scale: f64) -> Result<Vec<f64>> {
+pub(crate) fn star_column(path: &Path, l: &StarLoop, c: usize, scale: f64) -> Result<Vec<f64>> {
     l.rows
         .iter()
         .map(|(ln, r)| number(path, *ln, &r[c]).map(|v| v * scale))
@@ -464,6 +464,33 @@ pub fn parse_tilt_star(path: &Path, text: &str) -> Result<TiltAngles> {
     Ok(TiltAngles { angles, doses })
 }
 
+/// The per-tilt CTF of a RELION loop, one per row: `_rlnDefocusU` (column `u`) and
+/// `_rlnDefocusV` (`v`, else U) as mean defocus and half difference, `_rlnDefocusAngle`
+/// (`ang`, else 0) and `_rlnPhaseShift` in degrees (`ps`, else 0) as radians. The one
+/// conversion of `--ctf-file` and of a RELION 5 project (the same bits from either).
+pub(crate) fn relion_ctf_rows(
+    path: &Path,
+    l: &StarLoop,
+    u: usize,
+    v: Option<usize>,
+    ang: Option<usize>,
+    ps: Option<usize>,
+) -> Result<Vec<TiltCtf>> {
+    let mut out = Vec::with_capacity(l.rows.len());
+    for (ln, r) in &l.rows {
+        let get = |c: usize| number(path, *ln, &r[c]);
+        let df1 = get(u)?;
+        let df2 = v.map(get).transpose()?.unwrap_or(df1);
+        out.push(TiltCtf {
+            defocus: (df1 + df2) / 2.0,
+            defocus_delta: (df1 - df2) / 2.0,
+            astigmatism_angle: ang.map(get).transpose()?.unwrap_or(0.0),
+            phase_shift: ps.map(get).transpose()?.unwrap_or(0.0).to_radians(),
+        });
+    }
+    Ok(out)
+}
+
 /// Parses a CTF STAR file: stopgap's wedge list (`_defocus` in µm, `_voltage`, `_cs` in mm,
 /// `_amp_contrast`, `_pixelsize`, `_tilt_angle`), or RELION/GCTF: the loop with
 /// `_rlnDefocusU` (and `_rlnDefocusV`, `_rlnDefocusAngle`, optional `_rlnPhaseShift` in
@@ -523,20 +550,10 @@ pub fn parse_ctf_star(path: &Path, text: &str) -> Result<CtfFile> {
         l.column("_rlnTomoNominalStageTiltAngle"),
     );
     let mut out = empty_ctf();
+    out.tilts = relion_ctf_rows(path, l, u, v, ang, ps)?;
     let mut angles = Vec::new();
-    for (ln, r) in &l.rows {
-        let get = |c: usize| number(path, *ln, &r[c]);
-        let df1 = get(u)?;
-        let df2 = v.map(get).transpose()?.unwrap_or(df1);
-        out.tilts.push(TiltCtf {
-            defocus: (df1 + df2) / 2.0,
-            defocus_delta: (df1 - df2) / 2.0,
-            astigmatism_angle: ang.map(get).transpose()?.unwrap_or(0.0),
-            phase_shift: ps.map(get).transpose()?.unwrap_or(0.0).to_radians(),
-        });
-        if let Some(t) = tilt {
-            angles.push(get(t)?);
-        }
+    if let Some(t) = tilt {
+        angles = star_column(path, l, t, 1.0)?;
     }
     if out.tilts.is_empty() {
         return Err(io_err(path, "the _rlnDefocusU loop has no rows"));

@@ -51,6 +51,7 @@ mod planted;
 #[cfg(feature = "cli")]
 mod pytme_frame;
 mod pytom_pick;
+mod relion5;
 mod resample_fixtures;
 mod rotation_edges;
 mod rotation_sets;
