@@ -73,7 +73,12 @@ def test_huge_memory_limit_small_is_an_error():
 
 
 def test_cuda_without_a_device_is_one_line():
-    with pytest.raises((monomorph.RunError, monomorph.InputError)) as e:
+    # The wheel carries the CUDA backend (pyproject.toml); without a driver it is a RunError.
+    if not next(d for d in monomorph.devices() if d["backend"].startswith("cuda"))["compiled"]:
+        pytest.skip("built without the cuda feature")
+    if any(d["available"] for d in monomorph.devices() if d["backend"].startswith("cuda")):
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(monomorph.RunError) as e:
         monomorph.match_template(T, P, backend="cuda", angular_step=90)
     assert "\n" not in str(e.value) and "cuda" in str(e.value).lower()
 
