@@ -11,21 +11,11 @@ import monomorph
 from conftest import FIXTURES
 
 CASES = sorted(p.parent.name for p in (FIXTURES / "matching-filters").glob("*/case.json"))
-# A known defect of the command, not of the binding (match_template on these arrays equals
-# `monomorph match` on the same .npy files bit for bit): with a 3-D .npy target, the wedge
-# of --tilt-angles is built about the other axis pair. pytme 0.3.6's own match_template on the
-# same .npy files with --tilt-angles 60,60 (default wedge axes 2,0) equals monomorph only with
-# wedge_axes="0,2" (2e-7; 0.5 off with the default). The MRC route (tests/suite/cli_filters.rs)
-# is right. Strict: fixing the defect turns these into failures, to be removed then.
-WEDGE = {
-    c
-    for c in CASES
-    if "--tilt-angles" in json.loads((FIXTURES / "matching-filters" / c / "case.json").read_text())["cli"]["argv"]
-}
-PARAMS = [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="3-D .npy wedge axes (see WEDGE)")) if c in WEDGE else c
-    for c in CASES
-]
+# The arrays are given as pytme held them, while `wedge_axes` keeps monomorph's documented
+# meaning (pytme's MRC numbering on (z, y, x) arrays; README "pytme's frame"): pytme's
+# `--wedge-axes O,T` on arrays in its own frame is `2-O,2-T` here (pytme's default 2,0 -> 0,2).
+PYTME_WEDGE_DEFAULT = (2, 0)
+PARAMS = CASES
 SKIP = {"-m", "-i", "-I", "-o", "-n", "-s", "-a"}
 SCORES = {"FLC": "flc", "FLCSphericalMask": "flc-sphere", "CC": "cc"}
 
@@ -65,6 +55,10 @@ def test_filters_equal_pytme(case):
     load = lambda n: np.load(_file(case, n))  # noqa: E731
     kw = _keywords(case, meta["cli"]["argv"])
     kw["sampling_rate"] = 8.0 if case.startswith("3d") else 5.0
+    if "tilt_angles" in kw and case.startswith("3d"):
+        given = kw.get("wedge_axes")
+        o, t = tuple(int(v) for v in given.split(",")) if given else PYTME_WEDGE_DEFAULT
+        kw["wedge_axes"] = (2 - o, 2 - t)
     mask = load("template_mask.npy") if score != "cc" else None
     r = monomorph.match_template(
         load("target.npy"), load("template.npy"), template_mask=mask, rotations=load("rotations.npy"), score=score, **kw
