@@ -90,6 +90,13 @@
 // `forbid` would not let them opt out, so `deny` here and `#[allow(unsafe_code)]` on each.
 #![deny(unsafe_code)]
 
+// The command's code names the library `monomorph::…`, as a dependent would.
+extern crate self as monomorph;
+
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod cli;
 pub mod dispatch;
 #[cfg(feature = "mpi")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]

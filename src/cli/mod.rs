@@ -24,6 +24,7 @@ macro_rules! note {
 mod bench;
 mod demo;
 mod devices;
+pub mod embed;
 mod error;
 mod filters;
 mod global;
@@ -94,8 +95,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
 }
 
-/// Parses a clap error into one line.
-fn one_line_clap(e: &clap::Error) -> String {
+/// Parses a clap error into one line; `sub`: the subcommand, for the help hint.
+fn one_line_clap(e: &clap::Error, sub: Option<&str>) -> String {
     let text = e.render().to_string();
     let mut parts = Vec::new();
     for line in text.lines() {
@@ -107,10 +108,6 @@ fn one_line_clap(e: &clap::Error) -> String {
             parts.push(l.trim_start_matches("error:").trim().to_string());
         }
     }
-    let sub = std::env::args_os()
-        .nth(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .filter(|a| !a.starts_with('-'));
     let help = match sub {
         Some(s) => format!("monomorph {s} --help"),
         None => "monomorph --help".into(),
@@ -232,7 +229,11 @@ pub fn main() -> ExitCode {
                     ExitCode::from(error::EXIT_USAGE)
                 }
                 _ => {
-                    complain(&format!("error: {}", one_line_clap(&e)));
+                    let sub = std::env::args_os()
+                        .nth(1)
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .filter(|a| !a.starts_with('-'));
+                    complain(&format!("error: {}", one_line_clap(&e, sub.as_deref())));
                     ExitCode::from(error::EXIT_USAGE)
                 }
             };

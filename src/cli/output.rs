@@ -14,7 +14,7 @@ use super::global::Global;
 /// Reads a `.npy` or MRC input named by flag `flag`, checking that it is `dims`-D (any of) and
 /// holds only finite values.
 pub fn read_input(flag: &str, path: &Path, dims: &[usize]) -> CliResult<Volume> {
-    let v = read_array(path).map_err(|e| CliError::from(e).about(flag))?;
+    let v = read_array_input(flag, path)?;
     let shape = v.data.shape();
     if !dims.contains(&shape.len()) {
         let want = dims
@@ -45,9 +45,22 @@ pub fn read_input(flag: &str, path: &Path, dims: &[usize]) -> CliResult<Volume> 
     Ok(v)
 }
 
-/// Reads a `.npy` without checks beyond the format.
+/// Reads a `.npy` or MRC input named by flag `flag` without checks beyond the format (or the
+/// array an embedding program gave for the flag: [`super::embed::ARRAY`]).
+pub fn read_array_input(flag: &str, path: &Path) -> CliResult<Volume> {
+    match super::embed::take_array(flag, path) {
+        Some(v) => v,
+        None => read_array(path).map_err(|e| CliError::from(e).about(flag)),
+    }
+}
+
+/// Reads a `.npy` without checks beyond the format (or the array an embedding program gave
+/// for the flag).
 pub fn read_npy_input(flag: &str, path: &Path) -> CliResult<HostArray> {
-    monomorph::io::read_npy(path).map_err(|e| CliError::from(e).about(flag))
+    match super::embed::take_array(flag, path) {
+        Some(v) => v.map(|v| v.data),
+        None => monomorph::io::read_npy(path).map_err(|e| CliError::from(e).about(flag)),
+    }
 }
 
 /// Peak resident memory of this process in bytes (VmHWM), when the OS reports it.
@@ -87,9 +100,9 @@ impl Timings {
 pub fn run_info(g: &Global, backend_name: &str, device: &str) -> Value {
     json!({
         "monomorph_version": env!("CARGO_PKG_VERSION"),
-        "command": std::env::args_os()
+        "command": super::embed::argv().unwrap_or_else(|| std::env::args_os()
             .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>(),
+            .collect::<Vec<_>>()),
         "backend": backend_name,
         "device": device,
         "precision": format!("{:?}", g.precision).to_lowercase(),

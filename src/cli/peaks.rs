@@ -434,6 +434,24 @@ pub fn rows_of(peaks: &[Peak], subvoxel: Option<&[Vec<f64>]>) -> Vec<PeakRow> {
         .collect()
 }
 
+/// Called peaks as data for an embedding program: `positions` (voxels, or sub-voxel
+/// `subvoxel`), `scores`, `rotation` and `euler` (when known) per peak, and `threshold`.
+pub fn rows_json(rows: &[PeakRow], threshold: Option<f64>) -> serde_json::Value {
+    let sub = rows.iter().any(|r| r.subvoxel.is_some());
+    serde_json::json!({
+        "positions": rows.iter().map(|r| r.position.clone()).collect::<Vec<_>>(),
+        "subvoxel": sub.then(|| rows.iter().map(|r| r.subvoxel.clone()).collect::<Vec<_>>()),
+        "scores": rows.iter().map(|r| r.score).collect::<Vec<_>>(),
+        "rotation": rows.iter().map(|r| r.rotation).collect::<Vec<_>>(),
+        "euler": rows.iter().map(|r| r.euler.map(|e| e.to_vec())).collect::<Vec<_>>(),
+        "template": rows
+            .iter()
+            .any(|r| r.template.is_some())
+            .then(|| rows.iter().map(|r| r.template).collect::<Vec<_>>()),
+        "threshold": threshold,
+    })
+}
+
 /// Peaks and how their false-alarm threshold was made.
 #[derive(Debug, Clone)]
 pub struct Called {
@@ -443,6 +461,10 @@ pub struct Called {
     pub false_alarm: Option<FalseAlarm>,
     /// Sub-voxel positions (`--peak-oversampling`), one per peak.
     pub subvoxel: Option<Vec<Vec<f64>>>,
+    /// The lowest score a peak could have been called with: the largest of --threshold-abs,
+    /// the --false-positives threshold and --threshold-rel × the map's maximum (`None`: no
+    /// threshold was asked for).
+    pub threshold: Option<f64>,
 }
 
 impl Called {
@@ -483,6 +505,11 @@ pub fn call<B: Backend>(
     if let Some(t) = fa.as_ref().and_then(|f| f.threshold) {
         threshold = Some(threshold.map_or(t, |a| a.max(t)));
     }
+    let mut used = threshold;
+    if let Some(r) = q.threshold_rel {
+        let rel = r * super::output::f64_of(b.max(scores)?);
+        used = Some(used.map_or(rel, |m| m.max(rel)));
+    }
     let mut peaks = match q.caller {
         Caller::Skimage => {
             let params = PeakParams {
@@ -513,11 +540,7 @@ pub fn call<B: Backend>(
             ));
         }
         Caller::Maxfilter | Caller::Recursive => {
-            let mut min_score = threshold;
-            if let Some(r) = q.threshold_rel {
-                let rel = r * super::output::f64_of(b.max(scores)?);
-                min_score = Some(min_score.map_or(rel, |m| m.max(rel)));
-            }
+            let min_score = used;
             let params = PytmeParams {
                 num_peaks: q.num_peaks.unwrap_or(1000),
                 min_distance: q.min_distance,
@@ -550,6 +573,7 @@ pub fn call<B: Backend>(
         peaks,
         false_alarm: fa,
         subvoxel,
+        threshold: used,
     })
 }
 
@@ -802,8 +826,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     .filter_map(|(f, p)| p.map(|p| (f, p.as_path())))
     .collect();
     check_distinct(&outputs, &inputs)?;
-    let vol =
-        monomorph::io::read_array(&a.scores).map_err(|e| CliError::from(e).about("--scores"))?;
+    let vol = super::output::read_array_input("--scores", &a.scores)?;
     let g = &g.for_input("--scores", &a.scores, &vol.data)?;
     if !a.allow_nan {
         let nan = vol.data.count_nan();
@@ -937,6 +960,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     if let Some(t) = &template_index {
         attach_templates(&mut rows, t.view());
     }
+    super::embed::emit("peaks", || rows_json(&rows, called.threshold));
     let peaks = called.peaks;
     let mut out = Outputs::files();
     match &relion5 {

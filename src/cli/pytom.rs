@@ -218,7 +218,7 @@ impl BackendTask for PytomTask {
 /// Reads a 3-D score map for pytom's extraction: −∞ (not searched) allowed, +∞ never, NaN
 /// only with `allow_nan`.
 pub fn read_scores(path: &Path, allow_nan: bool) -> CliResult<monomorph::io::Volume> {
-    let v = monomorph::io::read_array(path).map_err(|e| CliError::from(e).about("--scores"))?;
+    let v = super::output::read_array_input("--scores", path)?;
     let shape = v.data.shape().to_vec();
     if shape.len() != 3 || shape.contains(&0) {
         return Err(CliError::input(format!(
@@ -394,6 +394,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
     if let Some(t) = &template_index {
         super::peaks::attach_templates(&mut rows, t.view());
     }
+    super::embed::emit("peaks", || super::peaks::rows_json(&rows, Some(ex.cut_off)));
     let mut meta = TableMeta {
         micrograph: run.as_ref().and_then(|r| r.target.clone()),
         pixel_size: Some(voxel),

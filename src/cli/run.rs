@@ -176,11 +176,16 @@ impl Exec {
 fn run_one(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
     let (mut p, job) = prepare(g, a)?;
     let out = Outputs::in_dir("--out", &a.out)?;
-    let pb = progress(p.n_rot as u64, "rotations", p.g.quiet);
-    let control = exec.control(|d, t| {
-        pb.set_length(t);
-        pb.set_position(d);
-    });
+    // Embedded (the Python package): its progress callback, bar choice and stop flag.
+    let hooks = super::embed::Hooks::current();
+    let pb = progress(p.n_rot as u64, "rotations", hooks.quiet(p.g.quiet));
+    let control = exec
+        .control(|d, t| {
+            pb.set_length(t);
+            pb.set_position(d);
+            hooks.progress(d, t);
+        })
+        .with_poll(|| hooks.stopped());
     // --check-hand: the mirrored template is a second job of the same plan.
     let mut jobs = vec![job.job.clone()];
     jobs.extend(job.mirrored.iter().cloned());

@@ -1,0 +1,416 @@
+"""monomorph from Python: template matching, peak calling and batched conjugate gradient.
+
+Each function runs the ``monomorph`` command's own code in this process (no subprocess, no
+input files): every flag of ``monomorph match`` / ``peaks`` / ``solve`` is a keyword argument
+in snake_case with the same meaning, default and validation (see ``monomorph match --help``).
+A keyword takes the text the command accepts (``tilt_angles="60,60"``, ``memory_limit="2G"``)
+or a natural Python value: numbers, tuples (``wedge_axes=(2, 0)``, ``search_z=(10, 50)``,
+``laplacian=(64, 64)``), ``True`` for a switch (``whiten_spectrum=True``). Arrays are numpy
+arrays in the command's (z, y, x) frame, or paths.
+
+Errors: :class:`InputError` (a ``ValueError``) where the command exits 2, naming the argument;
+:class:`RunError` (a ``RuntimeError``) where it exits 1. The GIL is released while computing and
+Ctrl-C raises ``KeyboardInterrupt`` within about one rotation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _native
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "__version__",
+    "devices",
+    "match_template",
+    "find_peaks",
+    "solve",
+    "MatchResult",
+    "Peaks",
+    "SolveResult",
+    "InputError",
+    "RunError",
+]
+
+
+class InputError(ValueError):
+    """Bad input (what the command answers with exit 2): the message names the argument."""
+
+
+class RunError(RuntimeError):
+    """A failure while running (the command's exit 1), e.g. ``backend="cuda"`` without a GPU."""
+
+
+_ARRAY = _native.ARRAY
+
+# pytme's score names, accepted beside the command's.
+_SCORES = {
+    "CC": "cc",
+    "LCC": "lcc",
+    "CORR": "ncc",
+    "NCC": "ncc",
+    "CAM": "cam",
+    "FLCSphericalMask": "flc-sphere",
+    "FLC": "flc",
+    "MCC": "mcc",
+}
+
+_SUBCOMMAND_DOC = {
+    "match": "monomorph.match_template",
+    "peaks": "monomorph.find_peaks",
+    "solve": "monomorph.solve",
+}
+
+
+def _snake(message: str, sub: str) -> str:
+    """The command's message with its flags in Python's spelling (``--tilt-angles`` ->
+    ``tilt_angles``) and the help hint pointing at ``help()``."""
+    message = re.sub(
+        r"\(see `monomorph[^`]*`\)",
+        f"(see help({_SUBCOMMAND_DOC.get(sub, 'monomorph')}))",
+        message,
+    )
+    return re.sub(
+        r"--([a-z][a-z0-9-]*)",
+        lambda m: m.group(0) if m.group(1) == "features" else m.group(1).replace("-", "_"),
+        message,
+    )
+
+
+def _is_array_like(v: Any) -> bool:
+    return isinstance(v, np.ndarray) or hasattr(v, "__dlpack__") or hasattr(v, "__array_interface__")
+
+
+# Python dtypes the command reads as float32, as its .npy reader does.
+_WIDEN = {np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16")}
+_KEEP = {np.dtype(t) for t in ("float32", "float64", "int32", "int64")}
+
+
+def _host(name: str, v: Any) -> np.ndarray:
+    """``v`` as a C-ordered numpy array of a dtype the command reads (no copy when it is
+    one already); a DLPack producer on the CPU through numpy's ``from_dlpack``."""
+    if not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__"):
+        dev = getattr(v, "__dlpack_device__", lambda: (1, 0))()
+        if int(dev[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise RunError(
+                f"{name}: an array on a GPU (DLPack device type {int(dev[0])}, device {int(dev[1])}) "
+                "cannot be read by this build without a host copy, expected a CPU array "
+                "(copy it to the host first, e.g. .cpu() or cupy.asnumpy)"
+            )
+        v = np.from_dlpack(v)
+    a = np.asarray(v)
+    if a.dtype in _WIDEN:
+        a = a.astype(np.float32)
+    elif a.dtype not in _KEEP:
+        raise InputError(
+            f"{name}: dtype {a.dtype}, expected float32, float64, int32 or int64 "
+            "(or bool/int8/uint8/int16/uint16, read as float32)"
+        )
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a
+
+
+def _value(flag: str, v: Any) -> str:
+    """A keyword's value as the command's text."""
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    if isinstance(v, (tuple, list)):
+        items = [_value(flag, x) for x in v]
+        if flag == "laplacian":
+            return "x".join(items)
+        if flag.startswith("search_"):
+            return ":".join(items)
+        return ",".join(items)
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return str(v)
+
+
+class _Call:
+    """One command line under construction: tokens, arrays, temporary files."""
+
+    def __init__(self, sub: str):
+        self.sub = sub
+        self.args: list[str] = [sub, "--quiet"]
+        self.arrays: list[tuple[str, np.ndarray]] = []
+        self.tmp = tempfile.TemporaryDirectory(prefix="monomorph-")
+        self.dir = Path(self.tmp.name)
+
+    def flag(self, name: str, value: Any) -> None:
+        """Adds keyword ``name`` (snake_case) with ``value``: None and False leave it out."""
+        if value is None or value is False:
+            return
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            self.args.append(flag)
+        else:
+            self.args.append(f"{flag}={_value(name, value)}")
+
+    def array(self, name: str, value: Any) -> None:
+        """An array input: a numpy array (or DLPack/array-like) in memory, else a path."""
+        if value is None:
+            return
+        if isinstance(value, (str, os.PathLike)):
+            self.flag(name, value)
+            return
+        flag = "--" + name.replace("_", "-")
+        self.args.append(f"{flag}={_ARRAY}")
+        self.arrays.append((flag, _host(name, value)))
+
+    def file(self, name: str, filename: str, write: Callable[[Path], None]) -> None:
+        """An input the command reads from a file, written to the call's temporary folder."""
+        p = self.dir / filename
+        write(p)
+        self.flag(name, str(p))
+
+    def run(self, progress: Any = False, allow: tuple[int, ...] = ()) -> dict:
+        """Runs the command; raises InputError/RunError as it fails; returns its results."""
+        bar = progress is True
+        cb = progress if callable(progress) else None
+        if progress not in (True, False, None) and cb is None:
+            raise InputError(f"progress: {progress!r}, expected True, False or a callable (done, total)")
+        code, message, results = _native.run_command(self.args, self.arrays, cb, bar)
+        self.arrays = []
+        if code != 0 and code not in allow:
+            text = _snake(message, self.sub)
+            if code == 2:
+                raise InputError(text)
+            raise RunError(text)
+        return json.loads(results)
+
+
+def _split(flags: dict, *names: str) -> list:
+    return [flags.pop(n, None) for n in names]
+
+
+def devices() -> list[dict]:
+    """What ``monomorph devices`` prints, as one dict per backend (CPU, then CUDA): ``backend``,
+    ``kind``, ``name``, ``description``, ``total_memory``/``free_memory`` (bytes),
+    ``processors``, ``available`` (with ``reason`` when not), ``compiled`` and ``auto`` (the
+    one ``backend="auto"`` picks)."""
+    return json.loads(_native.devices_json())
+
+
+class MatchResult:
+    """The result of :func:`match_template`.
+
+    Attributes: ``scores`` (float32, the target's shape), ``rotation_index`` (int32, -1 where
+    not searched), ``rotations`` ((n, d, d) float32, acting on (z, y, x)), ``score_mean``,
+    ``score_std``, ``score_z`` (with ``score_stats=True``, else None) and ``run`` (the dict
+    run.json holds for the same run)."""
+
+    def __init__(self, folder: Path, run: dict):
+        load = lambda n: np.load(folder / f"{n}.npy")  # noqa: E731
+        self.scores: np.ndarray = load("scores")
+        self.rotation_index: np.ndarray = load("rotation_index")
+        self.rotations: np.ndarray = load("rotations")
+        stats = (folder / "score_mean.npy").exists()
+        self.score_mean: np.ndarray | None = load("score_mean") if stats else None
+        self.score_std: np.ndarray | None = load("score_std") if stats else None
+        self.score_z: np.ndarray | None = load("score_z") if stats else None
+        self.run: dict = run
+
+    def peaks(self, **flags: Any) -> "Peaks":
+        """Calls peaks on this result: :func:`find_peaks` with its rotation index, rotations
+        and statistics (``match_run``) filled in."""
+        flags.setdefault("rotation_index", self.rotation_index)
+        flags.setdefault("rotations", self.rotations)
+        flags.setdefault("match_run", self)
+        return find_peaks(self.scores, **flags)
+
+    def __repr__(self) -> str:
+        return f"MatchResult(scores={self.scores.shape}, rotations={len(self.rotations)})"
+
+
+def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
+    """Template matching, as ``monomorph match``: every flag is a keyword in snake_case
+    (``template_mask``, ``score`` — "flc-sphere" by default; pytme's "FLCSphericalMask",
+    "FLC", "CC", … accepted —, ``rotations`` ((n, d, d) array or path), ``angular_step``,
+    ``euler`` ((n, 3) RELION angles or a CSV path), ``symmetry``, ``tilt_angles``,
+    ``wedge_axes``, ``defocus``, ``lowpass``, ``highpass``, ``whiten_spectrum``,
+    ``score_stats``, ``background_correction``, ``scheduling_mask``, ``search_z``/``_y``/``_x``
+    ((start, stop)), ``memory_limit``, ``pad_edges``, ``interpolation``, ``devices``,
+    ``sampling_rate``, ``backend``, ``precision``, …; ``out`` also writes the command's output
+    folder). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths.
+    ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
+    """
+    progress = flags.pop("progress", False)
+    flags.pop("quiet", None)
+    call = _Call("match")
+    call.array("target", target)
+    call.array("template", template)
+    for name in ("template_mask", "target_mask", "scheduling_mask", "rotations"):
+        call.array(name, flags.pop(name, None))
+    euler = flags.pop("euler", None)
+    if euler is not None and not isinstance(euler, (str, os.PathLike)):
+        e = np.asarray(euler, dtype=np.float64)
+        if e.ndim != 2 or e.shape[1] != 3:
+            raise InputError(f"euler: shape {e.shape}, expected (n, 3) RELION angles rot, tilt, psi")
+        call.file("euler", "euler.csv", lambda p: np.savetxt(p, e, delimiter=",", fmt="%.17g"))
+    else:
+        call.flag("euler", euler)
+    score = flags.pop("score", None)
+    if score is not None:
+        score = _SCORES.get(str(score), str(score).lower().replace("_", "-"))
+    call.flag("score", score)
+    out = flags.pop("out", None)
+    folder = Path(out) if out is not None else call.dir / "out"
+    for k, v in flags.items():
+        call.flag(k, v)
+    call.flag("out", str(folder))
+    call.run(progress)
+    run = json.loads((folder / "run.json").read_text())
+    return MatchResult(folder, run)
+
+
+class Peaks:
+    """The result of :func:`find_peaks`.
+
+    Attributes: ``positions`` ((k, d) int64, or float64 with ``peak_oversampling``),
+    ``scores`` (float64), ``rotation_index`` ((k,) int64, or None without rotations),
+    ``angles`` ((k, 3) RELION rot, tilt, psi in degrees, or None) and ``threshold`` (the
+    lowest score a peak could have: the largest of threshold_abs, the false_positives
+    threshold and threshold_rel × the maximum; None without one)."""
+
+    def __init__(self, data: dict, ndim: int, rerun: Callable[[str], None]):
+        k = len(data["scores"])
+        if data.get("subvoxel") is not None:
+            self.positions = np.asarray(data["subvoxel"], dtype=np.float64).reshape(k, ndim)
+        else:
+            self.positions = np.asarray(data["positions"], dtype=np.int64).reshape(k, ndim)
+        self.scores = np.asarray(data["scores"], dtype=np.float64)
+        rot = data["rotation"]
+        has = k > 0 and all(r is not None for r in rot)
+        self.rotation_index = np.asarray(rot, dtype=np.int64) if has else None
+        self.angles = np.asarray(data["euler"], dtype=np.float64).reshape(k, 3) if has else None
+        self.threshold: float | None = data.get("threshold")
+        self._rerun = rerun
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def write(self, path: str | os.PathLike) -> None:
+        """Writes what ``monomorph peaks --out path`` writes: a STAR file (``.star``) or CSV."""
+        self._rerun(os.fspath(path))
+
+    def __repr__(self) -> str:
+        return f"Peaks({len(self)} peaks, threshold={self.threshold})"
+
+
+def find_peaks(scores: Any, **flags: Any) -> Peaks:
+    """Peak calling, as ``monomorph peaks``: ``min_distance`` (default 5), ``threshold_abs``
+    (alias ``min_score``), ``threshold_rel``, ``max_score``, ``exclude_border``, ``num_peaks``,
+    ``caller`` ("skimage" — exactly ``skimage.feature.peak_local_max`` —, "maxfilter",
+    "recursive", "pytom"), ``false_positives``, ``rotation_index`` and ``rotations`` (arrays or
+    paths), ``match_run`` (a :class:`MatchResult`, a run.json dict or a folder),
+    ``peak_oversampling``, ``allow_nan``, pytom's ``particle_diameter``, ``sampling_rate``, …;
+    ``out`` also writes the peak list."""
+    keep = dict(flags)
+    out = flags.pop("out", None)
+    flags.pop("quiet", None)
+    call = _Call("peaks")
+    call.array("scores", scores)
+    ndim = np.ndim(scores) if not isinstance(scores, (str, os.PathLike)) else None
+    for name in ("rotation_index", "rotations"):
+        call.array(name, flags.pop(name, None))
+    mr = flags.pop("match_run", None)
+    if isinstance(mr, MatchResult):
+        mr = mr.run
+    if isinstance(mr, dict):
+        run = mr
+        call.file("match_run", "run", lambda p: (p.mkdir(), (p / "run.json").write_text(json.dumps(run))))
+    else:
+        call.flag("match_run", mr)
+    for k, v in flags.items():
+        call.flag(k, v)
+    call.flag("out", os.fspath(out) if out is not None else str(call.dir / "peaks.csv"))
+    results = call.run()
+    data = results.get("peaks") or {"positions": [], "scores": [], "rotation": [], "euler": []}
+    if ndim is None:
+        ndim = len(data["positions"][0]) if data["positions"] else 3
+
+    def rerun(path: str) -> None:
+        find_peaks(scores, **{**keep, "out": path})
+
+    return Peaks(data, ndim, rerun)
+
+
+class SolveResult:
+    """The result of :func:`solve`: ``x`` and ``residual`` ((batch, n) float64), per system
+    ``converged``, ``diverged``, ``iterations``, ``function_evaluations``, ``residual_norm``
+    (lists), and ``result`` (the dict result.json holds). A system that did not converge is
+    not an exception: ``converged`` says so (and ``result["message"]`` why)."""
+
+    def __init__(self, folder: Path):
+        self.result: dict = json.loads((folder / "result.json").read_text())
+        self.x: np.ndarray = np.load(folder / "x.npy")
+        self.residual: np.ndarray = np.load(folder / "residual.npy")
+        r = self.result
+        self.converged: list[bool] = r["converged"]
+        self.diverged: list[bool] = r["diverged"]
+        self.iterations: list[int] = r["iterations"]
+        self.function_evaluations: list[int] = r["function_evaluations"]
+        self.residual_norm: list[float] = r["residual_norm"]
+        t = folder / "trajectory.npy"
+        self.trajectory: np.ndarray | None = np.load(t) if t.exists() else None
+
+    def __repr__(self) -> str:
+        return f"SolveResult(x={self.x.shape}, converged={self.converged})"
+
+
+def _write_csr(folder: Path, indptr: Any, indices: Any, data: Any) -> None:
+    folder.mkdir()
+    np.save(folder / "indptr.npy", _host("csr", np.asarray(indptr)))
+    np.save(folder / "indices.npy", _host("csr", np.asarray(indices)))
+    np.save(folder / "data.npy", _host("csr", np.asarray(data)))
+
+
+def solve(rhs: Any, **flags: Any) -> SolveResult:
+    """Batched conjugate gradient, as ``monomorph solve``: ``rhs`` ((batch, n) or (n,));
+    one operator: ``matrix`` (a dense (n, n)/(batch, n, n) array or a ``scipy.sparse`` matrix),
+    ``csr`` ((indptr, indices, data) or a folder) or ``laplacian`` (a grid shape, with
+    ``periodic``, ``boundary``, ``spacing``, ``obstacles``); ``x0``, ``method`` ("cg",
+    "cg-adaptive"), ``rtol``, ``atol``, ``max_iter``, ``preconditioner``, ``trajectory``,
+    ``precision``, ``backend``; ``out`` also writes the command's output folder."""
+    flags.pop("quiet", None)
+    call = _Call("solve")
+    call.array("rhs", rhs)
+    call.array("x0", flags.pop("x0", None))
+    call.array("obstacles", flags.pop("obstacles", None))
+    matrix = flags.pop("matrix", None)
+    if matrix is not None and hasattr(matrix, "tocsr") and not isinstance(matrix, np.ndarray):
+        m = matrix.tocsr()
+        call.file("csr", "csr", lambda p: _write_csr(p, m.indptr, m.indices, m.data))
+    else:
+        call.array("matrix", matrix)
+    csr = flags.pop("csr", None)
+    if isinstance(csr, (tuple, list)):
+        if len(csr) != 3:
+            raise InputError("csr: expected (indptr, indices, data) or a folder")
+        call.file("csr", "csr", lambda p: _write_csr(p, *csr))
+    else:
+        call.flag("csr", csr)
+    method = flags.pop("method", None)
+    call.flag("method", None if method is None else str(method).replace("_", "-"))
+    out = flags.pop("out", None)
+    folder = Path(out) if out is not None else call.dir / "out"
+    for k, v in flags.items():
+        call.flag(k, v)
+    call.flag("out", str(folder))
+    call.run(allow=(3,))
+    return SolveResult(folder)

@@ -1,0 +1,167 @@
+//! `monomorph._native`: the extension behind the Python package `monomorph`.
+//!
+//! One entry runs a `monomorph` subcommand in-process (`monomorph::cli::embed`): the Python
+//! layer turns keywords into the command's own flags, so every flag keeps its meaning,
+//! default and validation, and numpy arrays stand for the input files. The GIL is released
+//! while the command runs on a worker thread; the calling thread polls Python's signal
+//! handlers every 50 ms, so Ctrl-C stops the run at its next rotation and raises
+//! `KeyboardInterrupt`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use monomorph::HostArray;
+use monomorph::cli::embed::{self, Progress, Session};
+use monomorph::io::Volume;
+use monomorph::ndarray::ArrayD;
+use numpy::{Element, PyReadonlyArrayDyn};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+
+/// A C-ordered numpy array of element type `T` as an owned host array (one copy), or `None`
+/// when `obj` holds another type.
+fn owned<T: Element + Clone>(obj: &Bound<'_, PyAny>) -> Option<ArrayD<T>> {
+    let a = obj.extract::<PyReadonlyArrayDyn<'_, T>>().ok()?;
+    Some(a.as_array().to_owned())
+}
+
+/// A numpy array (float32, float64, int32 or int64) as the command's host array.
+fn host_array(flag: &str, obj: &Bound<'_, PyAny>) -> PyResult<HostArray> {
+    if let Some(a) = owned::<f32>(obj) {
+        return Ok(HostArray::F32(a));
+    }
+    if let Some(a) = owned::<f64>(obj) {
+        return Ok(HostArray::F64(a));
+    }
+    if let Some(a) = owned::<i32>(obj) {
+        return Ok(HostArray::I32(a));
+    }
+    if let Some(a) = owned::<i64>(obj) {
+        return Ok(HostArray::I64(a));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{flag}: expected a numpy array of float32, float64, int32 or int64"
+    )))
+}
+
+/// Runs `monomorph ARGS…` in this process and returns `(exit code, error message, results as
+/// JSON)`: 0 and an empty message on success. `arrays` are `(flag, numpy array)` pairs read
+/// where the flag's value is `(array)`; `progress(done, total)` is called as rotations finish
+/// (an exception in it stops the run and is raised); `bar` shows the command's progress bar
+/// on stderr when it is a terminal.
+#[pyfunction]
+#[pyo3(signature = (args, arrays, progress=None, bar=false))]
+fn run_command(
+    py: Python<'_>,
+    args: Vec<String>,
+    arrays: Vec<(String, Bound<'_, PyAny>)>,
+    progress: Option<Py<PyAny>>,
+    bar: bool,
+) -> PyResult<(u8, String, String)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let callback_error: Arc<Mutex<Option<PyErr>>> = Arc::new(Mutex::new(None));
+    let mut session = Session {
+        bar,
+        stop: stop.clone(),
+        ..Session::default()
+    };
+    for (flag, obj) in &arrays {
+        let data = host_array(flag, obj)?;
+        session.arrays.insert(
+            flag.clone(),
+            Volume {
+                data,
+                voxel_size: None,
+            },
+        );
+    }
+    if let Some(cb) = progress {
+        let (stop, err) = (stop.clone(), callback_error.clone());
+        let f: Progress = Arc::new(move |done: u64, total: u64| {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            Python::attach(|py| {
+                if let Err(e) = cb.call1(py, (done, total)) {
+                    if let Ok(mut slot) = err.lock() {
+                        slot.get_or_insert(e);
+                    }
+                    stop.store(true, Ordering::Relaxed);
+                }
+            });
+        });
+        session.progress = Some(f);
+    }
+    let (outcome, interrupted) = py.detach(|| {
+        let (tx, rx) = channel();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    embed::run(args, session)
+                }));
+                let _ = tx.send(r);
+            });
+            let mut interrupted: Option<PyErr> = None;
+            loop {
+                match rx.recv_timeout(Duration::from_millis(50)) {
+                    Ok(r) => return (Some(r), interrupted),
+                    Err(RecvTimeoutError::Disconnected) => return (None, interrupted),
+                    Err(RecvTimeoutError::Timeout) => {
+                        if interrupted.is_none()
+                            && let Err(e) = Python::attach(|py| py.check_signals())
+                        {
+                            interrupted = Some(e);
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        })
+    });
+    if let Some(e) = interrupted {
+        return Err(e);
+    }
+    if let Some(e) = callback_error.lock().ok().and_then(|mut e| e.take()) {
+        return Err(e);
+    }
+    match outcome {
+        Some(Ok((session, done))) => {
+            let results = serde_json::Value::Object(session.results.into_iter().collect());
+            Ok(match done {
+                Ok(()) => (0, String::new(), results.to_string()),
+                Err(e) => (e.code, e.message, results.to_string()),
+            })
+        }
+        Some(Err(panic)) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Ok((
+                1,
+                format!("internal error (a bug, please report it): {what}"),
+                "{}".into(),
+            ))
+        }
+        None => Ok((1, "internal error: the worker ended".into(), "{}".into())),
+    }
+}
+
+/// What `monomorph devices` prints, as JSON: one object per backend.
+#[pyfunction]
+fn devices_json(py: Python<'_>) -> String {
+    py.detach(|| embed::devices().to_string())
+}
+
+/// The extension module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("ARRAY", embed::ARRAY)?;
+    m.add_function(wrap_pyfunction!(run_command, m)?)?;
+    m.add_function(wrap_pyfunction!(devices_json, m)?)?;
+    Ok(())
+}
