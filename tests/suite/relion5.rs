@@ -805,3 +805,57 @@ fn a_tomograms_star_list_matches_each_tomogram_with_its_own_metadata() {
     assert!(!d.join("x").exists());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The tutorial's Denoise job (`Denoise/job008/tomograms.star`, the third RELION 5 file of the
+/// shared fixtures): its rows hold only the denoised map and half maps, and its per-tilt STAR
+/// path points into the Denoise job, where RELION's tutorial has no file. The target is the
+/// denoised map; the per-tilt STAR missing from both places is refused naming both; once the
+/// tilt series is there (the same TS_01 as the reconstruction job's), the values equal
+/// `reference.json`'s for that file.
+#[test]
+fn a_denoise_job_reads_the_denoised_map_and_names_both_places_for_its_tilt_series() {
+    let refs = reference();
+    let star = "Denoise/job008/tomograms.star";
+    let r = &refs["relion5"][format!("relion5/tutorial/{star}")]["tomograms"]["TS_01"];
+    let pv = r["derived"]["tomogram_voxel_size_A (ps*binning)"]
+        .as_f64()
+        .unwrap();
+    let d = project("tutorial", "denoise");
+    let map = "Denoise/job008/tomograms/rec_TS_01.mrc";
+    inputs(&d, map, pv as f32);
+    let base = ["--relion5-tomograms-star", star, "--tomo-name", "TS_01"];
+
+    let o = run(&d, &match_args("o_missing", &base));
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let e = err(&o);
+    let written = r["tilt_series_star"]["as_written"].as_str().unwrap();
+    assert!(e.contains(written), "names the path as written: {e}");
+    assert!(
+        e.contains("Denoise/job008/tilt_series/TS_01.star") && e.contains("TS_01"),
+        "{e}"
+    );
+    assert!(!d.join("o_missing").exists(), "nothing written");
+
+    let ts = d.join("Denoise/job008/tilt_series");
+    std::fs::create_dir_all(&ts).unwrap();
+    std::fs::copy(
+        d.join("Tomograms/job006/tilt_series/TS_01.star"),
+        ts.join("TS_01.star"),
+    )
+    .unwrap();
+    let o = run(&d, &match_args("o", &base));
+    ok(&o, "denoise");
+    let j = run_json(&d.join("o"));
+    let f = &j["filters"];
+    assert_eq!(f["voxel_size"].as_f64().unwrap(), pv);
+    assert_eq!(f["metadata"]["file"], star);
+    assert_eq!(f["metadata"]["tilt_series_file"], written);
+    let g = &r["global_row"];
+    assert_eq!(f["acceleration_voltage_kv"], g["rlnVoltage"]);
+    assert_eq!(f["amplitude_contrast"], g["rlnAmplitudeContrast"]);
+    assert!(
+        j.to_string().contains("rec_TS_01.mrc"),
+        "the denoised map is the target: {j}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
