@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use monomorph::algo::cg::{
     Boundary, CsrOperator, DenseOperator, LaplacianOperator, LinearOperator, Method, NullSpace,
-    PoissonOperator, Preconditioner, Side, SolveParams, SolveResult, conjugate_gradient_observed,
+    PoissonOperator, Preconditioner, Side, SolveParams, SolveResult, conjugate_gradient_controlled,
 };
 use monomorph::io::{HostArray, write_npy};
 use monomorph::{Backend, BackendTask, FloatOf};
@@ -161,6 +161,8 @@ struct SolveTask {
     x0: Option<HostArray>,
     params: SolveParams,
     trajectory: bool,
+    /// The embedding program's stop flag (Python's Ctrl-C), read after every iteration.
+    hooks: super::embed::Hooks,
 }
 
 /// Solves with `op`, recording x after every step when `trajectory` (projected as the solver
@@ -172,18 +174,24 @@ fn solve_with<B: Backend, O: LinearOperator<B>>(
     x0: Option<&monomorph::Arr<B, FloatOf<B>>>,
     params: &SolveParams,
     trajectory: bool,
+    hooks: &super::embed::Hooks,
 ) -> monomorph::Result<(SolveResult<B>, Option<Vec<ArrayD<f64>>>)> {
     let mut params = params.clone();
     params.observe_vectors = trajectory;
     let null: Option<&NullSpace> = op.null_space();
     let mut steps = Vec::new();
-    let r = conjugate_gradient_observed(b, op, y, x0, &params, |st| {
+    let r = conjugate_gradient_controlled(b, op, y, x0, &params, |st| {
         if let Some(x) = st.x {
             let mut h = x.mapv(super::output::f64_of);
             if let Some(ns) = null {
                 ns.project(&mut h);
             }
             steps.push(h);
+        }
+        if hooks.stopped() {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
         }
     })?;
     Ok((r, trajectory.then_some(steps)))
@@ -221,7 +229,7 @@ impl BackendTask for SolveTask {
         let (r, trajectory) = match &self.op {
             Op::Dense(a) => {
                 let op = DenseOperator::new(b, a.to_float::<FloatOf<B>>().view())?;
-                solve_with(b, &op, &y, x0.as_ref(), p, trj)?
+                solve_with(b, &op, &y, x0.as_ref(), p, trj, &self.hooks)?
             }
             Op::Csr {
                 indptr,
@@ -231,11 +239,11 @@ impl BackendTask for SolveTask {
                 let n = indptr.len().saturating_sub(1);
                 let op =
                     CsrOperator::new(b, n, indptr, indices, data.to_float::<FloatOf<B>>().view())?;
-                solve_with(b, &op, &y, x0.as_ref(), p, trj)?
+                solve_with(b, &op, &y, x0.as_ref(), p, trj, &self.hooks)?
             }
             Op::Laplacian(grid, bc) => {
                 let op = LaplacianOperator::new(grid, *bc)?;
-                solve_with(b, &op, &y, x0.as_ref(), p, trj)?
+                solve_with(b, &op, &y, x0.as_ref(), p, trj, &self.hooks)?
             }
             Op::Poisson {
                 grid,
@@ -245,7 +253,7 @@ impl BackendTask for SolveTask {
             } => {
                 let op = PoissonOperator::new(b, grid, sides, spacing, obstacles.as_deref())?;
                 null_dim = op.null_space().map_or(0, |n| n.dimension());
-                solve_with(b, &op, &y, x0.as_ref(), p, trj)?
+                solve_with(b, &op, &y, x0.as_ref(), p, trj, &self.hooks)?
             }
         };
         b.synchronize()?;
@@ -645,6 +653,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         x0,
         params,
         trajectory: a.trajectory,
+        hooks: super::embed::Hooks::current(),
     };
     let inputs: Vec<(&str, &Path)> = [
         ("--matrix", a.matrix.as_deref()),

@@ -130,6 +130,35 @@ def test_ctrl_c_interrupts_a_match():
     assert out.strip() == "interrupted"
 
 
+def test_ctrl_c_interrupts_a_solve():
+    """CG reads the stop flag after every iteration (this solve, with both tolerances 0, would
+    run its 10^6 iterations for an hour)."""
+    code = textwrap.dedent(
+        """
+        import sys, numpy as np, monomorph
+        y = np.random.default_rng(0).normal(size=(1, 128 ** 3))
+        print("started", flush=True)
+        try:
+            r = monomorph.solve(y, laplacian=(128, 128, 128), rtol=0, atol=0, max_iter=10**6)
+            print("finished", r.iterations)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.strip() == "started"
+    time.sleep(2.0)
+    t0 = time.time()
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert out.strip() == "interrupted"
+    assert time.time() - t0 < 5
+
+
 class _Producer:
     """A DLPack producer that is not a numpy array (as a CPU torch tensor would be)."""
 

@@ -65,7 +65,7 @@ mod solve;
 
 pub use operator::{CsrOperator, DenseOperator, LaplacianOperator, LinearOperator};
 pub use poisson::{NullSpace, PoissonOperator};
-pub use solve::{conjugate_gradient, conjugate_gradient_observed};
+pub use solve::{conjugate_gradient, conjugate_gradient_controlled, conjugate_gradient_observed};
 
 use crate::backend::{Arr, BackendTypes, FloatOf};
 pub use crate::backend::{Boundary, CsrMatrix, PoissonStencil, Side};

@@ -11,6 +11,7 @@ use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 use num_traits::Float as _;
 use num_traits::Zero as _;
+use std::ops::ControlFlow;
 
 /// Solves `A_b·x_b = y_b` for every row `b` of `y` (`(batch, n)`), starting from `x0`
 /// (`(batch, n)`, or zeros when `None`). See the [module docs](super) for the rules.
@@ -49,7 +50,9 @@ pub fn conjugate_gradient<B: Memory + Elementwise + Linalg, O: LinearOperator<B>
     x0: Option<&Arr<B, FloatOf<B>>>,
     params: &SolveParams,
 ) -> Result<SolveResult<B>> {
-    solve_impl(b, &Dyn(op), y, x0, params, &mut |_| {})
+    solve_impl(b, &Dyn(op), y, x0, params, &mut |_| {
+        ControlFlow::Continue(())
+    })
 }
 
 /// [`conjugate_gradient`] with an observer called with the state after the initial residual
@@ -68,6 +71,49 @@ where
     B: Memory + Elementwise + Linalg,
     O: LinearOperator<B> + ?Sized,
     F: FnMut(&IterationState<'_, FloatOf<B>>),
+{
+    solve_impl(b, &Dyn(op), y, x0, params, &mut |st| {
+        observer(st);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`conjugate_gradient_observed`] whose observer may stop the solve: returning
+/// [`ControlFlow::Break`] after step 0 or any iteration ends it with
+/// [`Error::Cancelled`](crate::Error::Cancelled) (`done` = the steps taken, `total` = the
+/// largest `max_iter`), so a caller can honour Ctrl-C or a deadline within one iteration.
+///
+/// ```
+/// # use monomorph_core as monomorph;
+/// # use monomorph_cpu::Cpu;
+/// use std::ops::ControlFlow;
+/// use monomorph::prelude::*;
+/// use monomorph::algo::cg::conjugate_gradient_controlled;
+/// use monomorph::ndarray::Array2;
+///
+/// let b = Cpu::<Double>::new();
+/// let op = LaplacianOperator::new(&[64, 64], Boundary::DirichletZero)?;
+/// let y = b.upload_array(&Array2::from_elem((1, 64 * 64), 1.0))?;
+/// let params = SolveParams::default().with_tolerances(1e-12, 0.0, 10_000);
+/// // Stop after 5 iterations (a caller would test a Ctrl-C flag or a clock here).
+/// let r = conjugate_gradient_controlled(&b, &op, &y, None, &params, |st| {
+///     if st.step >= 5 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+/// });
+/// assert!(matches!(r, Err(monomorph::Error::Cancelled { done: 5, total: 10_000 })));
+/// # Ok::<(), monomorph::Error>(())
+/// ```
+pub fn conjugate_gradient_controlled<B, O, F>(
+    b: &B,
+    op: &O,
+    y: &Arr<B, FloatOf<B>>,
+    x0: Option<&Arr<B, FloatOf<B>>>,
+    params: &SolveParams,
+    mut observer: F,
+) -> Result<SolveResult<B>>
+where
+    B: Memory + Elementwise + Linalg,
+    O: LinearOperator<B> + ?Sized,
+    F: FnMut(&IterationState<'_, FloatOf<B>>) -> ControlFlow<()>,
 {
     solve_impl(b, &Dyn(op), y, x0, params, &mut observer)
 }
@@ -334,7 +380,10 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
         Ok(())
     }
 
-    fn observe(&self, observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>)) -> Result<()> {
+    fn observe(
+        &self,
+        observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>) -> ControlFlow<()>,
+    ) -> Result<()> {
         let (xh, rh) = if self.params.observe_vectors {
             (
                 Some(self.b.download(&self.x)?),
@@ -344,7 +393,7 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
             (None, None)
         };
         let book = &self.book;
-        observer(&IterationState {
+        let flow = observer(&IterationState {
             step: self.step,
             iterations: &book.it,
             function_evaluations: &book.fe,
@@ -355,11 +404,20 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
             x: xh.as_ref(),
             residual: rh.as_ref(),
         });
-        Ok(())
+        match flow {
+            ControlFlow::Continue(()) => Ok(()),
+            ControlFlow::Break(()) => Err(Error::Cancelled {
+                done: self.step,
+                total: book.max_iter.iter().copied().max().unwrap_or(0),
+            }),
+        }
     }
 
     /// Iterates while any entry is active.
-    fn iterate(&mut self, observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>)) -> Result<()> {
+    fn iterate(
+        &mut self,
+        observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>) -> ControlFlow<()>,
+    ) -> Result<()> {
         let batch = self.batch;
         while self.book.any_active() {
             self.step += 1;
@@ -562,7 +620,7 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
     y: &Arr<B, FloatOf<B>>,
     x0: Option<&Arr<B, FloatOf<B>>>,
     params: &SolveParams,
-    observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>),
+    observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>) -> ControlFlow<()>,
 ) -> Result<SolveResult<B>> {
     type T<B> = FloatOf<B>;
     let shape = y.shape().to_vec();
