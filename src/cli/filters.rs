@@ -314,12 +314,7 @@ pub fn spec(
     Ok(Some(s))
 }
 
-/// `--acceleration-voltage` when neither the flag nor any metadata gives one (pytme's).
-pub const DEFAULT_VOLTAGE: f64 = 300.0;
-/// `--spherical-aberration` default, Å.
-pub const DEFAULT_CS: f64 = 2.7e7;
-/// `--amplitude-contrast` default.
-pub const DEFAULT_AMPLITUDE: f64 = 0.07;
+use monomorph::io::tilt::{DEFAULT_AMPLITUDE, DEFAULT_CS, DEFAULT_VOLTAGE};
 
 /// The microscope flags a CTF uses, each under its own name, before anything is built: an
 /// acceleration voltage from 1 to 10 000 kV (`1e-300` would make every filter value

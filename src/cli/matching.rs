@@ -21,6 +21,7 @@ use super::output::{
     peak_memory_bytes, read_input, run_info,
 };
 use super::peaks::{Caller, FalseAlarm, PeakQuery, RunStats, read_rotation_set};
+use super::templates::check_same_ndim;
 
 /// Options of `monomorph match`.
 #[derive(Args, Debug, Clone)]
@@ -365,31 +366,6 @@ impl BackendTask for Finish<'_> {
     }
 }
 
-pub(super) fn check_same_ndim(
-    flag: &str,
-    p: &std::path::Path,
-    shape: &[usize],
-    want: &[usize],
-    exact: bool,
-) -> CliResult<()> {
-    let ok = shape.len() == want.len()
-        && (!exact || shape == want)
-        && (exact || shape.iter().zip(want).all(|(a, b)| a <= b));
-    if ok {
-        Ok(())
-    } else {
-        Err(CliError::input(format!(
-            "{flag} {}: shape {shape:?}, expected {} {want:?}",
-            p.display(),
-            if exact {
-                "the shape"
-            } else {
-                "as many axes as, and no larger than, the target"
-            }
-        )))
-    }
-}
-
 /// A checked `match` command: what writing its outputs needs besides the result.
 pub struct Prepared {
     /// The global flags with `--precision auto` resolved.
@@ -488,7 +464,13 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     let g = g.for_input("--target", target_path, &target.data)?;
     let tshape = target.data.shape().to_vec();
     let d = tshape.len();
-    let (template, more, template_mask) = super::templates::read_templates(a, &tshape)?;
+    let exclusive = [
+        ("--score-stats", a.score_stats),
+        ("--background-correction", a.background_correction.is_some()),
+        ("--check-hand", a.check_hand.is_some()),
+    ];
+    let (template, more, template_mask) =
+        super::templates::read_templates(&a.template, &a.template_mask, &exclusive, &tshape)?;
     let target_mask = match &a.target_mask {
         Some(p) => {
             let m = read_input("--target-mask", p, &[2, 3])?;

@@ -42,6 +42,7 @@ mod ranks;
 mod roc;
 mod run;
 mod search;
+mod session;
 mod solve;
 mod templates;
 mod trace;

@@ -46,9 +46,9 @@ pub fn read_input(flag: &str, path: &Path, dims: &[usize]) -> CliResult<Volume> 
 }
 
 /// Reads a `.npy` or MRC input named by flag `flag` without checks beyond the format (or the
-/// array an embedding program gave for the flag: [`super::embed::ARRAY`]).
+/// array an embedding program gave for the flag: [`super::session::ARRAY`]).
 pub fn read_array_input(flag: &str, path: &Path) -> CliResult<Volume> {
-    match super::embed::take_array(flag, path) {
+    match super::session::take_array(flag, path) {
         Some(v) => v,
         None => read_array(path).map_err(|e| CliError::from(e).about(flag)),
     }
@@ -57,7 +57,7 @@ pub fn read_array_input(flag: &str, path: &Path) -> CliResult<Volume> {
 /// Reads a `.npy` without checks beyond the format (or the array an embedding program gave
 /// for the flag).
 pub fn read_npy_input(flag: &str, path: &Path) -> CliResult<HostArray> {
-    match super::embed::take_array(flag, path) {
+    match super::session::take_array(flag, path) {
         Some(v) => v.map(|v| v.data),
         None => monomorph::io::read_npy(path).map_err(|e| CliError::from(e).about(flag)),
     }
@@ -100,7 +100,7 @@ impl Timings {
 pub fn run_info(g: &Global, backend_name: &str, device: &str) -> Value {
     json!({
         "monomorph_version": env!("CARGO_PKG_VERSION"),
-        "command": super::embed::argv().unwrap_or_else(|| std::env::args_os()
+        "command": super::session::argv().unwrap_or_else(|| std::env::args_os()
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()),
         "backend": backend_name,

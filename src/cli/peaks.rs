@@ -960,7 +960,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     if let Some(t) = &template_index {
         attach_templates(&mut rows, t.view());
     }
-    super::embed::emit("peaks", || rows_json(&rows, called.threshold));
+    super::session::emit("peaks", || rows_json(&rows, called.threshold));
     let peaks = called.peaks;
     let mut out = Outputs::files();
     match &relion5 {

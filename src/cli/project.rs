@@ -436,9 +436,15 @@ pub fn geometry_of(
             shape_zyx[0] as f64,
         ],
         ts_pixel: ps,
-        voltage_kv: num("acceleration_voltage_kv", super::filters::DEFAULT_VOLTAGE),
-        cs_mm: num("spherical_aberration_angstrom", super::filters::DEFAULT_CS) / 1e7,
-        amplitude_contrast: num("amplitude_contrast", super::filters::DEFAULT_AMPLITUDE),
+        voltage_kv: num(
+            "acceleration_voltage_kv",
+            monomorph::io::tilt::DEFAULT_VOLTAGE,
+        ),
+        cs_mm: num(
+            "spherical_aberration_angstrom",
+            monomorph::io::tilt::DEFAULT_CS,
+        ) / 1e7,
+        amplitude_contrast: num("amplitude_contrast", monomorph::io::tilt::DEFAULT_AMPLITUDE),
         optics_group: None,
     })
 }

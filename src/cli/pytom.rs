@@ -394,7 +394,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
     if let Some(t) = &template_index {
         super::peaks::attach_templates(&mut rows, t.view());
     }
-    super::embed::emit("peaks", || super::peaks::rows_json(&rows, Some(ex.cut_off)));
+    super::session::emit("peaks", || super::peaks::rows_json(&rows, Some(ex.cut_off)));
     let mut meta = TableMeta {
         micrograph: run.as_ref().and_then(|r| r.target.clone()),
         pixel_size: Some(voxel),

@@ -177,7 +177,7 @@ fn run_one(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
     let (mut p, job) = prepare(g, a)?;
     let out = Outputs::in_dir("--out", &a.out)?;
     // Embedded (the Python package): its progress callback, bar choice and stop flag.
-    let hooks = super::embed::Hooks::current();
+    let hooks = super::session::Hooks::current();
     let pb = progress(p.n_rot as u64, "rotations", hooks.quiet(p.g.quiet));
     let control = exec
         .control(|d, t| {

@@ -162,7 +162,7 @@ struct SolveTask {
     params: SolveParams,
     trajectory: bool,
     /// The embedding program's stop flag (Python's Ctrl-C), read after every iteration.
-    hooks: super::embed::Hooks,
+    hooks: super::session::Hooks,
 }
 
 /// Solves with `op`, recording x after every step when `trajectory` (projected as the solver
@@ -174,7 +174,7 @@ fn solve_with<B: Backend, O: LinearOperator<B>>(
     x0: Option<&monomorph::Arr<B, FloatOf<B>>>,
     params: &SolveParams,
     trajectory: bool,
-    hooks: &super::embed::Hooks,
+    hooks: &super::session::Hooks,
 ) -> monomorph::Result<(SolveResult<B>, Option<Vec<ArrayD<f64>>>)> {
     let mut params = params.clone();
     params.observe_vectors = trajectory;
@@ -653,7 +653,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
         x0,
         params,
         trajectory: a.trajectory,
-        hooks: super::embed::Hooks::current(),
+        hooks: super::session::Hooks::current(),
     };
     let inputs: Vec<(&str, &Path)> = [
         ("--matrix", a.matrix.as_deref()),

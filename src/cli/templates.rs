@@ -6,7 +6,6 @@ use monomorph::work::ExtraTemplate;
 use ndarray::Axis;
 
 use super::error::{CliError, CliResult};
-use super::matching::{MatchArgs, check_same_ndim};
 use super::output::read_input;
 
 /// The template reversed along its last array axis (x): the other hand.
@@ -20,12 +19,15 @@ pub fn mirror(t: &HostArray) -> HostArray {
 /// The `--template`s (the first as read, with its voxel size; the others as further
 /// templates) and the first's mask, each further template with its mask: every template of
 /// the first's shape, and no more `--template-mask`s than templates (one for all, or one
-/// each). Input errors name the flag.
+/// each); with several templates, none of the `exclusive` (flag, given) pairs may be given.
+/// Input errors name the flag.
 pub fn read_templates(
-    a: &MatchArgs,
+    template: &[std::path::PathBuf],
+    template_mask: &[std::path::PathBuf],
+    exclusive: &[(&str, bool)],
     tshape: &[usize],
 ) -> CliResult<(monomorph::io::Volume, Vec<ExtraTemplate>, Option<HostArray>)> {
-    let (nt, nm) = (a.template.len(), a.template_mask.len());
+    let (nt, nm) = (template.len(), template_mask.len());
     if nm > nt || (nm > 1 && nm != nt) {
         return Err(CliError::input(format!(
             "--template-mask: {nm} masks for {nt} template(s), expected one mask for every \
@@ -33,11 +35,7 @@ pub fn read_templates(
         )));
     }
     if nt > 1 {
-        for (flag, on) in [
-            ("--score-stats", a.score_stats),
-            ("--background-correction", a.background_correction.is_some()),
-            ("--check-hand", a.check_hand.is_some()),
-        ] {
+        for &(flag, on) in exclusive {
             if on {
                 return Err(CliError::input(format!(
                     "{flag}: not with several --template ({nt} given), expected one template \
@@ -47,7 +45,7 @@ pub fn read_templates(
         }
     }
     let mut templates = Vec::with_capacity(nt);
-    for (k, p) in a.template.iter().enumerate() {
+    for (k, p) in template.iter().enumerate() {
         let t = read_input("--template", p, &[2, 3])?;
         check_same_ndim("--template", p, t.data.shape(), tshape, false)?;
         if k > 0 {
@@ -59,14 +57,14 @@ pub fn read_templates(
                     p.display(),
                     t.data.shape(),
                     first.data.shape(),
-                    a.template[0].display()
+                    template[0].display()
                 )));
             }
         }
         templates.push(t);
     }
     let mut masks = Vec::with_capacity(nm);
-    for p in &a.template_mask {
+    for p in template_mask {
         let m = read_input("--template-mask", p, &[2, 3])?;
         check_same_ndim(
             "--template-mask",
@@ -94,4 +92,31 @@ pub fn read_templates(
         })
         .collect();
     Ok((first, more, mask_of(0)))
+}
+
+/// An input of `flag` at `p` must have `want`'s number of axes and, with `exact`, its shape (else
+/// no axis larger than `want`'s): an input error naming the flag otherwise.
+pub(super) fn check_same_ndim(
+    flag: &str,
+    p: &std::path::Path,
+    shape: &[usize],
+    want: &[usize],
+    exact: bool,
+) -> CliResult<()> {
+    let ok = shape.len() == want.len()
+        && (!exact || shape == want)
+        && (exact || shape.iter().zip(want).all(|(a, b)| a <= b));
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::input(format!(
+            "{flag} {}: shape {shape:?}, expected {} {want:?}",
+            p.display(),
+            if exact {
+                "the shape"
+            } else {
+                "as many axes as, and no larger than, the target"
+            }
+        )))
+    }
 }

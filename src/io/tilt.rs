@@ -35,6 +35,13 @@ use super::io_err;
 use super::star::{StarBlock, StarLoop, parse_star};
 use crate::Result;
 
+/// The acceleration voltage (kV) when neither a flag nor any metadata gives one (pytme's).
+pub const DEFAULT_VOLTAGE: f64 = 300.0;
+/// The spherical aberration (Å) when neither a flag nor any metadata gives one (pytme's).
+pub const DEFAULT_CS: f64 = 2.7e7;
+/// The amplitude contrast when neither a flag nor any metadata gives one (pytme's).
+pub const DEFAULT_AMPLITUDE: f64 = 0.07;
+
 /// Tilt angles (degrees) and, when the file has them, the dose per tilt (e/Å²; pytme's
 /// `weights` column, or the cumulative exposure of an AreTomo file).
 #[derive(Debug, Clone, PartialEq)]
