@@ -85,7 +85,7 @@ pub trait Transfer: Memory {
 /// recognised and the download moved out as it is.
 fn same_type_download<B, E, T, D>(b: &B, a: &Arr<B, E>) -> Result<Array<T, D>>
 where
-    B: Memory + ?Sized,
+    B: Memory,
     E: Element + AsPrimitive<f64>,
     T: Copy + 'static,
     f64: AsPrimitive<T>,
