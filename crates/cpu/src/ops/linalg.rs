@@ -20,6 +20,7 @@ use rayon::prelude::*;
 
 use super::{data, data_mut};
 use crate::Cpu;
+use crate::simd::widest_simd;
 use crate::util::PAR_MIN;
 
 /// The accumulator type of `Cpu<P>` ([`Precision::Accum`]): what the fused ops' dot products
@@ -107,7 +108,7 @@ fn wide<T: Float, A: Float>(v: T) -> A {
 }
 
 /// Σ a·b in the accumulator type `A` with [`LANES`] accumulators.
-#[inline]
+#[inline(always)]
 pub(super) fn dot_lanes<T: Float, A: Float>(a: &[T], b: &[T]) -> A {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -128,7 +129,7 @@ pub(super) fn dot_lanes<T: Float, A: Float>(a: &[T], b: &[T]) -> A {
 
 /// `x += a·d`, `r −= a·q` over one chunk; returns (Σ r², Σ r·q if `RQ`) of the new `r`, in
 /// the accumulator type `A`.
-#[inline]
+#[inline(always)]
 fn update_chunk<T: Float, A: Float, const RQ: bool>(
     a: T,
     dc: &[T],
@@ -176,11 +177,57 @@ fn update_chunk<T: Float, A: Float, const RQ: bool>(
     (s, sq)
 }
 
+widest_simd! {
+    /// [`update_chunk`] without `r·q`, at the widest vector width the CPU has (the same
+    /// arithmetic and lane sums, hence the same bits, on every path).
+    fn update_chunk_rr<T: Float, A: Float>(
+        a: T,
+        dc: &[T],
+        qc: &[T],
+        xc: &mut [T],
+        rc: &mut [T],
+    ) -> (A, A) = update_chunk::<T, A, false>;
+}
+
+widest_simd! {
+    /// [`update_chunk`] with `r·q` (CG-adaptive's), at the widest vector width.
+    fn update_chunk_rq<T: Float, A: Float>(
+        a: T,
+        dc: &[T],
+        qc: &[T],
+        xc: &mut [T],
+        rc: &mut [T],
+    ) -> (A, A) = update_chunk::<T, A, true>;
+}
+
+widest_simd! {
+    /// [`dot_lanes`] at the widest vector width.
+    fn dot_wide<T: Float, A: Float>(a: &[T], b: &[T]) -> A = dot_lanes;
+}
+
+widest_simd! {
+    /// `y = x + β·y` over one chunk, returning `Σ x·y` of the new `y` when `dot` (0 otherwise),
+    /// at the widest vector width.
+    fn xpay_chunk<T: Float, A: Float>(beta: T, xs: &[T], c: &mut [T], dot: bool) -> A =
+        xpay_chunk_impl;
+}
+
+/// The body of [`xpay_chunk`].
+#[inline(always)]
+fn xpay_chunk_impl<T: Float, A: Float>(beta: T, xs: &[T], c: &mut [T], dot: bool) -> A {
+    let xs = &xs[..c.len()];
+    for (v, &xv) in c.iter_mut().zip(xs) {
+        *v = xv + beta * *v;
+    }
+    if dot { dot_lanes(xs, c) } else { A::zero() }
+}
+
 /// The Laplacian of one row, `out` = lines `[line0, line0 + out.len()/nx)` of the padded
 /// `(nz, ny, nx)` grid; returns Σ x·out over those lines when `dot`. Sum order per point, as
 /// PhiFlow's `laplace`: centre, then slowest axis to fastest, lower neighbour then upper.
 #[allow(clippy::too_many_arguments)]
-fn laplacian_lines<T: Float, A: Float>(
+#[inline(always)]
+fn laplacian_lines_impl<T: Float, A: Float>(
     g: [usize; 3],
     nd: usize,
     periodic: bool,
@@ -253,6 +300,20 @@ fn laplacian_lines<T: Float, A: Float>(
         }
     }
     total
+}
+
+widest_simd! {
+    /// [`laplacian_lines_impl`] at the widest vector width (the same bits on every path).
+    fn laplacian_lines<T: Float, A: Float>(
+        g: [usize; 3],
+        nd: usize,
+        periodic: bool,
+        xv: &[T],
+        zeros: &[T],
+        line0: usize,
+        out: &mut [T],
+        dot: bool,
+    ) -> A = laplacian_lines_impl;
 }
 
 impl<P: Precision> Cpu<P> {
@@ -576,20 +637,13 @@ impl<P: Precision> Cpu<P> {
         let kernel = |a: T, o: usize, xc: &mut [T], rc: &mut [T]| -> (A<P>, A<P>) {
             let (dc, qc) = (&dd[o..o + xc.len()], &dq[o..o + xc.len()]);
             if a == T::zero() {
-                let rr = dot_lanes(rc, rc);
-                return (
-                    rr,
-                    if rq {
-                        dot_lanes(rc, qc)
-                    } else {
-                        A::<P>::zero()
-                    },
-                );
+                let rr = dot_wide(rc, rc);
+                return (rr, if rq { dot_wide(rc, qc) } else { A::<P>::zero() });
             }
             if rq {
-                update_chunk::<T, A<P>, true>(a, dc, qc, xc, rc)
+                update_chunk_rq::<T, A<P>>(a, dc, qc, xc, rc)
             } else {
-                update_chunk::<T, A<P>, false>(a, dc, qc, xc, rc)
+                update_chunk_rr::<T, A<P>>(a, dc, qc, xc, rc)
             }
         };
         let row = |b: usize, xr: &mut [T], rr: &mut [T]| -> (A<P>, A<P>) {
@@ -648,16 +702,8 @@ impl<P: Precision> Cpu<P> {
             CHUNK,
             active,
             |r, off, c| {
-                let b = beta[r];
                 let xs = &dx[r * n + off..r * n + off + c.len()];
-                for (v, &xv) in c.iter_mut().zip(xs) {
-                    *v = xv + b * *v;
-                }
-                if dot {
-                    dot_lanes(xs, c)
-                } else {
-                    A::<P>::zero()
-                }
+                xpay_chunk::<T, A<P>>(beta[r], xs, c, dot)
             },
         ))
     }

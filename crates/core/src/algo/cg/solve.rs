@@ -614,6 +614,8 @@ impl<B: Memory + Elementwise + Linalg> Cg<'_, B> {
     }
 }
 
+/// The solve: validation, the starting point, the loop, and the check of the true residual
+/// at exit (with residual replacement), in that order.
 fn solve_impl<B: Memory + Elementwise + Linalg>(
     b: &B,
     op: &dyn LinearOperator<B>,
@@ -622,177 +624,261 @@ fn solve_impl<B: Memory + Elementwise + Linalg>(
     params: &SolveParams,
     observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>) -> ControlFlow<()>,
 ) -> Result<SolveResult<B>> {
-    type T<B> = FloatOf<B>;
     let shape = y.shape().to_vec();
     let c = validate(op, &shape, x0, params)?;
-    let batch = c.batch;
     let jacobi = params.preconditioner == Preconditioner::Jacobi;
     // Everything the solve allocates, checked at once before anything is: x, r, d, A·d, and
     // for Jacobi z and 1/diag(A).
     let vectors = if jacobi { 6 } else { 4 };
-    let bytes = crate::backend::array_bytes::<T<B>>(&shape)?.saturating_mul(vectors);
+    let bytes = crate::backend::array_bytes::<FloatOf<B>>(&shape)?.saturating_mul(vectors);
     b.check_allocation("conjugate_gradient's working vectors", bytes)?;
     // Inverse diagonal, (batch, n), for Jacobi.
     let inv_diag = if jacobi {
-        Some(inverse_diagonal(b, op, batch, c.n)?)
+        Some(inverse_diagonal(b, op, c.batch, c.n)?)
     } else {
         None
     };
-
-    // An operator with cells that are not unknowns ignores y (and x0) there: both are zeroed.
-    let ns = op.null_space();
-    let y_owned = match ns {
-        Some(ns) if ns.pinned() > 0 => {
-            let mut h = b.download(y)?;
-            ns.zero_pinned(&mut h);
-            Some(b.upload(h.view())?)
-        }
-        _ => None,
-    };
-    let y = y_owned.as_ref().unwrap_or(y);
-    let null_sq = match ns {
-        Some(ns) if ns.dimension() > 0 => ns.null_sq(&b.download(y)?),
-        _ => vec![0.0; batch],
-    };
-    // x, r = y − A·x. A row with y = 0 has the answer x = 0 whatever x0 is (as scipy's cg):
-    // it starts from 0 and converges at once, even with atol = 0.
-    let ysq = report(&b.sum_sq_rows(y)?);
-    let zero_rhs: Vec<bool> = ysq.iter().map(|&s| s == 0.0).collect();
-    let x = match x0 {
-        Some(x0) if zero_rhs.iter().any(|&z| z) => {
-            let keep: Vec<T<B>> = zero_rhs
-                .iter()
-                .map(|&z| T::<B>::from_f64(if z { 0.0 } else { 1.0 }))
-                .collect();
-            let mut x = b.zeros::<T<B>>(&shape)?;
-            b.axpy_rows(&keep, x0, &mut x)?; // rows with a zero factor stay exactly 0
-            x
-        }
-        Some(x0) => b.duplicate(x0)?,
-        None => b.zeros::<T<B>>(&shape)?,
-    };
-    let x = match (ns, x0) {
-        (Some(ns), Some(_)) if ns.pinned() > 0 => {
-            let mut h = b.download(&x)?;
-            ns.zero_pinned(&mut h);
-            b.upload(h.view())?
-        }
-        _ => x,
-    };
-    let x_bad: Vec<bool> = match x0 {
-        Some(_) => b.sum_rows(&x)?.iter().map(|s| !s.is_finite()).collect(),
-        None => vec![false; batch],
-    };
-    let tol_sq: Vec<f64> = (0..batch)
-        .map(|e| (c.rtol[e] * c.rtol[e] * ysq[e]).max(c.atol[e] * c.atol[e]))
-        .collect();
-    let mut cg = Cg {
-        b,
-        op,
-        y,
-        params,
-        batch,
-        x,
-        r: b.zeros::<T<B>>(&shape)?,
-        d: b.zeros::<T<B>>(&shape)?,
-        q: b.zeros::<T<B>>(&shape)?,
-        z: if jacobi {
-            Some(b.zeros::<T<B>>(&shape)?)
-        } else {
-            None
-        },
-        inv_diag,
-        s: b.zeros::<AccumOf<B>>(&[SLOTS, batch])?,
-        rz_slots: (RZ_A, RZ_B),
-        mask: b.zeros::<i32>(&[batch])?,
-        mask_host: vec![false; batch],
-        rz: Vec::new(),
-        dq: vec![AccumOf::<B>::zero(); batch],
-        rsq: Vec::new(),
-        book: Book {
-            it: vec![0; batch],
-            fe: vec![1; batch],
-            rsq0: Vec::new(),
-            rsq: Vec::new(),
-            ysq,
-            tol_sq,
-            max_iter: c.max_iter,
-            converged: vec![false; batch],
-            diverged: x_bad,
-            active: vec![false; batch],
-            curv_sign: vec![0.0; batch],
-            sign_change: vec![None; batch],
-            zero_curv: vec![None; batch],
-            zero_rhs,
-            true_sq: Vec::new(),
-            loop_converged: Vec::new(),
-            null_sq,
-        },
-        step: 0,
-        null: ns.filter(|n| n.dimension() > 0),
-        r_true: None,
-    };
-    let (_, rsq) = cg.true_residual()?;
-    cg.book.rsq0 = report(&rsq);
-    cg.book.rsq = report(&rsq);
-    cg.rsq = rsq;
-    for e in 0..batch {
-        cg.book.judge(e);
-    }
-    // CG-adaptive applies the operator to d before the first iteration (counted).
-    cg.start_directions(&vec![true; batch])?;
-    if params.method == Method::CgAdaptive {
-        for fe in &mut cg.book.fe {
-            *fe += 1;
-        }
-    }
+    let start = Start::new(b, op, y, x0, &shape)?;
+    let y = start.y_owned.as_ref().unwrap_or(y);
+    let mut cg = Cg::new(b, op, y, params, c, start.x, start.book, inv_diag)?;
+    cg.begin()?;
     cg.observe(observer)?;
     cg.iterate(observer)?;
+    cg.check_true_residual(observer)?;
+    cg.into_result()
+}
 
-    // The true residual y − A·x: the recurrence drifts from it in floating point, and on a
-    // singular system without a solution it can fall below the tolerance while y − A·x stays
-    // large. An entry whose recurrence converged but whose true residual did not restarts from
-    // the true residual (residual replacement) while that keeps paying off. When no entry
-    // iterated, r is already exact (except on an operator with floating regions, whose x is
-    // made zero-mean and whose true residual is the unprojected one).
-    let mut true_sq = cg.rsq.clone();
-    let (mut last, mut restarts) = (vec![0.0; batch], vec![0usize; batch]);
-    while cg.book.it.iter().any(|&k| k > 0) || cg.null.is_some() {
-        cg.project_x()?;
-        let (t, p) = cg.true_residual()?;
-        true_sq = t;
-        if !cg.restart(&p, &mut last, &mut restarts)? {
-            break;
+/// The starting point of a solve: `y` with the operator's pinned cells zeroed (when it has
+/// any), `x` from `x0`, and the bookkeeping's view of both.
+struct Start<B: Memory> {
+    /// `y` with its pinned cells zeroed, when the operator has pinned cells.
+    y_owned: Option<Arr<B, FloatOf<B>>>,
+    x: Arr<B, FloatOf<B>>,
+    /// Per entry `Σy²`, zero right-hand sides, non-finite `x0`, the null-space part of `y`.
+    book: StartBook,
+}
+
+/// The per-entry facts of [`Start`] the [`Book`] begins with.
+struct StartBook {
+    ysq: Vec<f64>,
+    zero_rhs: Vec<bool>,
+    x_bad: Vec<bool>,
+    null_sq: Vec<f64>,
+}
+
+impl<B: Memory + Elementwise + Linalg> Start<B> {
+    fn new(
+        b: &B,
+        op: &dyn LinearOperator<B>,
+        y: &Arr<B, FloatOf<B>>,
+        x0: Option<&Arr<B, FloatOf<B>>>,
+        shape: &[usize],
+    ) -> Result<Self> {
+        type T<B> = FloatOf<B>;
+        let batch = shape[0];
+        // An operator with cells that are not unknowns ignores y (and x0) there: both are
+        // zeroed.
+        let ns = op.null_space();
+        let y_owned = match ns {
+            Some(ns) if ns.pinned() > 0 => {
+                let mut h = b.download(y)?;
+                ns.zero_pinned(&mut h);
+                Some(b.upload(h.view())?)
+            }
+            _ => None,
+        };
+        let y = y_owned.as_ref().unwrap_or(y);
+        let null_sq = match ns {
+            Some(ns) if ns.dimension() > 0 => ns.null_sq(&b.download(y)?),
+            _ => vec![0.0; batch],
+        };
+        // x, r = y − A·x. A row with y = 0 has the answer x = 0 whatever x0 is (as scipy's
+        // cg): it starts from 0 and converges at once, even with atol = 0.
+        let ysq = report(&b.sum_sq_rows(y)?);
+        let zero_rhs: Vec<bool> = ysq.iter().map(|&s| s == 0.0).collect();
+        let x = match x0 {
+            Some(x0) if zero_rhs.iter().any(|&z| z) => {
+                let keep: Vec<T<B>> = zero_rhs
+                    .iter()
+                    .map(|&z| T::<B>::from_f64(if z { 0.0 } else { 1.0 }))
+                    .collect();
+                let mut x = b.zeros::<T<B>>(shape)?;
+                b.axpy_rows(&keep, x0, &mut x)?; // rows with a zero factor stay exactly 0
+                x
+            }
+            Some(x0) => b.duplicate(x0)?,
+            None => b.zeros::<T<B>>(shape)?,
+        };
+        let x = match (ns, x0) {
+            (Some(ns), Some(_)) if ns.pinned() > 0 => {
+                let mut h = b.download(&x)?;
+                ns.zero_pinned(&mut h);
+                b.upload(h.view())?
+            }
+            _ => x,
+        };
+        let x_bad: Vec<bool> = match x0 {
+            Some(_) => b.sum_rows(&x)?.iter().map(|s| !s.is_finite()).collect(),
+            None => vec![false; batch],
+        };
+        Ok(Start {
+            y_owned,
+            x,
+            book: StartBook {
+                ysq,
+                zero_rhs,
+                x_bad,
+                null_sq,
+            },
+        })
+    }
+}
+
+impl<'a, B: Memory + Elementwise + Linalg> Cg<'a, B> {
+    /// The state of a solve from its validated parameters `c` and starting point, with the
+    /// working vectors allocated (zeros) and the tolerances set; nothing is computed yet
+    /// ([`Cg::begin`]).
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        b: &'a B,
+        op: &'a dyn LinearOperator<B>,
+        y: &'a Arr<B, FloatOf<B>>,
+        params: &'a SolveParams,
+        c: Checked,
+        x: Arr<B, FloatOf<B>>,
+        start: StartBook,
+        inv_diag: Option<Arr<B, FloatOf<B>>>,
+    ) -> Result<Self> {
+        type T<B> = FloatOf<B>;
+        let (batch, shape) = (c.batch, [c.batch, c.n]);
+        let tol_sq: Vec<f64> = (0..batch)
+            .map(|e| (c.rtol[e] * c.rtol[e] * start.ysq[e]).max(c.atol[e] * c.atol[e]))
+            .collect();
+        Ok(Cg {
+            b,
+            op,
+            y,
+            params,
+            batch,
+            x,
+            r: b.zeros::<T<B>>(&shape)?,
+            d: b.zeros::<T<B>>(&shape)?,
+            q: b.zeros::<T<B>>(&shape)?,
+            z: if inv_diag.is_some() {
+                Some(b.zeros::<T<B>>(&shape)?)
+            } else {
+                None
+            },
+            inv_diag,
+            s: b.zeros::<AccumOf<B>>(&[SLOTS, batch])?,
+            rz_slots: (RZ_A, RZ_B),
+            mask: b.zeros::<i32>(&[batch])?,
+            mask_host: vec![false; batch],
+            rz: Vec::new(),
+            dq: vec![AccumOf::<B>::zero(); batch],
+            rsq: Vec::new(),
+            book: Book {
+                it: vec![0; batch],
+                fe: vec![1; batch],
+                rsq0: Vec::new(),
+                rsq: Vec::new(),
+                ysq: start.ysq,
+                tol_sq,
+                max_iter: c.max_iter,
+                converged: vec![false; batch],
+                diverged: start.x_bad,
+                active: vec![false; batch],
+                curv_sign: vec![0.0; batch],
+                sign_change: vec![None; batch],
+                zero_curv: vec![None; batch],
+                zero_rhs: start.zero_rhs,
+                true_sq: Vec::new(),
+                loop_converged: Vec::new(),
+                null_sq: start.null_sq,
+            },
+            step: 0,
+            null: op.null_space().filter(|n| n.dimension() > 0),
+            r_true: None,
+        })
+    }
+
+    /// The initial residual `r = y − A·x`, its judgement, and the first search directions
+    /// (CG-adaptive applies the operator to `d` before the first iteration, counted).
+    fn begin(&mut self) -> Result<()> {
+        let (_, rsq) = self.true_residual()?;
+        self.book.rsq0 = report(&rsq);
+        self.book.rsq = report(&rsq);
+        self.rsq = rsq;
+        for e in 0..self.batch {
+            self.book.judge(e);
         }
-        cg.iterate(observer)?;
+        self.start_directions(&vec![true; self.batch])?;
+        if self.params.method == Method::CgAdaptive {
+            for fe in &mut self.book.fe {
+                *fe += 1;
+            }
+        }
+        Ok(())
     }
-    if let Some(r) = cg.r_true.take() {
-        cg.r = b.upload(r.view())?;
+
+    /// The true residual `y − A·x` after the loop: the recurrence drifts from it in floating
+    /// point, and on a singular system without a solution it can fall below the tolerance
+    /// while `y − A·x` stays large. An entry whose recurrence converged but whose true residual
+    /// did not restarts from the true residual (residual replacement, [`Cg::restart`]) while
+    /// that keeps paying off. When no entry iterated, `r` is already exact (except on an
+    /// operator with floating regions, whose `x` is made zero-mean and whose true residual is
+    /// the unprojected one). Leaves the true `Σr²` in the book ([`Book::finish`]).
+    fn check_true_residual(
+        &mut self,
+        observer: &mut dyn FnMut(&IterationState<'_, FloatOf<B>>) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let batch = self.batch;
+        let mut true_sq = self.rsq.clone();
+        let (mut last, mut restarts) = (vec![0.0; batch], vec![0usize; batch]);
+        while self.book.it.iter().any(|&k| k > 0) || self.null.is_some() {
+            self.project_x()?;
+            let (t, p) = self.true_residual()?;
+            true_sq = t;
+            if !self.restart(&p, &mut last, &mut restarts)? {
+                break;
+            }
+            self.iterate(observer)?;
+        }
+        if let Some(r) = self.r_true.take() {
+            self.r = self.b.upload(r.view())?;
+        }
+        self.book.finish(report(&true_sq));
+        Ok(())
     }
-    let mut book = cg.book;
-    book.finish(report(&true_sq));
-    let setup = Setup {
-        method: params.method,
-        preconditioner: params.preconditioner,
-        eps: <T<B> as crate::dtype::Float>::EPS.as_f64(),
-        precision: if std::mem::size_of::<T<B>>() == 4 {
-            "single"
-        } else {
-            "double"
-        },
-    };
-    let message = (0..batch).map(|e| book.message(e, &setup)).collect();
-    Ok(SolveResult {
-        x: cg.x,
-        residual: cg.r,
-        residual_norm: book.true_sq.iter().map(|v| v.sqrt()).collect(),
-        recurrence_residual_norm: book.rsq.iter().map(|v| v.sqrt()).collect(),
-        iterations: book.it,
-        function_evaluations: book.fe,
-        converged: book.converged,
-        diverged: book.diverged,
-        message,
-    })
+
+    /// The result, with a sentence per entry.
+    fn into_result(self) -> Result<SolveResult<B>> {
+        type T<B> = FloatOf<B>;
+        let params = self.params;
+        let book = self.book;
+        let setup = Setup {
+            method: params.method,
+            preconditioner: params.preconditioner,
+            eps: <T<B> as crate::dtype::Float>::EPS.as_f64(),
+            precision: if std::mem::size_of::<T<B>>() == 4 {
+                "single"
+            } else {
+                "double"
+            },
+        };
+        let message = (0..self.batch).map(|e| book.message(e, &setup)).collect();
+        Ok(SolveResult {
+            x: self.x,
+            residual: self.r,
+            residual_norm: book.true_sq.iter().map(|v| v.sqrt()).collect(),
+            recurrence_residual_norm: book.rsq.iter().map(|v| v.sqrt()).collect(),
+            iterations: book.it,
+            function_evaluations: book.fe,
+            converged: book.converged,
+            diverged: book.diverged,
+            message,
+        })
+    }
 }
 
 /// `1/diag(A)` as a `(batch, n)` device array; errors when the operator has no diagonal or a
