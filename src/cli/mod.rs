@@ -21,6 +21,7 @@ macro_rules! note {
     };
 }
 
+pub mod args;
 mod bench;
 mod demo;
 mod devices;
