@@ -7,7 +7,9 @@
 //! ```
 //!
 //! Runs on any communicator: here the world, split in two halves that each match their own
-//! target (as a job over many tomograms would), then the world checks the halves agree.
+//! target (as a job over many tomograms would), then the world checks the halves agree. Then a
+//! list of jobs of unequal sizes runs over the world with [`dist::Ranks`] (items on demand from
+//! rank 0), and rank 0 checks every job equals one process's result bit for bit.
 
 use std::process::ExitCode;
 
@@ -16,7 +18,7 @@ use monomorph::algo::matching::Score;
 use monomorph::algo::rotations::RotationSet;
 use monomorph::dist::{self, mpi, mpi::traits::*};
 use monomorph::prelude::*;
-use monomorph::work::{Control, MatchJob};
+use monomorph::work::{Control, Done, JobSize, MatchJob, Plan, RunError, Serial};
 use ndarray::{ArrayD, IxDyn};
 
 /// A 32³ target with the template planted at (12, 16, 20), same on every rank.
@@ -57,6 +59,81 @@ fn run(comm: &impl Communicator) -> Result<Option<(usize, f32, f64)>, dist::Rank
     dist::agree(comm, best.transpose())
 }
 
+/// Jobs of unequal sizes (the template planted in each), the same on every rank.
+fn list_jobs() -> Vec<std::sync::Arc<MatchJob>> {
+    let (_, template) = inputs();
+    [40usize, 16, 24, 20]
+        .iter()
+        .map(|&n| {
+            let mut target = ArrayD::<f32>::zeros(IxDyn(&[n, n, n]));
+            for (i, v) in template.indexed_iter() {
+                target[[2 + i[0], 3 + i[1], 4 + i[2]]] = *v;
+            }
+            let rotations = RotationSet::uniform(3, 60.0).expect("a rotation set");
+            let job = MatchJob::new(
+                HostArray::F32(target),
+                HostArray::F32(template.clone()),
+                Score::FLC,
+                rotations,
+            );
+            std::sync::Arc::new(job)
+        })
+        .collect()
+}
+
+/// A finished job's bits: (scores, rotation index, Σ score²) as host data.
+type Bits = (Vec<u32>, Vec<i64>, u64);
+
+fn bits(done: Done) -> Result<Bits, Error> {
+    let b = Cpu::<Single>::new();
+    let r = done.matching.finish(&b, done.part)?;
+    let scores = b.download(&r.scores)?.iter().map(|v| v.to_bits()).collect();
+    let index = b
+        .download(&r.rotation_index)?
+        .iter()
+        .map(|&v| i64::from(v))
+        .collect();
+    Ok((scores, index, r.ssum.to_bits()))
+}
+
+/// The list over the world's ranks, checked on rank 0 against one process.
+fn run_list(world: &impl Communicator) -> Result<Option<usize>, dist::RankError> {
+    let jobs = list_jobs();
+    let sizes: Vec<JobSize> = jobs
+        .iter()
+        .map(|j| JobSize {
+            voxels: j.target.shape().iter().product::<usize>() as u64,
+            rotations: j.rotations.len() as u64,
+        })
+        .collect();
+    let plan = Plan::balanced(&sizes, world.size() as usize);
+    let describe = |e: RunError<Error>| (1, format!("{e:?}"));
+    let ranks = dist::Ranks::default().run(&jobs, &plan, &Control::new(), bits, describe)?;
+    let Some(ranks) = ranks else { return Ok(None) };
+    // Rank 0: one process's results, every job whole.
+    let whole = Plan::whole(&jobs.iter().map(|j| j.rotations.len()).collect::<Vec<_>>());
+    let mut one = Vec::new();
+    Serial::default()
+        .run(&jobs, &whole, &Control::new(), |d| {
+            bits(d).map(|b| one.push(b))
+        })
+        .map_err(|e| dist::RankError {
+            rank: 0,
+            code: 1,
+            message: format!("{e:?}"),
+        })?;
+    for (k, (r, o)) in ranks.iter().zip(&one).enumerate() {
+        if r.value != *o {
+            return Err(dist::RankError {
+                rank: 0,
+                code: 1,
+                message: format!("job {k} differs from one process"),
+            });
+        }
+    }
+    Ok(Some(ranks.len()))
+}
+
 fn main() -> ExitCode {
     let Some(universe) = mpi::initialize() else {
         eprintln!("error: MPI was already initialised");
@@ -83,6 +160,19 @@ fn main() -> ExitCode {
                 world.rank()
             );
         }
+        Ok(None) => {}
+        Err(e) => {
+            if world.rank() == 0 {
+                eprintln!("error: {e}");
+            }
+            return ExitCode::FAILURE;
+        }
+    }
+    match run_list(&world) {
+        Ok(Some(n)) => println!(
+            "list: {n} jobs over {} ranks, each equal to one process bit for bit",
+            world.size()
+        ),
         Ok(None) => {}
         Err(e) => {
             if world.rank() == 0 {

@@ -63,9 +63,9 @@ pub enum BenchAlgorithm {
 }
 
 /// Parses `N`, `NxN`, `NxNxN` (a single N means N³), with the library's
-/// [`monomorph::io::args::parse_dims`].
+/// [`super::args::parse_dims`].
 pub fn parse_dims(s: &str) -> Result<Vec<usize>, String> {
-    let v = monomorph::io::args::parse_dims(s)?;
+    let v = super::args::parse_dims(s)?;
     Ok(if v.len() == 1 { vec![v[0]; 3] } else { v })
 }
 

@@ -39,7 +39,7 @@ pub fn run(args: Vec<String>, mut session: Session) -> (Session, CliResult<()>) 
         }
         match cli.command {
             Command::Match(a) => super::run::run_match(&g, a),
-            Command::Peaks(a) if a.caller == super::peaks::Caller::Pytom => {
+            Command::Peaks(a) if a.query.caller == super::peaks::Caller::Pytom => {
                 super::pytom::run_peaks(&g, a)
             }
             Command::Peaks(a) => super::peaks::run(&g, a),

@@ -22,7 +22,7 @@ use super::error::{CliError, CliResult};
 use super::global::Global;
 use super::matching::{ListArgs, MatchArgs, Matched, Prepared, prepare, write};
 use super::output::{Outputs, path_json};
-use super::peaks::{Caller, PeakQuery, RunStats};
+use super::peaks::{PeakQuery, RunStats};
 use super::project::StarFormat;
 use monomorph::io::relion5::ParticleGeometry;
 
@@ -292,17 +292,18 @@ pub fn peak_query(a: &ListArgs) -> CliResult<Option<PeakQuery>> {
     if !a.peaks {
         return Ok(None);
     }
+    let f = &a.query;
     PeakQuery {
-        min_distance: a.min_distance.unwrap_or(5),
-        threshold_abs: a.threshold_abs,
-        threshold_rel: a.threshold_rel,
-        exclude_border: a.exclude_border,
-        num_peaks: a.num_peaks,
-        false_positives: a.false_positives,
-        caller: a.caller.unwrap_or(Caller::Skimage),
+        min_distance: f.min_distance,
+        threshold_abs: f.threshold_abs,
+        threshold_rel: f.threshold_rel,
+        exclude_border: f.exclude_border,
+        num_peaks: f.num_peaks,
+        false_positives: f.false_positives,
+        caller: f.caller,
         run_stats: None,
-        max_score: a.max_score,
-        oversampling: a.peak_oversampling,
+        max_score: f.max_score,
+        oversampling: f.peak_oversampling,
     }
     .checked()
     .map(Some)

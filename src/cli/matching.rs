@@ -679,73 +679,9 @@ pub struct ListArgs {
     /// row's target in `_rlnMicrographName` (the path as the list gives it).
     #[arg(long, requires = "target_list", help_heading = "Many targets")]
     pub peaks: bool,
-    /// With --peaks: `peaks --min-distance` (default 5).
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub min_distance: Option<usize>,
-    /// With --peaks: `peaks --threshold-abs` (alias --min-score, pytme's name).
-    #[arg(
-        long,
-        visible_alias = "min-score",
-        value_name = "X",
-        allow_negative_numbers = true,
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub threshold_abs: Option<f64>,
-    /// With --peaks: `peaks --threshold-rel`.
-    #[arg(
-        long,
-        value_name = "Y",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub threshold_rel: Option<f64>,
-    /// With --peaks: `peaks --exclude-border`.
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub exclude_border: Option<usize>,
-    /// With --peaks: `peaks --num-peaks` (per target).
-    #[arg(
-        long,
-        value_name = "K",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub num_peaks: Option<usize>,
-    /// With --peaks: `peaks --false-positives` (per target, from its run's statistics).
-    #[arg(
-        long,
-        value_name = "K",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub false_positives: Option<f64>,
-    /// With --peaks: `peaks --max-score`.
-    #[arg(
-        long,
-        value_name = "X",
-        allow_negative_numbers = true,
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub max_score: Option<f64>,
-    /// With --peaks: `peaks --peak-oversampling`.
-    #[arg(
-        long,
-        value_name = "F",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub peak_oversampling: Option<f64>,
+    /// The peak query of --peaks, per target (`monomorph peaks`'s flags).
+    #[command(flatten, next_help_heading = "Many targets")]
+    pub query: super::peaks::PeakFlags,
     /// With --peaks: the format of OUT/particles.star: relion4 (the default: voxels,
     /// `_rlnMicrographName`) or relion5 (`_rlnTomoName`, centred Å, data_optics; each
     /// tomogram's geometry from its tomograms.star row, see `peaks --star-format`).
@@ -766,15 +702,6 @@ pub struct ListArgs {
         help_heading = "Many targets"
     )]
     pub relion5_centre: Option<super::project::CentreArg>,
-    /// With --peaks: `peaks --caller` (default skimage).
-    #[arg(
-        long,
-        value_enum,
-        value_name = "CALLER",
-        requires = "peaks",
-        help_heading = "Many targets"
-    )]
-    pub caller: Option<Caller>,
 }
 
 /// `--devices`: distinct device numbers, in the order given.

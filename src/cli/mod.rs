@@ -21,6 +21,7 @@ macro_rules! note {
     };
 }
 
+pub mod args;
 mod bench;
 mod demo;
 mod devices;
@@ -130,7 +131,14 @@ fn command() -> clap::Command {
         })
         .mut_subcommands(negatives)
     }
-    negatives(Cli::command())
+    // The peak query flags are declared once (peaks::PeakFlags); `match` takes them with
+    // --target-list --peaks only.
+    let cmd = Cli::command().mut_subcommand("match", |m| {
+        peaks::PEAK_FLAG_IDS
+            .iter()
+            .fold(m, |m, id| m.mut_arg(*id, |a| a.requires("peaks")))
+    });
+    negatives(cmd)
 }
 
 /// The spellings (`--name`, `-c`) of the flags whose values are numbers, in `c` and its
@@ -340,7 +348,7 @@ fn run_command(command: Command, mut g: Global, launched: Option<usize>) -> CliR
     let done = match command {
         Command::Demo(a) => demo::run(&fixed, a),
         Command::Match(a) => run::run_match(&g, a),
-        Command::Peaks(a) if a.caller == peaks::Caller::Pytom => pytom::run_peaks(&g, a),
+        Command::Peaks(a) if a.query.caller == peaks::Caller::Pytom => pytom::run_peaks(&g, a),
         Command::Peaks(a) => peaks::run(&g, a),
         Command::Roc(a) => roc::run(&g, a),
         Command::Solve(a) => solve::run(&g, a),

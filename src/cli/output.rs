@@ -126,9 +126,9 @@ pub fn run_info(g: &Global, backend_name: &str, device: &str) -> Value {
 }
 
 /// Parses a byte count with an optional K/M/G/T unit (powers of 1024): the library's
-/// [`monomorph::io::args::parse_bytes`].
+/// [`super::args::parse_bytes`].
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    monomorph::io::args::parse_bytes(s)
+    super::args::parse_bytes(s)
 }
 
 /// `v` as `f64` (monomorph's `Real::as_f64`).

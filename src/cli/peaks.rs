@@ -18,26 +18,10 @@ use super::error::{CliError, CliResult};
 use super::global::Global;
 use super::output::{Outputs, check_distinct, check_out_file, read_npy_input};
 
-/// Options of `monomorph peaks`.
+/// The peak query flags, one declaration for `monomorph peaks` and `monomorph match
+/// --target-list --peaks` (there under "Many targets", each requiring --peaks).
 #[derive(Args, Debug, Clone)]
-pub struct PeaksArgs {
-    /// Score map (`.npy` or MRC), 2-D or 3-D.
-    #[arg(long, value_name = "S.npy")]
-    pub scores: PathBuf,
-    /// Best-rotation index per voxel (int32/int64 `.npy`, same shape as the scores).
-    #[arg(long, value_name = "RI.npy", requires = "rotations")]
-    pub rotation_index: Option<PathBuf>,
-    /// The rotation list `(n, d, d)` the index refers to (adds rotation and angle columns):
-    /// matrices acting on the array's index order (z, y, x), as `match` writes them
-    /// (rotations.npy); checked like `match --rotations` (finite, orthonormal, det +1).
-    #[arg(long, value_name = "R.npy", requires = "rotation_index")]
-    pub rotations: Option<PathBuf>,
-    /// The template of the best score per voxel (int `.npy`, the scores' shape), from a
-    /// `match` with several --template: rows get its index (CSV column `template`, 0-based;
-    /// STAR `_rlnClassNumber`, the index + 1). Default: the template_index.npy beside
-    /// --rotation-index, when the run.json there lists several templates.
-    #[arg(long, value_name = "TI.npy")]
-    pub template_index: Option<PathBuf>,
+pub struct PeakFlags {
     /// Minimum distance between peaks in voxels (Chebyshev, strict) and max-filter radius.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub min_distance: usize,
@@ -84,6 +68,65 @@ pub struct PeaksArgs {
     /// falls back to the map's standard deviation inside the border (with a warning).
     #[arg(long, value_name = "K")]
     pub false_positives: Option<f64>,
+    /// Peak caller: scikit-image's peak_local_max, pytme's maximum-filter caller, pytme's
+    /// recursive masking, or pytom-match-pick's extraction (--particle-diameter, --num-peaks;
+    /// --false-positives, default 1, sets its cut-off, --threshold-abs replaces it).
+    #[arg(long, value_enum, default_value_t = Caller::Skimage)]
+    pub caller: Caller,
+}
+
+impl Default for PeakFlags {
+    fn default() -> Self {
+        PeakFlags {
+            min_distance: 5,
+            threshold_abs: None,
+            max_score: None,
+            peak_oversampling: None,
+            threshold_rel: None,
+            exclude_border: None,
+            num_peaks: None,
+            false_positives: None,
+            caller: Caller::Skimage,
+        }
+    }
+}
+
+/// The flags of [`PeakFlags`] (clap ids), which `match` takes only with --peaks.
+pub const PEAK_FLAG_IDS: [&str; 9] = [
+    "min_distance",
+    "threshold_abs",
+    "max_score",
+    "peak_oversampling",
+    "threshold_rel",
+    "exclude_border",
+    "num_peaks",
+    "false_positives",
+    "caller",
+];
+
+/// Options of `monomorph peaks`.
+#[derive(Args, Debug, Clone)]
+pub struct PeaksArgs {
+    /// Score map (`.npy` or MRC), 2-D or 3-D.
+    #[arg(long, value_name = "S.npy")]
+    pub scores: PathBuf,
+    /// Best-rotation index per voxel (int32/int64 `.npy`, same shape as the scores).
+    #[arg(long, value_name = "RI.npy", requires = "rotations")]
+    pub rotation_index: Option<PathBuf>,
+    /// The rotation list `(n, d, d)` the index refers to (adds rotation and angle columns):
+    /// matrices acting on the array's index order (z, y, x), as `match` writes them
+    /// (rotations.npy); checked like `match --rotations` (finite, orthonormal, det +1).
+    #[arg(long, value_name = "R.npy", requires = "rotation_index")]
+    pub rotations: Option<PathBuf>,
+    /// The template of the best score per voxel (int `.npy`, the scores' shape), from a
+    /// `match` with several --template: rows get its index (CSV column `template`, 0-based;
+    /// STAR `_rlnClassNumber`, the index + 1). Default: the template_index.npy beside
+    /// --rotation-index, when the run.json there lists several templates.
+    #[arg(long, value_name = "TI.npy")]
+    pub template_index: Option<PathBuf>,
+    /// The peak query.
+    #[command(flatten)]
+    pub query: PeakFlags,
     /// The `match` output folder whose run.json holds the run's score statistics (default: a
     /// run.json beside --scores, when there is one); with --caller pytom also a
     /// pytom-match-pick job file (its job_stats and voxel_size).
@@ -94,11 +137,6 @@ pub struct PeaksArgs {
     /// means a broken computation upstream, and peaks called around it would look valid.
     #[arg(long)]
     pub allow_nan: bool,
-    /// Peak caller: scikit-image's peak_local_max, pytme's maximum-filter caller, pytme's
-    /// recursive masking, or pytom-match-pick's extraction (--particle-diameter, --num-peaks;
-    /// --false-positives, default 1, sets its cut-off, --threshold-abs replaces it).
-    #[arg(long, value_enum, default_value_t = Caller::Skimage)]
-    pub caller: Caller,
     /// pytom-match-pick's extraction flags (--caller pytom).
     #[command(flatten)]
     pub pytom: PytomArgs,
@@ -222,16 +260,16 @@ impl PeakQuery {
     /// From the command's flags.
     pub fn from_args(a: &PeaksArgs) -> CliResult<Self> {
         PeakQuery {
-            min_distance: a.min_distance,
-            threshold_abs: a.threshold_abs,
-            threshold_rel: a.threshold_rel,
-            exclude_border: a.exclude_border,
-            num_peaks: a.num_peaks,
-            false_positives: a.false_positives,
-            caller: a.caller,
+            min_distance: a.query.min_distance,
+            threshold_abs: a.query.threshold_abs,
+            threshold_rel: a.query.threshold_rel,
+            exclude_border: a.query.exclude_border,
+            num_peaks: a.query.num_peaks,
+            false_positives: a.query.false_positives,
+            caller: a.query.caller,
             run_stats: None,
-            max_score: a.max_score,
-            oversampling: a.peak_oversampling,
+            max_score: a.query.max_score,
+            oversampling: a.query.peak_oversampling,
         }
         .checked()
     }
@@ -736,7 +774,7 @@ fn find_match_run(
             path.display()
         ))),
         Err(m) => {
-            if a.false_positives.is_some() && !g.quiet {
+            if a.query.false_positives.is_some() && !g.quiet {
                 note!("warning: ignoring {} beside --scores: {m}", path.display());
             }
             Ok(None)
@@ -851,7 +889,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
             a.scores.display()
         )));
     }
-    if let Some(f) = a.peak_oversampling {
+    if let Some(f) = a.query.peak_oversampling {
         // Sub-voxel positions interpolate the whole map: NaN (accepted by --allow-nan for
         // calling) would make every position NaN.
         let nan = vol.data.count_nan();
@@ -886,7 +924,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
     let template_index = read_template_index(&a, &shape)?;
     let run = find_match_run(g, &a, &shape, rotations.as_ref().map(|r| r.shape()[0]))?;
     query.run_stats = run.as_ref().map(|r| r.stats);
-    if let Some(k) = a.false_positives {
+    if let Some(k) = a.query.false_positives {
         // Checked here so that the message names the flags, not the library's `k` and `sigma`.
         // −∞ marks a position a restricted match did not search: not a trial, allowed.
         let bad = vol.data.count_nonfinite() - vol.data.count_neg_inf();

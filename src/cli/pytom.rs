@@ -270,10 +270,10 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
     let p = &a.pytom;
     check_flags(p)?;
     for (flag, given) in [
-        ("--threshold-rel", a.threshold_rel.is_some()),
-        ("--max-score", a.max_score.is_some()),
-        ("--exclude-border", a.exclude_border.is_some()),
-        ("--peak-oversampling", a.peak_oversampling.is_some()),
+        ("--threshold-rel", a.query.threshold_rel.is_some()),
+        ("--max-score", a.query.max_score.is_some()),
+        ("--exclude-border", a.query.exclude_border.is_some()),
+        ("--peak-oversampling", a.query.peak_oversampling.is_some()),
         ("--star-format", a.star_format.is_some()),
     ] {
         if given {
@@ -282,7 +282,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
             )));
         }
     }
-    let num_peaks = a.num_peaks.ok_or_else(|| {
+    let num_peaks = a.query.num_peaks.ok_or_else(|| {
         CliError::input(
             "--num-peaks: required with --caller pytom (pytom's -n, the most particles to extract)",
         )
@@ -292,14 +292,14 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
             "--num-peaks 0: expected at least 1 particle",
         ));
     }
-    let k = a.false_positives.unwrap_or(1.0);
+    let k = a.query.false_positives.unwrap_or(1.0);
     if !(k.is_finite() && k > 0.0) {
         return Err(CliError::input(format!(
             "--false-positives {}: expected a number > 0",
             super::error::show(k)
         )));
     }
-    if let Some(t) = a.threshold_abs
+    if let Some(t) = a.query.threshold_abs
         && !t.is_finite()
     {
         return Err(CliError::input(format!(
@@ -330,7 +330,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
     let voxel = voxel_size(vol.voxel_size, run.as_ref(), p.sampling_rate)?;
     let r = radius(p.particle_diameter, voxel)?;
     let n_voxels: usize = shape.iter().product();
-    let (cut, sigma) = match (a.threshold_abs, &run) {
+    let (cut, sigma) = match (a.query.threshold_abs, &run) {
         (Some(t), _) => (t.max(0.0), run.as_ref().map(|r| r.stats.ssum.sqrt())),
         (None, Some(run)) => {
             let space = n_voxels as f64 * run.stats.n_rotations as f64;
@@ -408,7 +408,7 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
         a.scores.display(),
         p.particle_diameter.unwrap_or(0.0),
         ex.cut_off,
-        if a.threshold_abs.is_some() {
+        if a.query.threshold_abs.is_some() {
             "--threshold-abs".to_string()
         } else {
             format!("erfcinv(2*{k}/search space)*sqrt(2)*sigma")

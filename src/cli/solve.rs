@@ -277,7 +277,7 @@ impl BackendTask for SolveTask {
 }
 
 fn parse_grid(s: &str) -> CliResult<Vec<usize>> {
-    monomorph::io::args::parse_dims(s).map_err(|e| CliError::input(format!("--laplacian {e}")))
+    super::args::parse_dims(s).map_err(|e| CliError::input(format!("--laplacian {e}")))
 }
 
 fn csr_file(dir: &Path, name: &str) -> PathBuf {

@@ -1,11 +1,10 @@
 //! File formats of the `monomorph` command, usable from Rust too: `.npy` and MRC volumes (plain,
-//! gzip or bzip2 compressed), CSV/STAR peak lists, PNG slices, and the size arguments.
+//! gzip or bzip2 compressed), CSV/STAR peak lists and PNG slices.
 //!
 //! Every reader validates its header before allocating and reports a bad file as
 //! [`Error::Io`] naming the file and saying what was expected. Payloads are read with one copy,
 //! straight into the final buffer, and written with one write.
 
-pub mod args;
 pub mod mrc;
 pub mod npy;
 pub mod plot;

@@ -13,7 +13,7 @@ use bytemuck::Pod;
 
 /// How many bytes a source holds, known before its payload is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Extent {
+pub(crate) enum Extent {
     /// Exactly this many bytes: a plain file or an in-memory buffer. The header must announce
     /// exactly this size.
     Exact(u64),
@@ -29,14 +29,14 @@ pub enum Extent {
 
 impl Extent {
     /// `true` for a decompressing stream.
-    pub fn is_stream(&self) -> bool {
+    pub(crate) fn is_stream(&self) -> bool {
         matches!(self, Extent::AtMost { .. })
     }
 }
 
 /// Why [`fill`] stopped early.
 #[derive(Debug)]
-pub enum FillError {
+pub(crate) enum FillError {
     /// The source ended after this many bytes of the buffer.
     Eof(usize),
     /// The source failed (an I/O error or a corrupt compressed stream).
@@ -44,7 +44,7 @@ pub enum FillError {
 }
 
 /// Reads from `r` until `buf` is full or the source ends; the number of bytes read.
-pub fn read_full<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
         match r.read(&mut buf[got..]) {
@@ -58,7 +58,7 @@ pub fn read_full<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Result<usiz
 }
 
 /// Fills `buf` from `r` completely.
-pub fn fill<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> Result<(), FillError> {
+pub(crate) fn fill<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> Result<(), FillError> {
     match read_full(r, buf) {
         Ok(n) if n == buf.len() => Ok(()),
         Ok(n) => Err(FillError::Eof(n)),
@@ -67,7 +67,7 @@ pub fn fill<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> Result<(), FillError
 }
 
 /// Checks that a stream has nothing left after the payload (reads at most one byte).
-pub fn expect_end<R: Read + ?Sized>(r: &mut R, what: &str) -> Result<(), String> {
+pub(crate) fn expect_end<R: Read + ?Sized>(r: &mut R, what: &str) -> Result<(), String> {
     let mut one = [0u8; 1];
     match read_full(r, &mut one) {
         Ok(0) => Ok(()),
@@ -81,7 +81,7 @@ pub fn expect_end<R: Read + ?Sized>(r: &mut R, what: &str) -> Result<(), String>
 /// A zeroed `Vec<T>` of `n` elements, or an error instead of an allocation abort. A large one
 /// comes from the kernel untouched (calloc), so the payload read that follows faults each page
 /// in once.
-pub fn zeroed_vec<T: Pod>(n: usize) -> Result<Vec<T>, String> {
+pub(crate) fn zeroed_vec<T: Pod>(n: usize) -> Result<Vec<T>, String> {
     let mut v: Vec<T> = bytemuck::allocation::try_zeroed_vec(n).map_err(|()| {
         format!(
             "cannot allocate {} elements of {} bytes for the data, expected a size this machine can hold",
@@ -122,7 +122,7 @@ fn advise_huge_pages(buf: &mut [u8]) {
 }
 
 /// Reverses the byte order of every element of `v` in place.
-pub fn swap_bytes<T: Pod>(v: &mut [T]) {
+pub(crate) fn swap_bytes<T: Pod>(v: &mut [T]) {
     match std::mem::size_of::<T>() {
         2 => bytemuck::cast_slice_mut::<T, u16>(v)
             .iter_mut()
@@ -156,7 +156,7 @@ fn fill_error(e: FillError, done: u64, want: u64, stream: bool) -> String {
 /// Reads `n` elements of the plain-old-data type `T` stored in byte order `big_endian` straight
 /// into a new vector (one copy), then fixes the byte order in place when it differs from this
 /// machine's.
-pub fn read_native<T: Pod, R: Read + ?Sized>(
+pub(crate) fn read_native<T: Pod, R: Read + ?Sized>(
     r: &mut R,
     n: usize,
     big_endian: bool,
@@ -173,7 +173,7 @@ pub fn read_native<T: Pod, R: Read + ?Sized>(
 
 /// Reads `n` elements of `N` bytes each and converts them with `f` into a new `f32` vector, in
 /// one pass through a small buffer (for the types that arrive as `f32`: small integers, float16).
-pub fn read_converted<const N: usize, R: Read + ?Sized>(
+pub(crate) fn read_converted<const N: usize, R: Read + ?Sized>(
     r: &mut R,
     n: usize,
     stream: bool,
@@ -199,7 +199,7 @@ pub fn read_converted<const N: usize, R: Read + ?Sized>(
 
 /// Writes `values` as little-endian bytes: one write of the values' own bytes when they are
 /// already little endian (every supported machine), else through a small buffer.
-pub fn write_le<T: Pod, W: Write>(w: &mut W, values: &[T]) -> io::Result<()> {
+pub(crate) fn write_le<T: Pod, W: Write>(w: &mut W, values: &[T]) -> io::Result<()> {
     if cfg!(target_endian = "little") {
         return w.write_all(bytemuck::cast_slice(values));
     }
@@ -213,7 +213,10 @@ pub fn write_le<T: Pod, W: Write>(w: &mut W, values: &[T]) -> io::Result<()> {
 
 /// Writes the elements of an array in logical (C) order as little-endian bytes: one write when
 /// the array is contiguous in C order, else through a small buffer.
-pub fn write_array_le<T: Pod, W: Write>(w: &mut W, a: &ndarray::ArrayD<T>) -> io::Result<()> {
+pub(crate) fn write_array_le<T: Pod, W: Write>(
+    w: &mut W,
+    a: &ndarray::ArrayD<T>,
+) -> io::Result<()> {
     if let Some(s) = a.as_slice() {
         return write_le(w, s);
     }
@@ -229,7 +232,7 @@ pub fn write_array_le<T: Pod, W: Write>(w: &mut W, a: &ndarray::ArrayD<T>) -> io
 }
 
 /// The memory this machine has available now (Linux `MemAvailable`), when the OS says.
-pub fn available_memory() -> Option<u64> {
+pub(crate) fn available_memory() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -196,6 +196,37 @@ impl<'a> Control<'a> {
         first
     }
 
+    /// The test hook of [`Control::fail_after`], for an executor's own per-item controls.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn fail_after_hook(&self) -> Option<FailAfter> {
+        self.fail_after
+    }
+
+    /// Calls the progress callback with counts the executor made (MPI ranks: every rank's
+    /// rotations, counted on rank 0).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn report(&self, done: u64, total: u64) {
+        if let Some(p) = &self.progress {
+            p(done, total);
+        }
+    }
+
+    /// Whether a stop was asked for, or the poll hook asks for one now.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn poll_now(&self) -> bool {
+        if self.stopped() {
+            return true;
+        }
+        if let Some(poll) = &self.poll
+            && poll()
+        {
+            self.polled.store(true, Relaxed);
+            self.stop();
+            return true;
+        }
+        false
+    }
+
     /// The first failure, if any (taken).
     pub fn take_failure(&self) -> Option<Failure> {
         lock(&self.failure).take()

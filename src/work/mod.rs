@@ -11,8 +11,9 @@
 //! (template, rotation) pairs, so the same merge ties to the lower template in every executor. One [`Control`]
 //! carries progress (rotations over all items), stop, the first failure and a poll hook.
 //! The executors — [`Serial`], [`Threads`] (device threads, items on demand) and, with the
-//! `mpi` feature, `monomorph::dist` (ranks) — run the same plan; the command, the Python
-//! package and a Rust program are all clients of this layer.
+//! `mpi` feature, `monomorph::dist::Ranks` (MPI ranks, items on demand from rank 0) — run the
+//! same plan; the command, the Python package and a Rust program are all clients of this
+//! layer.
 //!
 //! ```
 //! use monomorph::algo::matching::Score;
@@ -69,6 +70,13 @@
 //!   cargo build --release --features mpi --example mpi_match
 //!   mpirun -n 4 target/release/examples/mpi_match
 //!   ```
+//!
+//!   Many jobs over the ranks (a list of tomograms): `dist::Ranks::run(jobs, plan, control,
+//!   on_done, describe)`, every rank with the same [`Plan`] (e.g. [`Plan::balanced`]). Rank 0
+//!   hands out the items as ranks become free and answers them between its own rotations; a
+//!   job that is one item is finished (`on_done`) on the rank that ran it, a split job's parts
+//!   travel to rank 0 and are merged and finished there; what `on_done` returns (serde) goes to
+//!   rank 0 with who ran what. `monomorph match --target-list` under `mpirun` is this executor.
 //!
 //! * **Your own scheduler**: [`MatchJob::run_range`] (or the [`RunRange`] task) on any
 //!   backend gives a [`Part`] for any range; ship parts as you like (they are plain host data),

@@ -205,3 +205,69 @@ fn a_failing_device_thread_stops_the_others_fast() {
     );
     assert!(!out.exists(), "an output folder was left: {err}");
 }
+
+/// Issue 27: device threads take a list's items on demand. A list whose first target is
+/// much larger than the others, one rotation each, so that every target splits over the two
+/// workers as rotations [0, 0) and [0, 1): worker 0 starts with the large target's empty
+/// range, worker 1 with its one rotation. Worker 0 is free at once, so every item of the
+/// small targets goes to it while worker 1 is busy; each target's run.json
+/// (`devices.workers`) is the log of which worker ran which item.
+#[test]
+fn device_threads_give_a_lists_items_to_the_free_worker() {
+    let dir = scratch("devices-on-demand");
+    let big = save(&dir, "big.npy", &noise(&[160, 160, 160], 31));
+    let small: Vec<String> = (0..4)
+        .map(|k| save(&dir, &format!("s{k}.npy"), &noise(&[12, 12, 12], 32 + k)))
+        .collect();
+    let p = save(&dir, "p.npy", &noise(&[5, 5, 5], 40));
+    // One rotation: the identity.
+    let r: Vec<f32> = vec![1., 0., 0., 0., 1., 0., 0., 0., 1.];
+    let rot = save(
+        &dir,
+        "r.npy",
+        &ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[1, 3, 3]), r).unwrap(),
+    );
+    let list = dir.join("list.txt");
+    std::fs::write(&list, format!("{big}\n{}\n", small.join("\n"))).unwrap();
+    let out = dir.join("out");
+    let a = [
+        "match",
+        "--target-list",
+        list.to_str().unwrap(),
+        "-i",
+        &p,
+        "-s",
+        "cc",
+        "--rotations",
+        &rot,
+        "--backend",
+        "cpu",
+        "--devices",
+        "0,1",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    ok(&run(&a, 2, &[]), "list --devices 0,1");
+    // The per-worker item log: (target, rotations, worker).
+    let mut log = Vec::new();
+    for t in ["big", "s0", "s1", "s2", "s3"] {
+        let info = run_json(&out.join(t));
+        for w in info["devices"]["workers"]
+            .as_array()
+            .expect("devices.workers")
+        {
+            let r = (
+                w["rotations"][0].as_u64().unwrap(),
+                w["rotations"][1].as_u64().unwrap(),
+            );
+            log.push((t, r, w["device"].as_u64().unwrap()));
+        }
+    }
+    eprintln!("items (target, rotations, device): {log:?}");
+    assert_eq!(log[0], ("big", (0, 0), 0), "{log:?}");
+    assert_eq!(log[1], ("big", (0, 1), 1), "{log:?}");
+    for &(t, r, d) in &log[2..] {
+        assert_eq!(d, 0, "{t} {r:?} went to the busy worker: {log:?}");
+    }
+    assert_eq!(log.len(), 10, "{log:?}");
+}

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use monomorph::io::args::{parse_bytes, parse_dims};
+use monomorph::cli::args::{parse_bytes, parse_dims};
 use monomorph::io::{Codec, Format, HostArray, decode_array, read_euler_csv};
 use monomorph::prelude::*;
 use ndarray::{ArrayD, Dimension, IxDyn};

@@ -1,6 +1,6 @@
-//! The size arguments of the command line, parsed by pure functions (so that they can be tested
-//! and fuzzed from the library): byte counts (`--memory-limit 8G`) and grid or volume sizes
-//! (`64x64x64`).
+//! The size arguments of the command line, parsed by pure functions (tested and fuzzed from
+//! the integration tests through the hidden `monomorph::cli::args`): byte counts
+//! (`--memory-limit 8G`) and grid or volume sizes (`64x64x64`).
 
 /// Parses a byte count: a number with an optional unit `K`, `M`, `G`, `T` (powers of 1024;
 /// `KB`, `KiB`, … and a bare `B` are accepted too). Fractions work with a unit (`0.5G` is
