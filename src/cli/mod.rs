@@ -36,6 +36,7 @@ mod list_mpi;
 mod matching;
 mod orientations;
 mod output;
+mod peak_query;
 mod peaks;
 mod project;
 mod pytom;
