@@ -16,6 +16,7 @@
 //! so `rfft`/`irfft` never plan.
 
 mod exec;
+mod kernels;
 mod real;
 #[cfg(test)]
 mod tests;
@@ -32,7 +33,7 @@ use realfft::RealFftPlanner;
 use rustfft::FftPlanner;
 
 use crate::util::SharedMut;
-pub(crate) use exec::Kernels;
+pub(crate) use kernels::Kernels;
 
 /// A cached r2c/c2r plan for one real shape, one set of axes and one float type.
 ///
@@ -380,7 +381,7 @@ pub(crate) fn forward<F: bytemuck::Pod>(
             });
         }
     }
-    fn run<T: exec::FftFloat, F: bytemuck::Pod>(
+    fn run<T: kernels::FftFloat, F: bytemuck::Pod>(
         g: &Geometry,
         k: &Kernels<T>,
         input: &[F],
@@ -476,7 +477,7 @@ pub(crate) fn inverse_consume<F: bytemuck::Pod>(
             ),
         ));
     }
-    fn run<T: exec::FftFloat, F: bytemuck::Pod>(
+    fn run<T: kernels::FftFloat, F: bytemuck::Pod>(
         g: &Geometry,
         k: &Kernels<T>,
         inputs: &mut [&mut [Complex<F>]],
