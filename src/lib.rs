@@ -99,8 +99,10 @@ extern crate self as monomorph;
 pub mod cli;
 pub mod dispatch;
 #[cfg(feature = "mpi")]
+// The folder is not named `dist`: tools (and readers) take a `dist/` folder for build output.
 #[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
 #[allow(unsafe_code)]
+#[path = "distributed/mod.rs"]
 pub mod dist;
 mod host_array;
 #[cfg(feature = "io")]
