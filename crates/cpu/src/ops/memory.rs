@@ -189,4 +189,3 @@ mod tests {
         assert!(cpu.reshape(b, &[4, 2]).is_err());
     }
 }
-
