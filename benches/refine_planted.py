@@ -74,9 +74,12 @@ def mean_error(csv, planted):
     errs = []
     for c, r in planted:
         row = min(rows, key=lambda v: sum((v[k] - c[k]) ** 2 for k in range(3)))
+        if max(abs(row[k] - c[k]) for k in range(3)) > 2:
+            continue  # not found: no peak within 2 voxels
         m = relion_matrix(row[5], row[6], row[7])
         errs.append(np.degrees(np.arccos(np.clip((np.trace(m.T @ r) - 1) / 2, -1, 1))))
-    return float(np.mean(errs))
+    return f"{np.mean(errs):.2f} deg over the {len(errs)} of {len(planted)} particles found"
+
 
 
 def main():
@@ -112,9 +115,9 @@ def main():
     fine_rot = json.load(open(f"{fine}/run.json"))["parameters"]["n_rotations"]
     print(f"target {N}^3, {K} particles, template {M}^3, best of {REPEATS} whole processes")
     print(f"coarse 30-degree search: {coarse_rot} rotations, {tc:.2f} s; "
-          f"mean angular error {mean_error(os.path.join(d, 'coarse.csv'), planted):.2f} deg")
+          f"mean angular error {mean_error(os.path.join(d, 'coarse.csv'), planted)}")
     print(f"refinement: {fine_rot} rotations ({fine_rot // K} per seed), {tf:.2f} s = {tf / K:.3f} s per seed; "
-          f"mean angular error {mean_error(os.path.join(d, 'fine.csv'), planted):.2f} deg")
+          f"mean angular error {mean_error(os.path.join(d, 'fine.csv'), planted)}")
 
 
 if __name__ == "__main__":

@@ -132,11 +132,11 @@ fn job(target: &ArrayD<f32>, rotations: RotationSet, pad: bool) -> MatchJob {
 fn run_parts(
     b: &B,
     job: &MatchJob,
-    ranges: &[std::ops::Range<usize>],
+    ranges: impl IntoIterator<Item = std::ops::Range<usize>>,
 ) -> (Vec<f32>, Vec<i64>, f64) {
     let mut part = Part::empty();
     for r in ranges {
-        part.merge(job.run_range(b, r.clone(), &Control::new(), 0).unwrap())
+        part.merge(job.run_range(b, r, &Control::new(), 0).unwrap())
             .unwrap();
     }
     let r = job.finish(b, part).unwrap();
@@ -185,15 +185,20 @@ fn seeded_scores_are_a_whole_runs_with_each_seeds_rotations() {
         let mut seeded = job(&target, all.clone(), pad);
         seeded.seeds = Some(seeds.clone());
         let nrot = all.len();
-        let (s, i, ssum) = run_parts(&b, &seeded, &[0..nrot]);
+        let (s, i, ssum) = run_parts(&b, &seeded, std::iter::once(0..nrot));
         // Any split of the rotations (one cutting a seed's range) merges to the same bits.
-        let (s3, i3, ssum3) = run_parts(&b, &seeded, &[0..5, 5..na + 3, na + 3..nrot]);
+        let (s3, i3, ssum3) = run_parts(&b, &seeded, [0..5, 5..na + 3, na + 3..nrot]);
         assert_eq!(i, i3);
         assert!(s.iter().zip(&s3).all(|(x, y)| x.to_bits() == y.to_bits()));
         assert_eq!(ssum.to_bits(), ssum3.to_bits());
         // The whole run with each seed's own rotations, kept in the seed's neighbourhood.
-        let whole =
-            |set: &RotationSet| run_parts(&b, &job(&target, set.clone(), pad), &[0..set.len()]);
+        let whole = |set: &RotationSet| {
+            run_parts(
+                &b,
+                &job(&target, set.clone(), pad),
+                std::iter::once(0..set.len()),
+            )
+        };
         let (wa, wai, _) = whole(&a);
         let (wb, wbi, _) = whole(&b2);
         let mut searched = 0;
@@ -270,8 +275,7 @@ fn seeded_searches_refuse_what_they_cannot_define() {
         j.seeds = Some(seeds);
         let e = j
             .run_range(&b, 0..n, &Control::new(), 0)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string();
         assert!(e.contains(why), "{e}");
     }
@@ -280,8 +284,7 @@ fn seeded_searches_refuse_what_they_cannot_define() {
     j.score_stats = true;
     let e = j
         .run_range(&b, 0..n, &Control::new(), 0)
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(e.contains("score statistics"), "{e}");
 }

@@ -60,7 +60,7 @@ pub(super) fn run_job<B: Backend>(
     for r in rots.clone() {
         let done = r - rots.start;
         if done > 0
-            && done % MOMENT_PASSES == 0
+            && done.is_multiple_of(MOMENT_PASSES)
             && let Some((acc, _)) = moments.as_mut()
         {
             b.moments_close(acc)?;
