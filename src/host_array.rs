@@ -57,6 +57,18 @@ impl HostArray {
         }
     }
 
+    /// A view of the values when they are stored as the float type `T` already (no copy);
+    /// `None` for any other type.
+    pub fn float_view<T: Float>(&self) -> Option<ndarray::ArrayViewD<'_, T>> {
+        use std::any::Any;
+        let any: &dyn Any = match self {
+            HostArray::F32(a) => a,
+            HostArray::F64(a) => a,
+            _ => return None,
+        };
+        any.downcast_ref::<ArrayD<T>>().map(|a| a.view())
+    }
+
     /// The first finite value whose magnitude exceeds `f32::MAX` (it would become infinite in
     /// single precision), for float64 data; `None` when every value fits.
     pub fn first_beyond_f32(&self) -> Option<f64> {
@@ -129,5 +141,24 @@ impl HostArray {
             HostArray::F64(a) => a.iter().filter(|v| !v.is_finite()).count(),
             _ => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_view_is_the_stored_buffer_of_the_same_type_only() {
+        let a =
+            HostArray::F32(ArrayD::from_shape_vec(vec![2, 2], vec![1.0, 2.0, 3.0, 4.5]).unwrap());
+        let HostArray::F32(inner) = &a else {
+            unreachable!()
+        };
+        let v = a.float_view::<f32>().expect("f32 as f32");
+        assert_eq!(v.as_ptr(), inner.as_ptr());
+        assert!(a.float_view::<f64>().is_none());
+        let i = HostArray::I32(ArrayD::zeros(vec![3]));
+        assert!(i.float_view::<f32>().is_none());
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use monomorph::algo::matching::{MatchResult, Score};
 use monomorph::dispatch::{BackendChoice, DefaultBackend, DispatchOptions};
-use monomorph::io::{write_mrc, write_npy, write_png};
+use monomorph::io::{HostArray, write_mrc, write_npy, write_png};
 use monomorph::work::{FailAfter, MatchJob, Part, Restriction};
 use monomorph::{AxisOrder, Backend, BackendTask, FloatOf, Interpolation};
 use ndarray::{Array3, ArrayD};
@@ -899,6 +899,19 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
     // run.json last: it marks the run complete.
     out.json("run.json", &info)?;
     out.commit()?;
+    // Embedded (the Python package): the arrays the .npy files hold, moved to it.
+    use super::session::hand_over as hand;
+    hand("scores", || HostArray::F32(m.scores));
+    hand("rotation_index", || HostArray::I32(m.rotation_index));
+    if let Some(t) = m.template_index {
+        hand("template_index", || HostArray::I32(t));
+    }
+    hand("rotations", || {
+        HostArray::F32(m.rotations.mapv(|v| v as f32).into_dyn())
+    });
+    for (name, arr) in STATS_NAMES.iter().zip(m.stats.into_iter().flatten()) {
+        hand(name, || HostArray::F32(arr));
+    }
     if !g.quiet {
         note!(
             "matched {} rotations ({}) on {} in {:.2} s ({:.1} ms per rotation); wrote {}",

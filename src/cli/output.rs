@@ -63,6 +63,17 @@ pub fn read_npy_input(flag: &str, path: &Path) -> CliResult<HostArray> {
     }
 }
 
+/// Reads the Euler angles CSV of `--euler` (or the text an embedding program gave for it: a
+/// path under [`super::session::ARRAY`]), parsed by the same code.
+pub fn read_euler_input(path: &Path) -> monomorph::Result<Vec<[f64; 3]>> {
+    match super::session::document(path) {
+        Some(text) => {
+            monomorph::io::parse_euler_csv(&text).map_err(|m| monomorph::io::io_err(path, m))
+        }
+        None => monomorph::io::read_euler_csv(path),
+    }
+}
+
 /// Peak resident memory of this process in bytes (VmHWM), when the OS reports it.
 pub fn peak_memory_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -145,6 +156,9 @@ pub struct Outputs {
     /// Staged files: flag, temporary path, destination.
     staged: Vec<(String, PathBuf, PathBuf)>,
     committed: bool,
+    /// Embedded with `--out (array)`: no file is written; the arrays and documents go to the
+    /// session ([`super::session::hand_over`], [`Outputs::json`]).
+    memory: bool,
 }
 
 impl Outputs {
@@ -155,12 +169,19 @@ impl Outputs {
             created: Vec::new(),
             staged: Vec::new(),
             committed: false,
+            memory: false,
         }
     }
 
     /// Outputs in folder `dir` (named by `flag`), created with its missing parents now.
     /// Call it after the inputs are validated: an input error must create nothing.
     pub fn in_dir(flag: &str, dir: &Path) -> CliResult<Self> {
+        if super::session::in_memory(dir) {
+            let mut out = Outputs::files();
+            out.dir = Some((flag.to_string(), dir.to_path_buf()));
+            out.memory = true;
+            return Ok(out);
+        }
         check_out_dir(flag, dir)?;
         let mut missing = Vec::new();
         let mut p = Some(dir);
@@ -220,6 +241,10 @@ impl Outputs {
             };
             CliError::failure(format!("{flag} {}: {why}", dest.display()))
         };
+        if self.memory || super::session::in_memory(dest) {
+            // Embedded without a file: the session gets the values instead.
+            return Ok(());
+        }
         let Some(real) = renamable(dest) else {
             // A device or a pipe (`/dev/null`, `/dev/stdout`): written in place, never
             // replaced by a rename.
@@ -237,8 +262,14 @@ impl Outputs {
         })
     }
 
-    /// Writes pretty JSON to output `name` of the output folder.
+    /// Writes pretty JSON to output `name` of the output folder. Embedded, the document is
+    /// also handed to the session under the file's stem (`run` for run.json).
     pub fn json(&mut self, name: &str, v: &Value) -> CliResult<()> {
+        let stem = name.strip_suffix(".json").unwrap_or(name);
+        super::session::emit(stem, || v.clone());
+        if self.memory {
+            return Ok(());
+        }
         let text = serde_json::to_string_pretty(v).map_err(|e| CliError::failure(e.to_string()))?;
         self.stage(name, |p| {
             std::fs::write(p, text + "\n")
@@ -251,6 +282,10 @@ impl Outputs {
     /// rename, so an old marker never describes a half-replaced set; when a rename fails the
     /// files already renamed are removed again. Failure is exit code 1.
     pub fn commit(mut self) -> CliResult<()> {
+        if self.memory {
+            self.committed = true;
+            return Ok(());
+        }
         for (flag, _, dest) in &self.staged {
             if dest.is_dir() {
                 return Err(CliError::failure(format!(
@@ -405,6 +440,9 @@ fn probe_writable(flag: &str, shown: &Path, dir: &Path) -> CliResult<()> {
 /// Checks, creating nothing, that `dir` can be the output folder: it is a folder, or the
 /// nearest existing folder above it is one.
 pub fn check_out_dir(flag: &str, dir: &Path) -> CliResult<()> {
+    if super::session::in_memory(dir) {
+        return Ok(());
+    }
     if dir.as_os_str().is_empty() {
         return Err(CliError::input(format!(
             "{flag} '': expected a folder path"
@@ -432,6 +470,9 @@ pub fn check_out_dir(flag: &str, dir: &Path) -> CliResult<()> {
 /// Checks, creating nothing, that a file can be written at `path`: not a folder, in an existing,
 /// writable folder.
 pub fn check_out_file(flag: &str, path: &Path) -> CliResult<()> {
+    if super::session::in_memory(path) {
+        return Ok(());
+    }
     if path.as_os_str().is_empty() {
         return Err(CliError::input(format!("{flag} '': expected a file path")));
     }
@@ -469,6 +510,10 @@ pub fn check_out_file(flag: &str, path: &Path) -> CliResult<()> {
 /// `outputs` (flag, path) must differ from every file of `inputs` (flag, path).
 pub fn check_distinct(outputs: &[(&str, PathBuf)], inputs: &[(&str, &Path)]) -> CliResult<()> {
     for (i, (oflag, o)) in outputs.iter().enumerate() {
+        if super::session::in_memory(o) {
+            // Handed to the embedding program: no file to overwrite.
+            continue;
+        }
         let others = inputs
             .iter()
             .map(|(f, p)| (*f, *p))

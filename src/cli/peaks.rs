@@ -394,7 +394,7 @@ pub(super) fn read_template_index(
     let beside = a
         .rotation_index
         .as_ref()
-        .filter(|ri| several(ri))
+        .filter(|ri| !super::session::in_memory(ri) && several(ri))
         .map(|ri| ri.with_file_name("template_index.npy"))
         .filter(|p| p.is_file());
     let Some(path) = a.template_index.clone().or(beside) else {
@@ -646,7 +646,11 @@ pub(super) struct MatchRun {
 
 /// Reads the score statistics `match` writes into run.json (`score_statistics`).
 pub(super) fn read_match_run(path: &Path) -> Result<MatchRun, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    let text = match super::session::document(path) {
+        // Embedded: `--match-run (array)`, the run.json document the program gave.
+        Some(t) => t,
+        None => std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?,
+    };
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))?;
     let st = v
@@ -700,7 +704,9 @@ fn find_match_run(
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
             let p = dir.join("run.json");
-            if !p.is_file() {
+            // Scores an embedding program gave in memory have no folder: a run.json in the
+            // working folder is no run of theirs.
+            if !p.is_file() || super::session::in_memory(&a.scores) {
                 return Ok(None);
             }
             (p, false)

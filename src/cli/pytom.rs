@@ -153,7 +153,9 @@ pub fn find_run(
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
             let p = dir.join("run.json");
-            if !p.is_file() {
+            // Scores an embedding program gave in memory have no folder: a run.json in the
+            // working folder is no run of theirs.
+            if !p.is_file() || super::session::in_memory(scores) {
                 return Ok(None);
             }
             (p, false)

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, ValueEnum};
 use monomorph::algo::matching::Seeds;
 use monomorph::algo::rotations::{RotationSet, Symmetry};
-use monomorph::io::read_euler_csv;
 
 use super::error::{CliError, CliResult};
 use super::peaks::read_rotation_set;
@@ -189,7 +188,7 @@ pub fn choose(
                 p.display()
             )));
         }
-        RotationSet::from_relion_euler(&read_euler_csv(p)?)
+        RotationSet::from_relion_euler(&super::output::read_euler_input(p)?)
             .map_err(|e| CliError::from(e).about(format!("--euler {}", p.display())))?
     } else {
         rotation_set(a, d)?

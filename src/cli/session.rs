@@ -4,7 +4,9 @@
 //!
 //! A flag whose value is [`ARRAY`] reads the array registered for that flag in the
 //! [`Session`] instead of a file: what the file reader would have returned, checked by the
-//! same code.
+//! same code. An output flag (`--out`) whose value is [`ARRAY`] writes no file: the arrays
+//! and JSON documents the files would hold are handed to the session instead
+//! ([`Session::outputs`], [`Session::results`]), moved, not copied.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -12,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use monomorph::io::Volume;
+use monomorph::io::{HostArray, Volume};
 
 use super::error::{CliError, CliResult};
 
@@ -33,8 +35,15 @@ pub struct Session {
     pub bar: bool,
     /// Set by the embedding program to stop the run at its next rotation.
     pub stop: Arc<AtomicBool>,
-    /// Structured results by name (`peaks`), filled by the command.
+    /// Structured results by name (`peaks`; `run` and `result`, the JSON documents run.json
+    /// and result.json hold), filled by the command.
     pub results: HashMap<String, serde_json::Value>,
+    /// The arrays the command's output files hold, by file stem (`scores`, `rotation_index`,
+    /// `x`, …): the same values as the `.npy` files, bit for bit, moved out of the command.
+    pub outputs: HashMap<String, HostArray>,
+    /// Text inputs by the path under [`ARRAY`] that stands for them (`run.json` for
+    /// `--match-run (array)`, `euler.csv` for `--euler (array)/euler.csv`).
+    pub documents: HashMap<String, String>,
     /// The command line, for run.json's `command`.
     pub argv: Vec<String>,
 }
@@ -43,13 +52,34 @@ thread_local! {
     static SESSION: RefCell<Option<Session>> = const { RefCell::new(None) };
 }
 
-/// The array registered for `flag` when `path` is [`ARRAY`]: `None` for a real path;
-/// an input error when the flag has no array (a second read of the same input).
+/// The part of `path` under [`ARRAY`] (`""` for [`ARRAY`] itself), when `path` starts with
+/// it.
+fn under_array(path: &Path) -> Option<String> {
+    let rest = path.strip_prefix(ARRAY).ok()?;
+    Some(rest.to_string_lossy().into_owned())
+}
+
+/// Whether `path` stands for memory of this thread's session ([`ARRAY`] or a path under it)
+/// rather than a file: always `false` outside a session, where `(array)` is a plain name.
+pub fn in_memory(path: &Path) -> bool {
+    under_array(path).is_some() && SESSION.with(|s| s.borrow().is_some())
+}
+
+/// The array registered for `flag` when `path` is [`ARRAY`] (or, for a folder flag such as
+/// `--csr`, the file `(array)/NAME` under it: registered as `--csr/NAME`); `None` for a real
+/// path; an input error when the flag has no array (a second read of the same input).
 pub fn take_array(flag: &str, path: &Path) -> Option<CliResult<Volume>> {
-    if path != Path::new(ARRAY) {
+    let rest = under_array(path)?;
+    if !rest.is_empty() && !active() {
         return None;
     }
-    let got = SESSION.with(|s| s.borrow_mut().as_mut().and_then(|s| s.arrays.remove(flag)));
+    let key = if rest.is_empty() {
+        flag.to_string()
+    } else {
+        let base = flag.split_whitespace().next().unwrap_or(flag);
+        format!("{base}/{rest}")
+    };
+    let got = SESSION.with(|s| s.borrow_mut().as_mut().and_then(|s| s.arrays.remove(&key)));
     Some(got.ok_or_else(|| {
         CliError::input(format!(
             "{flag} {ARRAY}: no array given for this flag, expected an array or a path"
@@ -107,6 +137,32 @@ pub fn emit(name: &str, value: impl FnOnce() -> serde_json::Value) {
             s.results.insert(name.to_string(), value());
         }
     });
+}
+
+/// Hands an output array to the embedding program under `name` (the file's stem), moved
+/// (dropped outside a session). `make` runs only in a session.
+pub fn hand_over(name: &str, make: impl FnOnce() -> HostArray) {
+    SESSION.with(|s| {
+        if let Some(s) = s.borrow_mut().as_mut() {
+            s.outputs.insert(name.to_string(), make());
+        }
+    });
+}
+
+/// Whether this thread runs a command inside an embedding program.
+pub fn active() -> bool {
+    SESSION.with(|s| s.borrow().is_some())
+}
+
+/// The text the session gives for `path` under [`ARRAY`] (`(array)/run.json`), if any; `None`
+/// for a real path, so the caller reads the file.
+pub fn document(path: &Path) -> Option<String> {
+    let rest = under_array(path)?;
+    SESSION.with(|s| {
+        s.borrow()
+            .as_ref()
+            .and_then(|s| s.documents.get(&rest).cloned())
+    })
 }
 
 /// The command line of this thread's session, if any (run.json's `command`).

@@ -671,7 +671,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     let outputs: Vec<(&str, PathBuf)> = names.iter().map(|n| ("--out", a.out.join(n))).collect();
     check_distinct(&outputs, &inputs)?;
     let mut out = Outputs::in_dir("--out", &a.out)?;
-    let s = timings
+    let mut s = timings
         .time("solve", || monomorph::dispatch(g.dispatch(None), task))
         .map_err(|e| input_sized(e, &a, &rhs))?;
     out.stage("x.npy", |p| write_npy(p, &s.x))?;
@@ -683,6 +683,7 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
             .map_err(|e| CliError::failure(format!("trajectory: {e}")))?;
         steps = Some(t.len().saturating_sub(1));
         out.stage("trajectory.npy", |p| write_npy(p, &stack))?;
+        super::session::hand_over("trajectory", || HostArray::F64(stack));
     }
     let mut info = run_info(g, &s.backend, &s.device);
     let result = json!({
@@ -721,6 +722,11 @@ pub fn run(g: &Global, a: SolveArgs) -> CliResult<()> {
     // result.json last: it marks the run complete.
     out.json("result.json", &info)?;
     out.commit()?;
+    // Embedded (the Python package): the arrays the .npy files hold, moved to it.
+    super::session::hand_over("x", || HostArray::F64(std::mem::take(&mut s.x)));
+    super::session::hand_over("residual", || {
+        HostArray::F64(std::mem::take(&mut s.residual))
+    });
     report(g, &s, &a.out)
 }
 

@@ -133,7 +133,13 @@ impl MatchJob {
 
     /// Uploads the job's arrays to `b` in its float type and builds the filters there.
     pub fn upload<B: Backend>(&self, b: &B) -> Result<Uploaded<B>> {
-        let up = |a: &HostArray| b.upload(a.to_float::<FloatOf<B>>().view());
+        // One host copy per array: the stored type is uploaded from its own buffer; another
+        // type is converted once and the converted array handed over (the CPU backend takes
+        // it without a copy). Was: converted (or cloned) first, then copied by the upload.
+        let up = |a: &HostArray| match a.float_view::<FloatOf<B>>() {
+            Some(v) => b.upload(v),
+            None => b.upload_owned(a.to_float::<FloatOf<B>>()),
+        };
         let (target, template) = {
             // The command's `--trace` shows the inputs' upload as its own span.
             #[cfg(feature = "cli")]

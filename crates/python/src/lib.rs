@@ -6,6 +6,10 @@
 //! while the command runs on a worker thread; the calling thread polls Python's signal
 //! handlers every 50 ms, so Ctrl-C stops the run at its next rotation and raises
 //! `KeyboardInterrupt`.
+//!
+//! Outputs come back without a copy: the command hands the arrays its `.npy` files would hold
+//! to the session ([`Session::outputs`]) and each becomes a numpy array that owns the Rust
+//! buffer (`PyArray::from_owned_array`); with `--out (array)` no file is written at all.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
@@ -16,12 +20,13 @@ use monomorph::HostArray;
 use monomorph::cli::embed::{self, Progress, Session};
 use monomorph::io::Volume;
 use monomorph::ndarray::ArrayD;
-use numpy::{Element, PyReadonlyArrayDyn};
+use numpy::{Element, PyArray, PyReadonlyArrayDyn};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-/// A C-ordered numpy array of element type `T` as an owned host array (one copy), or `None`
-/// when `obj` holds another type.
+/// A C-ordered numpy array of element type `T` as an owned host array (one copy: the command
+/// owns its inputs), or `None` when `obj` holds another type.
 fn owned<T: Element + Clone>(obj: &Bound<'_, PyAny>) -> Option<ArrayD<T>> {
     let a = obj.extract::<PyReadonlyArrayDyn<'_, T>>().ok()?;
     Some(a.as_array().to_owned())
@@ -46,25 +51,43 @@ fn host_array(flag: &str, obj: &Bound<'_, PyAny>) -> PyResult<HostArray> {
     )))
 }
 
+/// A host array handed back by the command as a numpy array owning its buffer (no copy).
+fn to_numpy<'py>(py: Python<'py>, a: HostArray) -> Bound<'py, PyAny> {
+    match a {
+        HostArray::F32(a) => PyArray::from_owned_array(py, a).into_any(),
+        HostArray::F64(a) => PyArray::from_owned_array(py, a).into_any(),
+        HostArray::I32(a) => PyArray::from_owned_array(py, a).into_any(),
+        HostArray::I64(a) => PyArray::from_owned_array(py, a).into_any(),
+    }
+}
+
+/// What one run returns: exit code, error message, results as JSON, output arrays by name.
+type Outcome<'py> = (u8, String, String, Bound<'py, PyDict>);
+
 /// Runs `monomorph ARGS…` in this process and returns `(exit code, error message, results as
-/// JSON)`: 0 and an empty message on success. `arrays` are `(flag, numpy array)` pairs read
-/// where the flag's value is `(array)`; `progress(done, total)` is called as rotations finish
-/// (an exception in it stops the run and is raised); `bar` shows the command's progress bar
-/// on stderr when it is a terminal.
+/// JSON, output arrays)`: 0 and an empty message on success. `arrays` are `(flag, numpy
+/// array)` pairs read where the flag's value is `(array)` (a folder flag's files as
+/// `--csr/indptr.npy` for `--csr (array)`); `documents` are `(name, text)` pairs read where a
+/// path is `(array)/name` (`run.json` for `--match-run (array)`); `progress(done, total)` is
+/// called as rotations finish (an exception in it stops the run and is raised); `bar` shows
+/// the command's progress bar on stderr when it is a terminal. The output arrays (`scores`,
+/// `x`, …: what the `.npy` files hold) are numpy arrays owning the command's buffers.
 #[pyfunction]
-#[pyo3(signature = (args, arrays, progress=None, bar=false))]
-fn run_command(
-    py: Python<'_>,
+#[pyo3(signature = (args, arrays, progress=None, bar=false, documents=Vec::new()))]
+fn run_command<'py>(
+    py: Python<'py>,
     args: Vec<String>,
-    arrays: Vec<(String, Bound<'_, PyAny>)>,
+    arrays: Vec<(String, Bound<'py, PyAny>)>,
     progress: Option<Py<PyAny>>,
     bar: bool,
-) -> PyResult<(u8, String, String)> {
+    documents: Vec<(String, String)>,
+) -> PyResult<Outcome<'py>> {
     let stop = Arc::new(AtomicBool::new(false));
     let callback_error: Arc<Mutex<Option<PyErr>>> = Arc::new(Mutex::new(None));
     let mut session = Session {
         bar,
         stop: stop.clone(),
+        documents: documents.into_iter().collect(),
         ..Session::default()
     };
     for (flag, obj) in &arrays {
@@ -126,12 +149,16 @@ fn run_command(
     if let Some(e) = callback_error.lock().ok().and_then(|mut e| e.take()) {
         return Err(e);
     }
+    let out = PyDict::new(py);
     match outcome {
         Some(Ok((session, done))) => {
             let results = serde_json::Value::Object(session.results.into_iter().collect());
+            for (name, a) in session.outputs {
+                out.set_item(name, to_numpy(py, a))?;
+            }
             Ok(match done {
-                Ok(()) => (0, String::new(), results.to_string()),
-                Err(e) => (e.code, e.message, results.to_string()),
+                Ok(()) => (0, String::new(), results.to_string(), out),
+                Err(e) => (e.code, e.message, results.to_string(), out),
             })
         }
         Some(Err(panic)) => {
@@ -144,9 +171,15 @@ fn run_command(
                 1,
                 format!("internal error (a bug, please report it): {what}"),
                 "{}".into(),
+                out,
             ))
         }
-        None => Ok((1, "internal error: the worker ended".into(), "{}".into())),
+        None => Ok((
+            1,
+            "internal error: the worker ended".into(),
+            "{}".into(),
+            out,
+        )),
     }
 }
 

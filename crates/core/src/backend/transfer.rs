@@ -23,9 +23,9 @@
 //! # Ok::<(), monomorph::Error>(())
 //! ```
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 
-use ndarray::{Array, ArrayBase, ArrayViewD, Data, Dimension, IxDyn};
+use ndarray::{Array, ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
 
 use crate::backend::{Arr, ArrayMeta, FloatOf, Memory};
 use crate::dtype::{Element, Real};
@@ -63,7 +63,9 @@ pub trait Transfer: Memory {
 
     /// Downloads a device array (of any real element type) to the host as an array of `T` with
     /// dimension `D` (`Ix1`…`Ix6` or `IxDyn`), converting values as `as` does (through `f64`:
-    /// any primitive number type).
+    /// any primitive number type). When `T` is the array's own element type the download is
+    /// returned as it is: no conversion, no second host copy, and every value kept (an `i64`
+    /// beyond 2^53 or a NaN's payload would not survive the trip through `f64`).
     ///
     /// Errors: [`Error::Shape`] when the array's number of axes is not `D`'s.
     fn download_as<T, D>(
@@ -75,24 +77,47 @@ pub trait Transfer: Memory {
         f64: AsPrimitive<T>,
         D: Dimension,
     {
-        if let Some(n) = D::NDIM
-            && n != a.ndim()
-        {
-            return Err(Error::shape(
-                "download_as",
-                format!("an array with {n} axes (the requested dimension)"),
-                format!("{} axes, shape {}", a.ndim(), fmt_shape(a.shape())),
-            ));
-        }
-        let host = self.download(a)?;
-        let converted = host.mapv(|v| {
-            let wide: f64 = v.as_();
-            <f64 as AsPrimitive<T>>::as_(wide)
-        });
-        converted
-            .into_dimensionality::<D>()
-            .map_err(|e| Error::shape("download_as", "the requested dimension", e))
+        same_type_download(self, a)
     }
+}
+
+/// [`Transfer::download_as`] with the element type named (`E`), so that `T == E` can be
+/// recognised and the download moved out as it is.
+fn same_type_download<B, E, T, D>(b: &B, a: &Arr<B, E>) -> Result<Array<T, D>>
+where
+    B: Memory,
+    E: Element + AsPrimitive<f64>,
+    T: Copy + 'static,
+    f64: AsPrimitive<T>,
+    D: Dimension,
+{
+    if let Some(n) = D::NDIM
+        && n != a.ndim()
+    {
+        return Err(Error::shape(
+            "download_as",
+            format!("an array with {n} axes (the requested dimension)"),
+            format!("{} axes, shape {}", a.ndim(), fmt_shape(a.shape())),
+        ));
+    }
+    let host = b.download(a)?;
+    let host: Box<dyn Any> = Box::new(host);
+    let converted: ArrayD<T> = match host.downcast::<ArrayD<T>>() {
+        // The same type: moved, not converted.
+        Ok(same) => *same,
+        Err(other) => {
+            let host = other
+                .downcast::<ArrayD<E>>()
+                .map_err(|_| Error::invalid("download_as", "the downloaded array's type"))?;
+            host.mapv(|v| {
+                let wide: f64 = v.as_();
+                <f64 as AsPrimitive<T>>::as_(wide)
+            })
+        }
+    };
+    converted
+        .into_dimensionality::<D>()
+        .map_err(|e| Error::shape("download_as", "the requested dimension", e))
 }
 
 impl<B: Memory> Transfer for B {}

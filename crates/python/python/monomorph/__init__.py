@@ -18,9 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -96,9 +93,11 @@ _WIDEN = {np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16")}
 _KEEP = {np.dtype(t) for t in ("float32", "float64", "int32", "int64")}
 
 
-def _host(name: str, v: Any) -> np.ndarray:
-    """``v`` as a C-ordered numpy array of a dtype the command reads (no copy when it is
-    one already); a DLPack producer on the CPU through numpy's ``from_dlpack``."""
+def _host(name: str, v: Any) -> tuple[np.ndarray, str]:
+    """``v`` as a C-ordered numpy array of a dtype the command reads, and how it was taken:
+    ``"copied"`` when it is one already (the command copies its buffer once), ``"converted"``
+    when numpy made a converted copy first (another dtype, or not C-ordered); a DLPack
+    producer on the CPU through numpy's ``from_dlpack`` (no copy)."""
     if not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__"):
         dev = getattr(v, "__dlpack_device__", lambda: (1, 0))()
         if int(dev[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
@@ -109,8 +108,10 @@ def _host(name: str, v: Any) -> np.ndarray:
             )
         v = np.from_dlpack(v)
     a = np.asarray(v)
+    how = "copied"
     if a.dtype in _WIDEN:
         a = a.astype(np.float32)
+        how = "converted"
     elif a.dtype not in _KEEP:
         raise InputError(
             f"{name}: dtype {a.dtype}, expected float32, float64, int32 or int64 "
@@ -118,7 +119,8 @@ def _host(name: str, v: Any) -> np.ndarray:
         )
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
-    return a
+        how = "converted"
+    return a, how
 
 
 def _value(flag: str, v: Any) -> str:
@@ -142,14 +144,15 @@ def _value(flag: str, v: Any) -> str:
 
 
 class _Call:
-    """One command line under construction: tokens, arrays, temporary files."""
+    """One command line under construction: tokens, in-memory arrays and documents (no
+    temporary files: ``(array)`` stands for them)."""
 
     def __init__(self, sub: str):
         self.sub = sub
         self.args: list[str] = [sub, "--quiet"]
         self.arrays: list[tuple[str, np.ndarray]] = []
-        self.tmp = tempfile.TemporaryDirectory(prefix="monomorph-")
-        self.dir = Path(self.tmp.name)
+        self.documents: list[tuple[str, str]] = []
+        self.inputs: dict[str, str] = {}
 
     def flag(self, name: str, value: Any) -> None:
         """Adds keyword ``name`` (snake_case) with ``value``: None and False leave it out."""
@@ -161,37 +164,66 @@ class _Call:
         else:
             self.args.append(f"{flag}={_value(name, value)}")
 
-    def array(self, name: str, value: Any) -> None:
-        """An array input: a numpy array (or DLPack/array-like) in memory, else a path."""
+    def array(self, name: str, value: Any, item: str | None = None) -> None:
+        """An array input: a numpy array (or DLPack/array-like) in memory, else a path.
+        ``item`` names one of several arrays of a repeated flag (``--template``) or a file of
+        a folder flag (``--csr``): the value ``(array)/item``."""
         if value is None:
             return
         if isinstance(value, (str, os.PathLike)):
             self.flag(name, value)
             return
         flag = "--" + name.replace("_", "-")
-        self.args.append(f"{flag}={_ARRAY}")
-        self.arrays.append((flag, _host(name, value)))
+        if item is None:
+            self.args.append(f"{flag}={_ARRAY}")
+            key, label = flag, name
+        else:
+            key, label = f"{flag}/{item}", f"{name}[{item}]"
+        a, how = _host(label, value)
+        self.arrays.append((key, a))
+        self.inputs[label] = how
 
-    def file(self, name: str, filename: str, write: Callable[[Path], None]) -> None:
-        """An input the command reads from a file, written to the call's temporary folder."""
-        p = self.dir / filename
-        write(p)
-        self.flag(name, str(p))
+    def arrays_of(self, name: str, value: Any) -> int:
+        """A repeatable array flag (``--template``): one array or path, or a list/tuple of
+        them (each its own ``--flag``). Returns how many."""
+        if value is None:
+            return 0
+        if not isinstance(value, (list, tuple)):
+            self.array(name, value)
+            return 1
+        if len(value) == 0:
+            raise InputError(f"{name}: an empty list, expected an array or a path (or a list of them)")
+        flag = "--" + name.replace("_", "-")
+        for k, v in enumerate(value):
+            if isinstance(v, (str, os.PathLike)):
+                self.flag(name, v)
+            else:
+                self.args.append(f"{flag}={_ARRAY}/{k}")
+                self.array(name, v, item=str(k))
+        return len(value)
 
-    def run(self, progress: Any = False, allow: tuple[int, ...] = ()) -> dict:
-        """Runs the command; raises InputError/RunError as it fails; returns its results."""
+    def document(self, name: str, filename: str, text: str) -> None:
+        """A text input (a run.json, an Euler CSV) given in memory: ``--flag (array)/filename``."""
+        self.documents.append((filename, text))
+        self.flag(name, f"{_ARRAY}/{filename}")
+
+    def run(self, progress: Any = False, allow: tuple[int, ...] = ()) -> tuple[dict, dict]:
+        """Runs the command; raises InputError/RunError as it fails; returns its results
+        (JSON) and its output arrays (numpy arrays owning the command's buffers)."""
         bar = progress is True
         cb = progress if callable(progress) else None
         if progress not in (True, False, None) and cb is None:
             raise InputError(f"progress: {progress!r}, expected True, False or a callable (done, total)")
-        code, message, results = _native.run_command(self.args, self.arrays, cb, bar)
+        code, message, results, arrays = _native.run_command(
+            self.args, self.arrays, cb, bar, self.documents
+        )
         self.arrays = []
         if code != 0 and code not in allow:
             text = _snake(message, self.sub)
             if code == 2:
                 raise InputError(text)
             raise RunError(text)
-        return json.loads(results)
+        return json.loads(results), arrays
 
 
 def _split(flags: dict, *names: str) -> list:
@@ -210,26 +242,33 @@ class MatchResult:
     """The result of :func:`match_template`.
 
     Attributes: ``scores`` (float32, the target's shape), ``rotation_index`` (int32, -1 where
-    not searched), ``rotations`` ((n, d, d) float32, acting on (z, y, x)), ``score_mean``,
-    ``score_std``, ``score_z`` (with ``score_stats=True``, else None) and ``run`` (the dict
-    run.json holds for the same run)."""
+    not searched), ``template_index`` (int32, the template of each voxel's best score, 0-based
+    in the order given, -1 where not searched; None with one template), ``rotations``
+    ((n, d, d) float32, acting on (z, y, x)), ``score_mean``, ``score_std``, ``score_z`` (with
+    ``score_stats=True``, else None), ``run`` (the dict run.json holds for the same run) and
+    ``inputs`` (how each array input was taken: ``"copied"``, read once from its own buffer,
+    or ``"converted"``, another dtype or order converted by numpy first). The arrays are the
+    values the command's .npy files hold, bit for bit, handed over without a copy."""
 
-    def __init__(self, folder: Path, run: dict):
-        load = lambda n: np.load(folder / f"{n}.npy")  # noqa: E731
-        self.scores: np.ndarray = load("scores")
-        self.rotation_index: np.ndarray = load("rotation_index")
-        self.rotations: np.ndarray = load("rotations")
-        stats = (folder / "score_mean.npy").exists()
-        self.score_mean: np.ndarray | None = load("score_mean") if stats else None
-        self.score_std: np.ndarray | None = load("score_std") if stats else None
-        self.score_z: np.ndarray | None = load("score_z") if stats else None
+    def __init__(self, arrays: dict, run: dict, inputs: dict | None = None):
+        self.scores: np.ndarray = arrays["scores"]
+        self.rotation_index: np.ndarray = arrays["rotation_index"]
+        self.template_index: np.ndarray | None = arrays.get("template_index")
+        self.rotations: np.ndarray = arrays["rotations"]
+        self.score_mean: np.ndarray | None = arrays.get("score_mean")
+        self.score_std: np.ndarray | None = arrays.get("score_std")
+        self.score_z: np.ndarray | None = arrays.get("score_z")
         self.run: dict = run
+        self.inputs: dict = dict(inputs or {})
 
     def peaks(self, **flags: Any) -> "Peaks":
-        """Calls peaks on this result: :func:`find_peaks` with its rotation index, rotations
-        and statistics (``match_run``) filled in."""
+        """Calls peaks on this result: :func:`find_peaks` with its rotation index, rotations,
+        template index (several templates: each peak's template) and statistics
+        (``match_run``) filled in."""
         flags.setdefault("rotation_index", self.rotation_index)
         flags.setdefault("rotations", self.rotations)
+        if self.template_index is not None:
+            flags.setdefault("template_index", self.template_index)
         flags.setdefault("match_run", self)
         return find_peaks(self.scores, **flags)
 
@@ -239,29 +278,40 @@ class MatchResult:
 
 def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     """Template matching, as ``monomorph match``: every flag is a keyword in snake_case
-    (``template_mask``, ``score`` — "flc-sphere" by default; pytme's "FLCSphericalMask",
+    (``template`` may be a list of arrays/paths of one shape, matched in one pass: scores are
+    the best over the templates, ties to the first, and ``template_index`` says which;
+    ``template_mask`` one mask for all or a list, one per template; ``score`` — "flc-sphere" by default; pytme's "FLCSphericalMask",
     "FLC", "CC", … accepted —, ``rotations`` ((n, d, d) array or path), ``angular_step``,
     ``euler`` ((n, 3) RELION angles or a CSV path), ``symmetry``, ``tilt_angles``,
     ``wedge_axes``, ``defocus``, ``lowpass``, ``highpass``, ``whiten_spectrum``,
     ``score_stats``, ``background_correction``, ``scheduling_mask``, ``search_z``/``_y``/``_x``
     ((start, stop)), ``memory_limit``, ``pad_edges``, ``interpolation``, ``devices``,
     ``sampling_rate``, ``backend``, ``precision``, …; ``out`` also writes the command's output
-    folder). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths.
+    folder; without it no file is written). ``target`` and ``template`` are 2-D/3-D arrays
+    (z, y, x) or paths.
     ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
     """
     progress = flags.pop("progress", False)
     flags.pop("quiet", None)
+    if flags.get("target_list") is not None:
+        raise InputError(
+            "target_list: one result per call here, expected one target (loop in Python, or run "
+            "`monomorph match --target-list` for a list)"
+        )
     call = _Call("match")
     call.array("target", target)
-    call.array("template", template)
-    for name in ("template_mask", "target_mask", "scheduling_mask", "rotations"):
+    call.arrays_of("template", template)
+    call.arrays_of("template_mask", flags.pop("template_mask", None))
+    for name in ("target_mask", "scheduling_mask", "rotations"):
         call.array(name, flags.pop(name, None))
     euler = flags.pop("euler", None)
     if euler is not None and not isinstance(euler, (str, os.PathLike)):
         e = np.asarray(euler, dtype=np.float64)
         if e.ndim != 2 or e.shape[1] != 3:
             raise InputError(f"euler: shape {e.shape}, expected (n, 3) RELION angles rot, tilt, psi")
-        call.file("euler", "euler.csv", lambda p: np.savetxt(p, e, delimiter=",", fmt="%.17g"))
+        # The command's own CSV parser reads it ("%.17g" gives every float64 back exactly).
+        text = "".join(",".join(format(float(x), ".17g") for x in row) + "\n" for row in e)
+        call.document("euler", "euler.csv", text)
     else:
         call.flag("euler", euler)
     score = flags.pop("score", None)
@@ -269,13 +319,11 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
         score = _SCORES.get(str(score), str(score).lower().replace("_", "-"))
     call.flag("score", score)
     out = flags.pop("out", None)
-    folder = Path(out) if out is not None else call.dir / "out"
     for k, v in flags.items():
         call.flag(k, v)
-    call.flag("out", str(folder))
-    call.run(progress)
-    run = json.loads((folder / "run.json").read_text())
-    return MatchResult(folder, run)
+    call.flag("out", os.fspath(out) if out is not None else _ARRAY)
+    results, arrays = call.run(progress)
+    return MatchResult(arrays, results["run"], call.inputs)
 
 
 class Peaks:
@@ -283,7 +331,8 @@ class Peaks:
 
     Attributes: ``positions`` ((k, d) int64, or float64 with ``peak_oversampling``),
     ``scores`` (float64), ``rotation_index`` ((k,) int64, or None without rotations),
-    ``angles`` ((k, 3) RELION rot, tilt, psi in degrees, or None) and ``threshold`` (the
+    ``template_index`` ((k,) int64, each peak's template, 0-based, or None without a template
+    index), ``angles`` ((k, 3) RELION rot, tilt, psi in degrees, or None) and ``threshold`` (the
     lowest score a peak could have: the largest of threshold_abs, the false_positives
     threshold and threshold_rel × the maximum; None without one)."""
 
@@ -298,6 +347,9 @@ class Peaks:
         has = k > 0 and all(r is not None for r in rot)
         self.rotation_index = np.asarray(rot, dtype=np.int64) if has else None
         self.angles = np.asarray(data["euler"], dtype=np.float64).reshape(k, 3) if has else None
+        tpl = data.get("template")
+        has_t = tpl is not None and k > 0 and all(t is not None for t in tpl)
+        self.template_index = np.asarray(tpl, dtype=np.int64) if has_t else None
         self.threshold: float | None = data.get("threshold")
         self._rerun = rerun
 
@@ -316,8 +368,9 @@ def find_peaks(scores: Any, **flags: Any) -> Peaks:
     """Peak calling, as ``monomorph peaks``: ``min_distance`` (default 5), ``threshold_abs``
     (alias ``min_score``), ``threshold_rel``, ``max_score``, ``exclude_border``, ``num_peaks``,
     ``caller`` ("skimage" — exactly ``skimage.feature.peak_local_max`` —, "maxfilter",
-    "recursive", "pytom"), ``false_positives``, ``rotation_index`` and ``rotations`` (arrays or
-    paths), ``match_run`` (a :class:`MatchResult`, a run.json dict or a folder),
+    "recursive", "pytom"), ``false_positives``, ``rotation_index``, ``rotations`` and
+    ``template_index`` (arrays or paths), ``match_run`` (a :class:`MatchResult`, a run.json
+    dict or a folder),
     ``peak_oversampling``, ``allow_nan``, pytom's ``particle_diameter``, ``sampling_rate``, …;
     ``out`` also writes the peak list."""
     keep = dict(flags)
@@ -326,20 +379,21 @@ def find_peaks(scores: Any, **flags: Any) -> Peaks:
     call = _Call("peaks")
     call.array("scores", scores)
     ndim = np.ndim(scores) if not isinstance(scores, (str, os.PathLike)) else None
-    for name in ("rotation_index", "rotations"):
+    for name in ("rotation_index", "rotations", "template_index"):
         call.array(name, flags.pop(name, None))
     mr = flags.pop("match_run", None)
     if isinstance(mr, MatchResult):
         mr = mr.run
     if isinstance(mr, dict):
-        run = mr
-        call.file("match_run", "run", lambda p: (p.mkdir(), (p / "run.json").write_text(json.dumps(run))))
+        # `--match-run (array)`: the folder's run.json, given in memory.
+        call.documents.append(("run.json", json.dumps(mr)))
+        call.flag("match_run", _ARRAY)
     else:
         call.flag("match_run", mr)
     for k, v in flags.items():
         call.flag(k, v)
-    call.flag("out", os.fspath(out) if out is not None else str(call.dir / "peaks.csv"))
-    results = call.run()
+    call.flag("out", os.fspath(out) if out is not None else _ARRAY)
+    results, _ = call.run()
     data = results.get("peaks") or {"positions": [], "scores": [], "rotation": [], "euler": []}
     if ndim is None:
         ndim = len(data["positions"][0]) if data["positions"] else 3
@@ -356,28 +410,27 @@ class SolveResult:
     (lists), and ``result`` (the dict result.json holds). A system that did not converge is
     not an exception: ``converged`` says so (and ``result["message"]`` why)."""
 
-    def __init__(self, folder: Path):
-        self.result: dict = json.loads((folder / "result.json").read_text())
-        self.x: np.ndarray = np.load(folder / "x.npy")
-        self.residual: np.ndarray = np.load(folder / "residual.npy")
+    def __init__(self, result: dict, arrays: dict):
+        self.result: dict = result
+        self.x: np.ndarray = arrays["x"]
+        self.residual: np.ndarray = arrays["residual"]
         r = self.result
         self.converged: list[bool] = r["converged"]
         self.diverged: list[bool] = r["diverged"]
         self.iterations: list[int] = r["iterations"]
         self.function_evaluations: list[int] = r["function_evaluations"]
         self.residual_norm: list[float] = r["residual_norm"]
-        t = folder / "trajectory.npy"
-        self.trajectory: np.ndarray | None = np.load(t) if t.exists() else None
+        self.trajectory: np.ndarray | None = arrays.get("trajectory")
 
     def __repr__(self) -> str:
         return f"SolveResult(x={self.x.shape}, converged={self.converged})"
 
 
-def _write_csr(folder: Path, indptr: Any, indices: Any, data: Any) -> None:
-    folder.mkdir()
-    np.save(folder / "indptr.npy", _host("csr", np.asarray(indptr)))
-    np.save(folder / "indices.npy", _host("csr", np.asarray(indices)))
-    np.save(folder / "data.npy", _host("csr", np.asarray(data)))
+def _csr(call: _Call, indptr: Any, indices: Any, data: Any) -> None:
+    """``--csr (array)``: the folder's three arrays, given in memory."""
+    call.flag("csr", _ARRAY)
+    for item, a in (("indptr.npy", indptr), ("indices.npy", indices), ("data.npy", data)):
+        call.array("csr", np.asarray(a), item=item)
 
 
 def solve(rhs: Any, **flags: Any) -> SolveResult:
@@ -395,22 +448,21 @@ def solve(rhs: Any, **flags: Any) -> SolveResult:
     matrix = flags.pop("matrix", None)
     if matrix is not None and hasattr(matrix, "tocsr") and not isinstance(matrix, np.ndarray):
         m = matrix.tocsr()
-        call.file("csr", "csr", lambda p: _write_csr(p, m.indptr, m.indices, m.data))
+        _csr(call, m.indptr, m.indices, m.data)
     else:
         call.array("matrix", matrix)
     csr = flags.pop("csr", None)
     if isinstance(csr, (tuple, list)):
         if len(csr) != 3:
             raise InputError("csr: expected (indptr, indices, data) or a folder")
-        call.file("csr", "csr", lambda p: _write_csr(p, *csr))
+        _csr(call, *csr)
     else:
         call.flag("csr", csr)
     method = flags.pop("method", None)
     call.flag("method", None if method is None else str(method).replace("_", "-"))
     out = flags.pop("out", None)
-    folder = Path(out) if out is not None else call.dir / "out"
     for k, v in flags.items():
         call.flag(k, v)
-    call.flag("out", str(folder))
-    call.run(allow=(3,))
-    return SolveResult(folder)
+    call.flag("out", os.fspath(out) if out is not None else _ARRAY)
+    results, arrays = call.run(allow=(3,))
+    return SolveResult(results["result"], arrays)

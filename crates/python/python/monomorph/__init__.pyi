@@ -9,6 +9,8 @@ import numpy.typing as npt
 __version__: str
 
 ArrayOrPath = npt.ArrayLike | str | os.PathLike[str]
+# One or several (a list: repeated flags, e.g. several templates matched in one pass).
+ArraysOrPaths = ArrayOrPath | list[ArrayOrPath] | tuple[ArrayOrPath, ...]
 Progress = bool | Callable[[int, int], Any]
 
 class InputError(ValueError):
@@ -21,24 +23,31 @@ def devices() -> list[dict[str, Any]]:
     """What `monomorph devices` prints: one dict per backend (CPU, then CUDA)."""
 
 class MatchResult:
-    """scores, rotation_index, rotations; score_mean/std/z with score_stats=True; run (run.json)."""
+    """scores, rotation_index, template_index (several templates, else None), rotations;
+    score_mean/std/z with score_stats=True; run (run.json); inputs (how each array input was
+    taken: "copied" or "converted"). The arrays are the .npy files' values, bit for bit,
+    handed over without a copy."""
 
     scores: np.ndarray
     rotation_index: np.ndarray
+    template_index: np.ndarray | None
     rotations: np.ndarray
     score_mean: np.ndarray | None
     score_std: np.ndarray | None
     score_z: np.ndarray | None
     run: dict[str, Any]
+    inputs: dict[str, str]
     def peaks(self, **flags: Any) -> Peaks:
-        """find_peaks on this result, with its rotations and run statistics."""
+        """find_peaks on this result, with its rotations, template index and run statistics."""
 
 class Peaks:
-    """positions (k, d), scores, rotation_index, angles (RELION, degrees), threshold."""
+    """positions (k, d), scores, rotation_index, template_index, angles (RELION, degrees),
+    threshold."""
 
     positions: np.ndarray
     scores: np.ndarray
     rotation_index: np.ndarray | None
+    template_index: np.ndarray | None
     angles: np.ndarray | None
     threshold: float | None
     def __len__(self) -> int: ...
@@ -60,9 +69,9 @@ class SolveResult:
 
 def match_template(
     target: ArrayOrPath,
-    template: ArrayOrPath,
+    template: ArraysOrPaths,
     *,
-    template_mask: ArrayOrPath | None = ...,
+    template_mask: ArraysOrPaths | None = ...,
     target_mask: ArrayOrPath | None = ...,
     score: str = "flc-sphere",
     rotations: ArrayOrPath | None = ...,
@@ -97,7 +106,9 @@ def match_template(
     progress: Progress = False,
     **flags: Any,
 ) -> MatchResult:
-    """Template matching, as `monomorph match` (every flag a keyword in snake_case)."""
+    """Template matching, as `monomorph match` (every flag a keyword in snake_case). Several
+    templates (a list, one shape) are matched in one pass: scores are the per-voxel best
+    (ties to the first) and template_index says which. Without out= no file is written."""
 
 def find_peaks(
     scores: ArrayOrPath,
@@ -113,6 +124,7 @@ def find_peaks(
     caller: Literal["skimage", "maxfilter", "recursive", "pytom"] = "skimage",
     rotation_index: ArrayOrPath | None = ...,
     rotations: ArrayOrPath | None = ...,
+    template_index: ArrayOrPath | None = ...,
     match_run: MatchResult | dict[str, Any] | str | os.PathLike[str] | None = ...,
     peak_oversampling: float | None = ...,
     allow_nan: bool = False,
