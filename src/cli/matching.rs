@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{ArgGroup, Args, ValueEnum};
+use clap::{Args, ValueEnum};
 use monomorph::algo::matching::{MatchResult, Score};
-use monomorph::algo::rotations::{RotationSet, Symmetry};
 use monomorph::dispatch::{BackendChoice, DefaultBackend, DispatchOptions};
 use monomorph::io::{HostArray, write_mrc, write_npy, write_png};
 use monomorph::work::{FailAfter, MatchJob, Part, Restriction};
@@ -20,12 +19,11 @@ use super::output::{
     Outputs, Timings, check_distinct, check_out_dir, opt_path_json, parse_bytes, path_json,
     peak_memory_bytes, read_input, run_info,
 };
-use super::peaks::{Caller, FalseAlarm, PeakQuery, RunStats, read_rotation_set};
+use super::peaks::{Caller, FalseAlarm, PeakQuery, RunStats};
 use super::templates::check_same_ndim;
 
 /// Options of `monomorph match`.
 #[derive(Args, Debug, Clone)]
-#[command(group(ArgGroup::new("rotation_set").args(["rotations", "angular_step", "euler"])))]
 pub struct MatchArgs {
     /// Target (tomogram or micrograph): `.npy` (2-D/3-D) or MRC (`.mrc`, `.map`, `.rec`).
     /// Many targets: --target-list. With --relion5-tomograms-star: the row's tomogram unless
@@ -55,62 +53,9 @@ pub struct MatchArgs {
     /// Score (pytme's CC, LCC, NCC, CAM, FLCSphericalMask, FLC, MCC).
     #[arg(long, short = 's', value_enum, default_value_t = ScoreArg::FlcSphere)]
     pub score: ScoreArg,
-    /// Rotation matrices `(n, d, d)` acting on the array's index order (z, y, x) (2-D: (y, x)),
-    /// as pull-backs about the template centre: t_R[o] = t[R·(o − c) + c]. This is the frame
-    /// of the rotations.npy that match writes; a matrix R_xyz from a tool whose arrays are
-    /// (x, y, z), such as pytme reading MRC files, is P·R_xyz·P here (P reverses the axes).
-    #[arg(long, value_name = "R.npy")]
-    pub rotations: Option<PathBuf>,
-    /// Even rotation sampling with this angular step in degrees (default 30); with
-    /// --orientations, the cone's step.
-    #[arg(long, short = 'a', value_name = "DEG")]
-    pub angular_step: Option<f64>,
-    /// Which even sampling --angular-step means (default `uniform`): monomorph's own
-    /// (Hopf-fibration; see README) or `pytme`'s, the Karney set `pytme match -a DEG` picks
-    /// (the nominal spacing nearest DEG), same matrices in the same order, so that
-    /// rotation_index i is pytme's rotation i. pytme's matrices act on (x, y, z) (it transposes
-    /// MRC data), so rotation i is stored here as P·R_i·P, the same physical rotation of the
-    /// same MRC file. 3-D only. Built in: sets with a spacing of 16.29° and more (at most 1992
-    /// rotations); the others need --pytme-data.
-    #[arg(long, value_enum, value_name = "SET", conflicts_with_all = ["rotations", "euler", "orientations"])]
-    pub angular_sampling_set: Option<SamplingSet>,
-    /// pytme's data folder (site-packages/tme/data), read for --angular-sampling-set pytme when
-    /// the step's set is not built in (c48n309.npy … c48u8649.npy).
-    #[arg(long, value_name = "DIR", requires = "angular_sampling_set")]
-    pub pytme_data: Option<PathBuf>,
-    /// Seed orientations: a STAR file with _rlnAngleRot, _rlnAngleTilt, _rlnAnglePsi (RELION's
-    /// angles, one row per particle, or `_label value` pairs for one seed; other columns,
-    /// positions included, are ignored). The rotation set is, for each distinct seed S, S
-    /// itself, then C·S for every C of pytme's cone set (get_cone_rotations: the template's
-    /// z axis within --orientations-cone of the seed's, sampled every --angular-step degrees,
-    /// spun about the template's own z axis every --orientations-inplane-step degrees). The
-    /// whole set is searched at every position: a seed's cone is not tied to its position
-    /// (pytme's --orientations-uncertainty, a search radius around each seed, is not
-    /// supported). 3-D only.
-    #[arg(long, value_name = "FILE.star", requires = "orientations_cone", conflicts_with_all = ["rotations", "euler"])]
-    pub orientations: Option<PathBuf>,
-    /// Half-angle in degrees (0 to 180) of the cone around each --orientations seed: pytme's
-    /// acceptance test, the angle between the template's z axis placed by the rotation and by
-    /// the seed. 0: the seeds' in-plane spins alone.
-    #[arg(long, value_name = "DEG", requires = "orientations")]
-    pub orientations_cone: Option<f64>,
-    /// In-plane step in degrees of the cone search (default: the --angular-step; pytme's
-    /// axis_sampling).
-    #[arg(long, value_name = "DEG", requires = "orientations")]
-    pub orientations_inplane_step: Option<f64>,
-    /// Euler angles, one `rot,tilt,psi` per line (3-D only), in RELION's convention as in STAR
-    /// files: degrees, Rz(rot)·Ry(tilt)·Rz(psi) the rotation acting on (x, y, z) (intrinsic
-    /// ZYZ; the transpose of RELION's Euler_angles2matrix; scipy's from_euler("ZYZ")), the
-    /// same angles `peaks` writes. A first line without numbers is a header.
-    #[arg(long, value_name = "E.csv")]
-    pub euler: Option<PathBuf>,
-    /// Point-group symmetry of the template about its z axis (array axis 0; pytme's axis 2),
-    /// `Cn` or `Dn` (`D` adds n two-fold axes perpendicular to z, the first along x): the
-    /// rotation set (any of the three above) is restricted to the group's fundamental domain,
-    /// keeping the rotations pytme's `--symmetry` keeps (about 1/n of them for Cn, 1/2n for
-    /// Dn). 2-D: Cn only. Default C1 (no restriction).
-    #[arg(long, value_name = "Cn|Dn", value_parser = parse_symmetry)]
-    pub symmetry: Option<Symmetry>,
+    /// The rotation set (--angular-step, --rotations, --euler, --orientations, --symmetry).
+    #[command(flatten)]
+    pub rotation: super::rotation_set::RotationArgs,
     /// Interpolation of the rotated template.
     #[arg(long, value_enum, default_value_t = InterpArg::Cubic)]
     pub interpolation: InterpArg,
@@ -226,15 +171,6 @@ impl ScoreArg {
             ScoreArg::Mcc => Score::MCC,
         }
     }
-}
-
-/// `--angular-sampling-set`.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SamplingSet {
-    /// monomorph's even sampling (Hopf fibration; 2-D: an even grid).
-    Uniform,
-    /// pytme 0.3.6's Karney set for the step, rotation for rotation.
-    Pytme,
 }
 
 /// `--interpolation`.
@@ -384,47 +320,12 @@ pub struct Prepared {
     pub filters_json: serde_json::Value,
     /// The search restriction, for run.json.
     pub search_json: serde_json::Value,
+    /// A seeded search's seeds, for run.json.
+    pub seeds_json: Option<serde_json::Value>,
     /// The target read (`--target`, or the project row's tomogram).
     pub target: PathBuf,
     /// The tilt-series metadata the filters were built from, if any.
     pub metadata: Option<super::project::Metadata>,
-}
-
-/// The rotation set of `--angular-step` (with `--angular-sampling-set`) or `--orientations`.
-fn rotation_set(a: &MatchArgs, d: usize) -> CliResult<RotationSet> {
-    let step = a.angular_step.unwrap_or(30.0);
-    let three_d = |flag: String| -> CliResult<()> {
-        if d == 3 {
-            Ok(())
-        } else {
-            Err(CliError::input(format!(
-                "{flag}: needs a 3-D target, got {d}-D"
-            )))
-        }
-    };
-    if let Some(p) = &a.orientations {
-        three_d(format!("--orientations {}", p.display()))?;
-        let cone = a.orientations_cone.unwrap_or(0.0);
-        let inplane = a.orientations_inplane_step.unwrap_or(step);
-        return super::orientations::cone_set(p, cone, step, inplane);
-    }
-    if let (Some(dir), Some(SamplingSet::Uniform)) = (&a.pytme_data, a.angular_sampling_set) {
-        return Err(CliError::input(format!(
-            "--pytme-data {}: only read with --angular-sampling-set pytme",
-            dir.display()
-        )));
-    }
-    if a.angular_sampling_set == Some(SamplingSet::Pytme) {
-        three_d("--angular-sampling-set pytme".into())?;
-        return super::orientations::pytme_set(step, a.pytme_data.as_deref());
-    }
-    RotationSet::uniform(d, step)
-        .map_err(|e| CliError::for_flag(e, "--angular-step", super::error::show(step)))
-}
-
-/// `--symmetry`: a point group `Cn` or `Dn`.
-fn parse_symmetry(s: &str) -> Result<Symmetry, String> {
-    s.parse().map_err(|e: monomorph::Error| e.to_string())
 }
 
 /// A matching error as the command reports it.
@@ -448,6 +349,19 @@ pub fn pytme_frame(target: &std::path::Path) -> AxisOrder {
         AxisOrder::Reversed
     } else {
         AxisOrder::Pytme
+    }
+}
+
+/// The flag a seeded search cannot combine with, if given.
+fn seeded_conflict(a: &MatchArgs) -> Option<&'static str> {
+    if a.score == ScoreArg::Mcc {
+        Some("--score mcc")
+    } else if a.score_stats {
+        Some("--score-stats")
+    } else if a.background_correction.is_some() {
+        Some("--background-correction")
+    } else {
+        None
     }
 }
 
@@ -491,39 +405,6 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
              background differs from its own score); use flc",
         ));
     }
-    let rotations = if let Some(p) = &a.rotations {
-        read_rotation_set("--rotations", p, d, "target")?
-    } else if let Some(p) = &a.euler {
-        if d != 3 {
-            return Err(CliError::input(format!(
-                "--euler {}: Euler angles need a 3-D target, got {d}-D",
-                p.display()
-            )));
-        }
-        RotationSet::from_relion_euler(&super::output::read_euler_input(p)?)
-            .map_err(|e| CliError::from(e).about(format!("--euler {}", p.display())))?
-    } else {
-        rotation_set(a, d)?
-    };
-    let rotations = match a.symmetry {
-        Some(sym) => {
-            let n = rotations.len();
-            let none = || {
-                CliError::input(format!(
-                    "--symmetry {sym}: leaves none of the {n} rotation(s) to search (none lies \
-                     in the group's asymmetric unit), expected a rotation set that covers it"
-                ))
-            };
-            match rotations.reduce_by_symmetry(sym) {
-                Ok(r) if r.is_empty() => return Err(none()),
-                Ok(r) => r,
-                // The library cannot build an empty set: the shape error of no rotation.
-                Err(monomorph::Error::Shape { .. }) => return Err(none()),
-                Err(e) => return Err(CliError::for_flag(e, "--symmetry", sym.to_string())),
-            }
-        }
-        None => rotations,
-    };
     let png_query = a.png.then(|| PeakQuery {
         min_distance: template
             .data
@@ -565,6 +446,16 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
             template.voxel_size,
         )?,
     };
+    // Seed positions in Å are converted with the run's voxel size: the project's, else
+    // --sampling-rate, else the target's header.
+    let seed_voxel = project_voxel.or(a.filters.sampling_rate).or_else(|| {
+        let v = target.voxel_size?.map(f64::from);
+        v.iter()
+            .all(|&x| (x - v[2]).abs() <= 1e-5 * v[2])
+            .then_some(v[2])
+    });
+    let (rotations, seeds) =
+        super::rotation_set::choose(&a.rotation, &tshape, seed_voxel, metadata.as_ref())?;
     let frame = pytme_frame(target_path);
     let filters = super::filters::spec(&a.filters, d, fvoxel, frame, metadata.as_ref(), g.quiet)?;
     let filters_json = super::filters::to_json(&a.filters, filters.as_ref(), metadata.as_ref());
@@ -576,7 +467,14 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     } else {
         target.data
     };
+    if let Some(flag) = seeds.as_ref().and(seeded_conflict(a)) {
+        return Err(CliError::input(format!(
+            "{flag}: not with --orientations-uncertainty (a seeded search), expected one of the two"
+        )));
+    }
+    let seeds_json = seeds.as_ref().map(super::rotation_set::seeds_json);
     let mut job = MatchJob::new(target, template.data, score, rotations);
+    job.seeds = seeds;
     job.template_mask = template_mask;
     job.more_templates = more;
     job.target_mask = target_mask;
@@ -625,9 +523,9 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         .chain(a.template_mask.iter().map(|p| ("--template-mask", Some(p))))
         .chain([
             ("--target-mask", a.target_mask.as_ref()),
-            ("--rotations", a.rotations.as_ref()),
-            ("--euler", a.euler.as_ref()),
-            ("--orientations", a.orientations.as_ref()),
+            ("--rotations", a.rotation.rotations.as_ref()),
+            ("--euler", a.rotation.euler.as_ref()),
+            ("--orientations", a.rotation.orientations.as_ref()),
             ("--scheduling-mask", a.search.scheduling_mask.as_ref()),
         ]);
     let inputs: Vec<(&str, &std::path::Path)> = inputs
@@ -645,6 +543,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
             timings,
             filters_json,
             search_json,
+            seeds_json,
             target: resolved.clone(),
             metadata,
         },
@@ -806,6 +705,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         mut timings,
         filters_json,
         search_json,
+        seeds_json,
         target,
         metadata: _,
     } = p;
@@ -836,6 +736,7 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         }
         Ok(())
     })?;
+    let r = &a.rotation;
     let mut info = run_info(g, &m.backend, &m.device);
     if let Some(o) = info.as_object_mut() {
         o.insert(
@@ -846,13 +747,15 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
                 "templates": a.template.iter().map(|p| path_json(p)).collect::<Vec<_>>(),
                 "template_masks": a.template_mask.iter().map(|p| path_json(p)).collect::<Vec<_>>(),
                 "target_mask": opt_path_json(&a.target_mask), "score": score.name(),
-                "rotations_file": opt_path_json(&a.rotations),
-                "angular_step": a.angular_step, "euler": opt_path_json(&a.euler),
-                "symmetry": a.symmetry.map(|s| s.to_string()), "n_rotations": n_rot,
-                "angular_sampling_set": a.angular_sampling_set.map(|s| format!("{s:?}").to_lowercase()),
-                "orientations": opt_path_json(&a.orientations),
-                "orientations_cone": a.orientations_cone,
-                "orientations_inplane_step": a.orientations_inplane_step,
+                "rotations_file": opt_path_json(&r.rotations),
+                "angular_step": r.angular_step, "euler": opt_path_json(&r.euler),
+                "symmetry": r.symmetry.map(|s| s.to_string()), "n_rotations": n_rot,
+                "angular_sampling_set": r.angular_sampling_set.map(|s| format!("{s:?}").to_lowercase()),
+                "orientations": opt_path_json(&r.orientations),
+                "orientations_cone": r.orientations_cone,
+                "orientations_inplane_step": r.orientations_inplane_step,
+                "orientations_inplane_range": r.orientations_inplane_range,
+                "orientations_uncertainty": r.orientations_uncertainty.map(|u| u.0.to_vec()),
                 "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
                 "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
                 "background_correction": a.background_correction.map(|b| b.name()),
@@ -871,6 +774,9 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         );
         if let Some(c) = &m.check_hand {
             o.insert("check_hand".into(), c.clone());
+        }
+        if let Some(s) = &seeds_json {
+            o.insert("seeds".into(), s.clone());
         }
         o.insert("filters".into(), filters_json);
         o.insert("search".into(), search_json);

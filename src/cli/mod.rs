@@ -42,6 +42,7 @@ mod project;
 mod pytom;
 mod ranks;
 mod roc;
+mod rotation_set;
 mod run;
 mod search;
 mod session;

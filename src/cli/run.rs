@@ -47,6 +47,13 @@ pub fn run_match(g: &Global, a: MatchArgs) -> CliResult<()> {
             )));
         }
     }
+    if let (Some(u), Some(_)) = (&a.rotation.orientations_uncertainty, &a.list.target_list) {
+        return Err(CliError::input(format!(
+            "--orientations-uncertainty {}: not with --target-list (the seeds' positions are \
+             one target's), expected one --target",
+            u.show()
+        )));
+    }
     #[cfg(feature = "mpi")]
     if let Some(world) = super::ranks::world() {
         return match a.list.target_list {

@@ -7,8 +7,8 @@ use ndarray::{ArrayD, IxDyn};
 
 use crate::algo::filters::{FilterSpec, Filters, SpectralFilter};
 use crate::algo::matching::{
-    Background, BackgroundScores, MatchParams, MatchResult, Score, ScoreMoments, TemplateInput,
-    background_grid, match_template_raw, match_templates_raw,
+    Background, BackgroundScores, MatchParams, MatchResult, Score, ScoreMoments, Seeds,
+    TemplateInput, background_grid, match_template_raw, match_templates_raw,
 };
 use crate::algo::rotations::RotationSet;
 use crate::dispatch::PrecisionChoice;
@@ -79,6 +79,11 @@ pub struct MatchJob {
     /// How pytme holds the arrays ([`MatchParams::pytme_frame`]): the frame of the scrambling
     /// noise and the rotation's edge test. Filters take theirs from their spec.
     pub pytme_frame: AxisOrder,
+    /// A seeded search (local refinement, [`MatchParams::seeds`]): each seed searches its own
+    /// rotations of [`MatchJob::rotations`] within its radius. A split into rotation ranges
+    /// gives each part the seeds' rotations in its range ([`Seeds::for_range`]), and merges to
+    /// the same bits.
+    pub seeds: Option<Seeds>,
 }
 
 /// A job's arrays on one backend, and the filters built there (whitening reads the target).
@@ -122,6 +127,7 @@ impl MatchJob {
             background: None,
             search: Restriction::default(),
             pytme_frame: AxisOrder::Pytme,
+            seeds: None,
         }
     }
 
@@ -178,6 +184,7 @@ impl MatchJob {
         p.scheduling_mask = up.scheduling_mask.as_ref();
         p.search_box = self.search.ranges.as_deref();
         p.pytme_frame = self.pytme_frame;
+        p.seeds = self.seeds.as_ref();
         p
     }
 
@@ -204,8 +211,10 @@ impl MatchJob {
         let up = self.upload(b)?;
         let d = self.rotations.dim();
         let flat = &self.rotations.as_flat()[range.start * d * d..range.end * d * d];
+        let seeds = self.seeds.as_ref().map(|s| s.for_range(range.clone()));
         let mut params = self.params(&up);
         params.rotations = RotationSet::from_matrices(d, flat)?;
+        params.seeds = seeds.as_ref();
         let len = range.len();
         let cb = |done: usize, total: usize| control.step(worker, done, total, len);
         params.progress = Some(&cb);

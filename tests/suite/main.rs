@@ -53,6 +53,8 @@ mod planted;
 #[cfg(feature = "cli")]
 mod pytme_frame;
 mod pytom_pick;
+#[cfg(feature = "cli")]
+mod refine;
 mod relion5;
 mod resample_fixtures;
 mod rotation_edges;

@@ -65,7 +65,9 @@
 //! outside.
 //!
 //! # Files
-//! `plan.rs`: jobs (tiles) and the memory estimate; `search.rs`: the restricted search; `prepare.rs`: validation and the scores'
+//! `plan.rs`: jobs (tiles) and the memory estimate; `search.rs`: the restricted search;
+//! `seeded.rs`: the seeded search ([`Seeds`], local refinement: each seed's rotations in its
+//! own neighbourhood, run as boxes of the restricted search); `prepare.rs`: validation and the scores'
 //! preprocessing, once per run; `filter.rs`: the Fourier filters applied to the target (once)
 //! and to each rotated template; `state.rs`: [`Score`]'s per-job state (one variant per
 //! normalisation, owning its buffers) and its per-rotation steps; `run.rs`: the rotation loop.
@@ -106,6 +108,7 @@ mod plan;
 mod prepare;
 mod run;
 mod search;
+mod seeded;
 mod state;
 mod stats;
 
@@ -116,6 +119,7 @@ pub use plan::estimate_bytes;
 use plan::plan_jobs;
 use prepare::prepare;
 use run::run_job;
+pub use seeded::{Seed, Seeds};
 pub use stats::{MAX_ROTATIONS, ScoreMoments, ScoreStatistics, statistics, voxel_statistics};
 
 /// The scores pytme offers (its names and maths, `tme/matching_scores.py` in pytme 0.3.6).
@@ -268,6 +272,12 @@ pub struct MatchParams<'a, B: Backend> {
     /// ([`FilterSpec::axis_order`](crate::algo::filters::FilterSpec::axis_order)); give both
     /// the same frame.
     pub pytme_frame: AxisOrder,
+    /// A seeded search (local refinement, [`Seeds`]): each seed searches only its own
+    /// rotations (a range of [`MatchParams::rotations`]) at the positions within its radius;
+    /// the rest is not searched (score −∞, rotation index −1). With a search box or a
+    /// scheduling mask, the positions in both. Not with MCC, score statistics, a background
+    /// or pre-rotated templates. `None`: every rotation at every position.
+    pub seeds: Option<&'a Seeds>,
 }
 
 impl<'a, B: Backend> MatchParams<'a, B> {
@@ -291,6 +301,7 @@ impl<'a, B: Backend> MatchParams<'a, B> {
             search_box: None,
             scheduling_mask: None,
             pytme_frame: AxisOrder::Pytme,
+            seeds: None,
         }
     }
 }
@@ -627,6 +638,9 @@ fn run_templates<B: Backend>(
     templates: &[TemplateInput<'_, B>],
     params: &MatchParams<'_, B>,
 ) -> Result<(MatchResult<B>, usize)> {
+    if let Some(s) = params.seeds {
+        seeded::check(params, s, target.shape())?;
+    }
     let mut prep = prepare(b, target, templates, params)?;
     let ntemplates = prep.sides.len();
     let ts = target.shape().to_vec();
@@ -649,6 +663,30 @@ fn run_templates<B: Backend>(
     let sizes = (fsize, per_voxel);
     let fixed = job_fixed_bytes(&prep, &tshape, fsize);
     let region = search::Region::new(b, params, &ts)?;
+    if let Some(seeds) = params.seeds {
+        if IntOf::<B>::from_usize(params.rotations.len() * ntemplates).is_none() {
+            return Err(Error::invalid(
+                "templates",
+                "the templates × rotations overflow the index type",
+            ));
+        }
+        let sizing = seeded::Sizing {
+            limit,
+            sizes,
+            fixed,
+        };
+        let r = seeded::run(
+            b,
+            &mut prep,
+            params,
+            seeds,
+            region.as_ref(),
+            (&ts, &tshape),
+            sizing,
+            ntemplates,
+        )?;
+        return Ok((r, ntemplates));
+    }
     let (mut jobs, tiled) = match &region {
         // A score that is never tiled runs the whole target, then the outside is marked.
         Some(r) if params.score.tileable() && r.restricts(&ts) => {
@@ -726,6 +764,7 @@ fn run_templates<B: Backend>(
                     job,
                     (&mut grid, &mut state),
                     t * nrot,
+                    0..nrot,
                     &tshape,
                     (&mut m.scores, &mut m.index, m.moments.as_mut().zip(scales)),
                     (&mut ssum, &mut ssum_parts),

@@ -10,7 +10,8 @@ use super::job::Job;
 use super::prepare::{Prepared, pull_back};
 use super::state::{Grid, RunningMax, ScoreState};
 
-/// Runs every rotation of the current template side of `prep` on one job, with the job's
+/// Runs rotations `rots` (indices into the run's set) of the current template side of `prep`
+/// on one job, with the job's
 /// buffers and score state `(grid, state)` ([`ScoreState::new`]), updating
 /// `best`/`best_index` (the job's output shape; index `base + r` for rotation `r`, so that
 /// several templates run in turn keep the first best (template, rotation) pair) and the
@@ -25,6 +26,7 @@ pub(super) fn run_job<B: Backend>(
     job: &Job,
     (grid, state): (&mut Grid<B>, &mut ScoreState<B>),
     base: usize,
+    rots: std::ops::Range<usize>,
     tshape: &[usize],
     (best, best_index, mut moments): (
         &mut Arr<B, FloatOf<B>>,
@@ -39,7 +41,7 @@ pub(super) fn run_job<B: Backend>(
     let single = std::mem::size_of::<FloatOf<B>>() == 4;
     let mut tbox = b.zeros::<FloatOf<B>>(tshape)?;
     let mut scratch = b.zeros::<FloatOf<B>>(tshape)?;
-    let mut parts = b.zeros::<f64>(&[p.rotations.len()])?;
+    let mut parts = b.zeros::<f64>(&[rots.len()])?;
     let mut filter_bufs = match &prep.template_filter {
         Some(f) => Some(f.buffers(b)?),
         None => None,
@@ -55,9 +57,10 @@ pub(super) fn run_job<B: Backend>(
     if let Some((acc, _)) = moments.as_mut() {
         b.moments_open(acc)?;
     }
-    for r in 0..p.rotations.len() {
-        if r > 0
-            && r % MOMENT_PASSES == 0
+    for r in rots.clone() {
+        let done = r - rots.start;
+        if done > 0
+            && done.is_multiple_of(MOMENT_PASSES)
             && let Some((acc, _)) = moments.as_mut()
         {
             b.moments_close(acc)?;
@@ -97,7 +100,7 @@ pub(super) fn run_job<B: Backend>(
             }),
         };
         state.score(b, grid, tshape, &mut tbox, n, window, rm)?;
-        b.insert_block(ssum, &[r], &mut parts)?;
+        b.insert_block(ssum, &[done], &mut parts)?;
         // The scrambled template, rotated, filtered, standardised and scored like the template
         // (same mask and mask sum), into the background's running maximum.
         if let (Some(bg), Some(src), Some((bix, bss))) = (
@@ -127,7 +130,7 @@ pub(super) fn run_job<B: Backend>(
             };
             state.score(b, grid, tshape, &mut tbox, n, window, rm)?;
         }
-        progress(r + 1)?;
+        progress(done + 1)?;
     }
     if let Some((acc, _)) = moments.as_mut() {
         b.moments_close(acc)?;

@@ -220,6 +220,17 @@ impl<B: Backend> Region<B> {
         b.cast(&fi, index)
     }
 
+    /// The box searched, `(lo, hi)`: the search box shrunk to the mask's bounding box.
+    pub(super) fn bounds(&self) -> (&[usize], &[usize]) {
+        (&self.lo, &self.hi)
+    }
+
+    /// `true` when the position of row-major index `flat` inside the box ([`Region::bounds`])
+    /// is searched: inside the mask, when there is one.
+    pub(super) fn in_mask(&self, flat: usize) -> bool {
+        self.mask.as_ref().is_none_or(|m| m[flat])
+    }
+
     /// `true` when the region scores fewer positions than the whole target's run would.
     pub(super) fn restricts(&self, ts: &[usize]) -> bool {
         self.mask.is_some() || self.lo.iter().any(|&v| v > 0) || self.hi != ts

@@ -86,6 +86,27 @@ impl RotationSet {
     /// pytme's cone set around z (module docs): half-angle `cone_deg` in `[0, 180]`, cone step
     /// `cone_step_deg` and in-plane step `inplane_step_deg` (both > 0), in pytme's order.
     pub fn cone(cone_deg: f64, cone_step_deg: f64, inplane_step_deg: f64) -> Result<Self> {
+        Self::cone_spun(cone_deg, cone_step_deg, inplane_step_deg, 180.0)
+    }
+
+    /// [`RotationSet::cone`] with the in-plane spins limited to `|φ_j| ≤ inplane_range_deg`
+    /// (in `(0, 180]`; 180 keeps every spin, the cone itself): the members of the cone whose
+    /// spin about the template's own z axis is within the range of none, in the cone's order.
+    /// The spins stay pytme's grid `−180 + j·360/m`; a range smaller than half its spacing
+    /// about 0 may leave none (an error: an empty set).
+    pub fn cone_spun(
+        cone_deg: f64,
+        cone_step_deg: f64,
+        inplane_step_deg: f64,
+        inplane_range_deg: f64,
+    ) -> Result<Self> {
+        if !(inplane_range_deg.is_finite() && inplane_range_deg > 0.0 && inplane_range_deg <= 180.0)
+        {
+            return Err(Error::invalid(
+                "in-plane range",
+                format!("must be in (0, 180] degrees, got {inplane_range_deg}"),
+            ));
+        }
         check_angle("cone angle", cone_deg, false)?;
         if cone_deg > 180.0 {
             return Err(Error::invalid(
@@ -114,9 +135,11 @@ impl RotationSet {
         }
         let (k, m) = (k as usize, m as usize);
         let spins: Vec<[f64; 9]> = (0..m)
-            .map(|j| rz(-180.0 + j as f64 * (360.0 / m as f64)))
+            .map(|j| -180.0 + j as f64 * (360.0 / m as f64))
+            .filter(|phi| phi.abs() <= inplane_range_deg + 1e-9)
+            .map(rz)
             .collect();
-        let mut mats = Vec::with_capacity(k * m * 9);
+        let mut mats = Vec::with_capacity(k * spins.len() * 9);
         if cone_deg <= 0.0 {
             for s in &spins {
                 mats.extend(reverse_axes(s, 3));
@@ -147,10 +170,29 @@ impl RotationSet {
         cone_step_deg: f64,
         inplane_step_deg: f64,
     ) -> Result<Self> {
+        Self::around_seeds_spun(seeds, cone_deg, cone_step_deg, inplane_step_deg, 180.0)
+    }
+
+    /// [`RotationSet::around_seeds`] with the cone's in-plane spins limited to
+    /// `±inplane_range_deg` ([`RotationSet::cone_spun`]; 180: every spin).
+    pub fn around_seeds_spun(
+        seeds: &RotationSet,
+        cone_deg: f64,
+        cone_step_deg: f64,
+        inplane_step_deg: f64,
+        inplane_range_deg: f64,
+    ) -> Result<Self> {
         if seeds.dim() != 3 {
             return Err(Error::invalid("seeds", "cone searches need 3-D rotations"));
         }
-        let cone = Self::cone(cone_deg, cone_step_deg, inplane_step_deg)?;
+        let cone = Self::cone_spun(cone_deg, cone_step_deg, inplane_step_deg, inplane_range_deg);
+        // A spin range narrower than the grid's spacing about 0: the seeds alone.
+        let cone = match cone {
+            Ok(c) => c.mats,
+            Err(Error::Shape { .. }) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let cone_len = cone.len() / 9;
         let mut uniq: Vec<&[f64]> = Vec::new();
         for i in 0..seeds.len() {
             let s = seeds.matrix(i);
@@ -158,25 +200,75 @@ impl RotationSet {
                 uniq.push(s);
             }
         }
-        let total = uniq.len() as f64 * (cone.len() as f64 + 1.0);
+        let total = uniq.len() as f64 * (cone_len as f64 + 1.0);
         if total > MAX_ROTATIONS {
             return Err(Error::invalid(
                 "cone",
                 format!(
                     "{} seeds × {} rotations is more than {MAX_ROTATIONS:e} rotations",
                     uniq.len(),
-                    cone.len() + 1
+                    cone_len + 1
                 ),
             ));
         }
         let mut mats = Vec::with_capacity(total as usize * 9);
         for s in uniq {
             mats.extend_from_slice(s);
-            for c in 0..cone.len() {
-                mats.extend(matmul(cone.matrix(c), s));
+            for c in cone.chunks(9) {
+                mats.extend(matmul(c, s));
             }
         }
         Self::from_matrices(3, &mats)
+    }
+}
+
+impl RotationSet {
+    /// One rotation set per seed, concatenated seed by seed, for a seeded search (local
+    /// refinement, each seed searching its own set): for every seed in order (repeats kept:
+    /// each seed is a particle), the seed itself, then `C·S` for every member `C` of
+    /// [`RotationSet::cone_spun`] (the cone of `cone_deg`, its in-plane spins limited to
+    /// `±inplane_range_deg` about the seed's own). Returns the set and each seed's range in it.
+    pub fn around_each_seed(
+        seeds: &RotationSet,
+        cone_deg: f64,
+        cone_step_deg: f64,
+        inplane_step_deg: f64,
+        inplane_range_deg: f64,
+    ) -> Result<(Self, Vec<std::ops::Range<usize>>)> {
+        if seeds.dim() != 3 {
+            return Err(Error::invalid("seeds", "cone searches need 3-D rotations"));
+        }
+        let cone = Self::cone_spun(cone_deg, cone_step_deg, inplane_step_deg, inplane_range_deg);
+        // A spin range narrower than the grid's spacing about 0: the seeds alone.
+        let cone = match cone {
+            Ok(c) => Some(c),
+            Err(Error::Shape { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let per = 1 + cone.as_ref().map_or(0, |c| c.len());
+        let total = seeds.len() as f64 * per as f64;
+        if total > MAX_ROTATIONS {
+            return Err(Error::invalid(
+                "cone",
+                format!(
+                    "{} seeds × {per} rotations is more than {MAX_ROTATIONS:e} rotations",
+                    seeds.len()
+                ),
+            ));
+        }
+        let mut mats = Vec::with_capacity(total as usize * 9);
+        let mut ranges = Vec::with_capacity(seeds.len());
+        for i in 0..seeds.len() {
+            let s = seeds.matrix(i);
+            ranges.push(i * per..(i + 1) * per);
+            mats.extend_from_slice(s);
+            if let Some(cone) = &cone {
+                for c in 0..cone.len() {
+                    mats.extend(matmul(cone.matrix(c), s));
+                }
+            }
+        }
+        Ok((Self::from_matrices(3, &mats)?, ranges))
     }
 }
 
@@ -225,5 +317,47 @@ mod tests {
             assert!(axis_angle_between(r.matrix(i), seeds.matrix(0)) <= 20.0 + 1e-9);
             assert!(axis_angle_between(r.matrix(per + i), seeds.matrix(2)) <= 20.0 + 1e-9);
         }
+    }
+
+    #[test]
+    fn each_seed_gets_its_own_cone_with_limited_spins() {
+        let seeds =
+            RotationSet::from_relion_euler(&[[10.0, 50.0, -30.0], [10.0, 50.0, -30.0]]).unwrap();
+        // Range 180: every spin, the cone of `around_seeds`, but repeats kept.
+        let (all, ranges) = RotationSet::around_each_seed(&seeds, 15.0, 3.0, 3.0, 180.0).unwrap();
+        let once = RotationSet::around_seeds(&seeds, 15.0, 3.0, 3.0).unwrap();
+        assert_eq!(ranges, vec![0..once.len(), once.len()..2 * once.len()]);
+        assert_eq!(&all.as_flat()[..once.as_flat().len()], once.as_flat());
+        assert_eq!(&all.as_flat()[once.as_flat().len()..], once.as_flat());
+        // ±15° of the 120 spins every 3°: the 11 from −15 to 15, in every direction.
+        let full = RotationSet::cone(15.0, 3.0, 3.0).unwrap();
+        let k = full.len() / 120;
+        let spun = RotationSet::cone_spun(15.0, 3.0, 3.0, 15.0).unwrap();
+        assert_eq!(spun.len(), k * 11);
+        let (r, ranges) = RotationSet::around_each_seed(&seeds, 15.0, 3.0, 3.0, 15.0).unwrap();
+        assert_eq!(
+            (r.len(), ranges[1].clone()),
+            (2 * (k * 11 + 1), k * 11 + 1..2 * (k * 11 + 1))
+        );
+        // Every member is within 15° of the seed's axis and its spin within 15° of the
+        // seed's: the geodesic angle to the seed is at most about 15√2.
+        let s = seeds.matrix(0);
+        for i in 0..r.len() {
+            let m = r.matrix(i);
+            assert!(axis_angle_between(m, s) <= 15.0 + 1e-9);
+            let tr: f64 = (0..3)
+                .map(|a| (0..3).map(|c| m[a * 3 + c] * s[a * 3 + c]).sum::<f64>())
+                .sum();
+            let angle = ((tr - 1.0) / 2.0).clamp(-1.0, 1.0).acos().to_degrees();
+            assert!(angle <= 15.0 * 2f64.sqrt() + 1e-6, "{i}: {angle}");
+        }
+        // A range narrower than the spins' spacing about 0 (here 0 is on the grid): the
+        // unspun directions; out of (0, 180]: an error.
+        assert_eq!(
+            RotationSet::cone_spun(15.0, 3.0, 3.0, 1.0).unwrap().len(),
+            k
+        );
+        assert!(RotationSet::cone_spun(15.0, 3.0, 3.0, 0.0).is_err());
+        assert!(RotationSet::cone_spun(15.0, 3.0, 3.0, 181.0).is_err());
     }
 }
