@@ -97,6 +97,11 @@ impl Timings {
             .push((name.to_string(), t.elapsed().as_secs_f64()));
         r
     }
+    /// Records `seconds` measured elsewhere under `name`.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub fn record(&mut self, name: &str, seconds: f64) {
+        self.items.push((name.to_string(), seconds));
+    }
     /// As a JSON object of seconds.
     pub fn to_json(&self) -> Value {
         let mut m = serde_json::Map::new();

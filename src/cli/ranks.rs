@@ -47,41 +47,8 @@ pub fn unsupported(n: usize) -> super::error::CliError {
 }
 
 /// The message of a rank that stopped early because another rank failed.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub const ECHO: &str = "stopped: another rank failed";
-
-/// Whether `e` is [`ECHO`].
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn is_echo(e: &super::error::CliError) -> bool {
-    e.message == ECHO
-}
-
-/// A rank's loop result as the command reports it: a stop asked by another rank (the control's
-/// poll hook) is [`ECHO`], an injected failure says so, the rest is a matching error.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn rank_outcome<T>(
-    control: &monomorph::work::Control<'_>,
-    local: monomorph::Result<T>,
-    mem: Option<u64>,
-) -> super::error::CliResult<T> {
-    let e = match local {
-        Ok(v) => return Ok(v),
-        Err(e) => e,
-    };
-    if !control.fail(0, e) {
-        return Err(super::error::CliError::failure(ECHO));
-    }
-    match control.take_failure() {
-        Some(f) => match f.error {
-            monomorph::Error::Cancelled { done, .. } if f.injected => {
-                Err(super::error::CliError::failure(format!(
-                    "injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"
-                )))
-            }
-            e => Err(super::matching::match_error(e, mem)),
-        },
-        None => Err(super::error::CliError::failure(ECHO)),
-    }
-}
 
 /// Set when the command's error was already printed (by rank 0, under MPI, before the other
 /// ranks exit: a launcher may kill rank 0 as soon as another rank exits non-zero).
@@ -126,12 +93,12 @@ pub use with_mpi::*;
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use monomorph::dist::mpi::point_to_point::MatchedReceiveVec;
+    use std::time::Instant;
+
     use monomorph::dist::mpi::topology::SimpleCommunicator;
     use monomorph::dist::mpi::traits::*;
-    use monomorph::dist::{self, RankError};
-    use monomorph::work::{Control, rotation_range};
-    use monomorph::{Backend, BackendTask};
+    use monomorph::dist::{self, RankError, Ranks};
+    use monomorph::work::{Control, Done, Plan, Ran, RunError};
     use serde_json::json;
     use tracing::info_span;
 
@@ -139,7 +106,7 @@ mod with_mpi {
 
     use super::super::global::BackendArg;
     use super::super::matching::{
-        Devices, Job, MatchArgs, Matched, match_error, prepare, test_hook, write,
+        Devices, Finish, MatchArgs, job_dispatch, match_error, prepare, test_hook, write,
     };
     use super::super::output::Outputs;
 
@@ -211,12 +178,6 @@ mod with_mpi {
         dist::agree_code(world, local, |e: &CliError| e.code as i32).map_err(cli)
     }
 
-    /// [`agree`] where a rank that stopped because another failed ([`ECHO`]) is not the
-    /// failure reported.
-    fn agree_echo<T>(world: &SimpleCommunicator, local: CliResult<T>) -> CliResult<T> {
-        dist::agree_ranked(world, local, |e: &CliError| e.code as i32, super::is_echo).map_err(cli)
-    }
-
     /// This rank's device under `--backend cuda` (or `auto` finding CUDA): the node-local
     /// rank's ([`super::rank_device`]), `None` for the CPU. Collective (the node-local rank
     /// comes from the launcher's environment, else from a shared-memory split of `world`).
@@ -257,291 +218,105 @@ mod with_mpi {
         (g, all)
     }
 
-    /// `monomorph match` over the ranks of `world`: rank 0 writes the outputs.
+    /// `monomorph match` on one target over the ranks of `world`: the job's rotations split
+    /// into one contiguous range per rank ([`Plan::split`]), run by the library's [`Ranks`]
+    /// (items on demand from rank 0, parts merged on rank 0, bit-identical to one process for
+    /// any split), rank 0 writing the outputs when the merged job is done.
     pub fn run_match(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<()> {
-        let root = world.rank() == 0;
+        let t0 = Instant::now();
+        let (rank, size) = (world.rank(), world.size() as usize);
         let (g, devices) = rank_global(world, g, a.devices.as_ref());
-        let (mut p, job) = agree(world, prepare(&g, a))?;
+        let (p, job) = agree(world, prepare(&g, a))?;
         let out = agree(
             world,
-            if root {
+            if rank == 0 {
                 Outputs::in_dir("--out", &a.out).map(Some)
             } else {
                 Ok(None)
             },
         )?;
-        let task = RankTask {
-            job,
-            quiet: p.g.quiet,
-            world,
-            devices,
-        };
-        let mut entered = false;
-        let done = p.timings.time("total", || {
-            monomorph::dispatch(
-                p.g.dispatch(a.memory_limit),
-                Entered {
-                    task,
-                    entered: &mut entered,
-                },
-            )
-        });
-        let matched = match done {
-            Ok(r) => r?,
-            // The backend could not start on this rank: meet the others at their first agree.
-            Err(e) if !entered => return agree(world, Err(match_error(e, a.memory_limit))),
-            Err(e) => return Err(match_error(e, a.memory_limit)),
-        };
-        let written = match (out, matched) {
-            (Some(out), Some(m)) => write(a, p, out, m),
-            _ => Ok(()),
-        };
-        agree(world, written)
-    }
-
-    /// Marks that the backend started and the task runs (for the agreement on a failed start).
-    struct Entered<'a, 'w> {
-        task: RankTask<'w>,
-        entered: &'a mut bool,
-    }
-
-    impl BackendTask for Entered<'_, '_> {
-        type Output = CliResult<Option<Matched>>;
-        fn run<B: Backend>(self, b: &B) -> monomorph::Result<Self::Output> {
-            *self.entered = true;
-            Ok(self.task.run_on(b))
-        }
-    }
-
-    /// This rank's share of a match.
-    struct RankTask<'w> {
-        job: Job,
-        quiet: bool,
-        world: &'w SimpleCommunicator,
-        /// Every rank's CUDA device (−1: the CPU), for run.json.
-        devices: Vec<i64>,
-    }
-
-    impl RankTask<'_> {
-        /// Every step agreed; the merged result on rank 0.
-        fn run_on<B: Backend>(self, b: &B) -> CliResult<Option<Matched>> {
-            let (world, job) = (self.world, &self.job);
-            let (rank, size) = (world.rank(), world.size() as usize);
-            let _span = info_span!("match", backend = b.name(), rank, ranks = size).entered();
-            let mem = job.job.memory_limit;
-            agree(world, Ok(()))?; // every rank's backend started
-            let nrot = job.job.rotations.len();
-            let ranges: Vec<std::ops::Range<usize>> =
-                (0..size).map(|k| rotation_range(nrot, size, k)).collect();
-            // One bar, on rank 0 (the others are quiet), counting every rank's rotations: the
-            // others report theirs to rank 0 as they go ([`Reports`]).
-            let pb = progress(nrot as u64, "rotations", self.quiet);
-            let reports = Reports::new(world, &ranges);
-            // After every rotation: stop early when another rank failed (it sent a stop); the
-            // bar counts. The callbacks run on the thread that called MPI (funneled).
-            let control = Control::new()
-                .with_progress(|done, total| {
-                    if let Some(all) = reports.step(done as usize, total as usize) {
-                        pb.set_position(all);
-                    }
-                })
-                .with_poll(|| dist::stop_requested(&SimpleCommunicator::world()))
-                .fail_after(test_hook(None));
-            let t0 = std::time::Instant::now();
-            let local = {
-                let _s = info_span!("match_part").entered();
-                // One control per rank: the rank is its worker 0.
-                job.job
-                    .run_range(b, ranges[rank as usize].clone(), &control, 0)
+        let _span = info_span!("match", rank, ranks = size).entered();
+        let mem = job.job.memory_limit;
+        let plan = Plan::split(job.job.rotations.len(), size);
+        // One bar, on rank 0, counting every rank's rotations (the executor reports them).
+        let pb = progress(plan.rotations(), "rotations", p.g.quiet || rank != 0);
+        let control = Control::new()
+            .with_progress(|d, _| pb.set_position(d))
+            .fail_after(test_hook(None));
+        let opts = p.g.dispatch(a.memory_limit);
+        let jobs = vec![job.job.clone()];
+        // Rank 0's outputs, written when the merged job is done (on rank 0: the job is split).
+        let mut held = out.map(|out| (p, out));
+        let on_done = |d: Done| -> CliResult<()> {
+            let (mut p, out) = held.take().ok_or_else(|| {
+                CliError::failure("the match finished on a rank that does not write it")
+            })?;
+            let t1 = Instant::now();
+            let finish = Finish {
+                job: &job,
+                part: d.part,
+                match_s: t0.elapsed().as_secs_f64(),
             };
-            let match_s = t0.elapsed().as_secs_f64();
-            let local = super::rank_outcome(&control, local, mem);
-            if matches!(&local, Err(e) if !super::is_echo(e)) {
-                // This rank failed: the others stop within a rotation, not at their loops' end
-                // (before rank 0 waits for their ends below).
-                dist::send_stop(world);
-            }
-            // Every rank reports its end (whatever the outcome) and rank 0 waits for all of
-            // them, so no report is left unreceived and the bar reaches every rank's count.
-            let counted = reports.finish();
-            if let Some(all) = counted {
-                pb.set_position(all);
-            }
-            let part = agree_echo(world, local)?;
-            pb.finish_and_clear();
-            // Every rank's matching time, for run.json.
-            let root = world.process_at_rank(0);
-            let mut times = vec![0.0f64; if rank == 0 { size } else { 0 }];
-            if rank == 0 {
-                root.gather_into_root(&match_s, &mut times[..]);
-            } else {
-                root.gather_into(&match_s);
-            }
-            let t1 = std::time::Instant::now();
-            let merged = {
+            let mut m = {
                 let _s = info_span!("merge").entered();
-                dist::reduce(world, &job.job, part)
-                    .and_then(|p| p.map(|p| job.job.finish(b, p)).transpose())
+                monomorph::dispatch(job_dispatch(&p.g, &job, a.memory_limit), finish)
+                    .map_err(|e| match_error(e, mem))?
             };
-            let merge_s = t1.elapsed().as_secs_f64();
-            let finished =
-                merged.and_then(|m| m.map(|r| job.matched(b, r, match_s + merge_s)).transpose());
-            let mut m = agree(world, finished.map_err(|e| match_error(e, mem)))?;
-            if let Some(m) = m.as_mut() {
-                let ran: Vec<serde_json::Value> = (0..size)
-                    .map(|k| {
-                        json!({
-                            "rank": k,
-                            "rotations": [ranges[k].start, ranges[k].end],
-                            "seconds": times[k],
-                            "device": (self.devices[k] >= 0).then_some(self.devices[k]),
-                        })
-                    })
-                    .collect();
-                m.dist = Some(json!({
-                    "ranks": size,
-                    "rank_match_s": times,
-                    "merge_s": merge_s,
-                    "rotations_per_rank": ranges.iter().map(|r| r.len()).collect::<Vec<_>>(),
-                    "ran": ran,
-                    // What rank 0's bar counted: every rank's rotations at the end, and the
-                    // reports that moved it while the ranks ran.
-                    "progress": { "counted": counted, "reports": reports.received() },
-                }));
-            }
-            Ok(m)
-        }
-    }
-
-    /// The tag of [`Reports`]' messages.
-    const PROGRESS_TAG: dist::mpi::Tag = 0x570a;
-    /// Seconds between two reports of a rank.
-    const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
-
-    /// Progress of a split match, counted on rank 0 as the ranks go: each other rank sends
-    /// `[done, total, final]` (its steps: tiles × rotations) to rank 0, point to point, at most
-    /// every [`REPORT_EVERY`] from its progress callback and once at its end; rank 0 reads them
-    /// between its own rotations (no collective in the loop), and after its own loop waits
-    /// for every rank's end.
-    struct Reports {
-        /// This rank.
-        rank: i32,
-        /// Each rank's rotations.
-        lens: Vec<usize>,
-        /// Rank 0: each rank's last (done, total, finished).
-        seen: std::sync::Mutex<Vec<(u64, u64, bool)>>,
-        /// Rank 0: reports received from each rank before its end (run.json).
-        reports: std::sync::Mutex<Vec<u64>>,
-        /// Other ranks: when this rank last reported (`None`: not yet; the first step is
-        /// reported at once), and its last step.
-        last: std::sync::Mutex<(Option<std::time::Instant>, [i64; 2])>,
-    }
-
-    impl Reports {
-        fn new(world: &SimpleCommunicator, ranges: &[std::ops::Range<usize>]) -> Self {
-            let lens: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
-            let seen = lens.iter().map(|_| (0, 0, false)).collect();
-            Reports {
-                rank: world.rank(),
-                lens,
-                seen: std::sync::Mutex::new(seen),
-                reports: std::sync::Mutex::new(vec![0; ranges.len()]),
-                last: std::sync::Mutex::new((None, [0, 0])),
-            }
-        }
-
-        /// Rotations of every rank done so far, in rotation units.
-        fn count(&self, seen: &[(u64, u64, bool)]) -> u64 {
-            seen.iter()
-                .zip(&self.lens)
-                .map(|(&(d, t, fin), &n)| {
-                    if fin {
-                        n as u64
-                    } else {
-                        (d * n as u64).checked_div(t).unwrap_or(0)
+            m.dist = Some(mpi_json(&devices, size, &d.ran, t1.elapsed().as_secs_f64()));
+            p.timings.record("total", t0.elapsed().as_secs_f64());
+            write(a, p, out, m)
+        };
+        let describe = |e: RunError<CliError>| -> (i32, String) {
+            let e = match e {
+                RunError::Callback(e) => e,
+                RunError::Stopped => CliError::failure(super::ECHO),
+                RunError::Worker(f) => match f.error {
+                    monomorph::Error::Cancelled { done, .. } if f.injected => {
+                        CliError::failure(format!(
+                            "injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"
+                        ))
                     }
+                    e => match_error(e, mem),
+                },
+            };
+            (i32::from(e.code), e.message)
+        };
+        let ran = Ranks::new(opts).run(&jobs, &plan, &control, on_done, describe);
+        pb.finish_and_clear();
+        ran.map(|_| ()).map_err(cli)
+    }
+
+    /// run.json's `mpi` for one target: the ranks, each rank's matching seconds and rotations,
+    /// the merge's seconds on rank 0 (finishing the merged parts), and which rank ran which
+    /// rotations (on which device) for how long, one entry per item in rotation order.
+    fn mpi_json(devices: &[i64], size: usize, ran: &[Ran], merge_s: f64) -> serde_json::Value {
+        let mut times = vec![0.0f64; size];
+        let mut rotations = vec![0usize; size];
+        for r in ran {
+            if let (Some(t), Some(n)) = (times.get_mut(r.worker), rotations.get_mut(r.worker)) {
+                *t += r.seconds;
+                *n += r.range.len();
+            }
+        }
+        let ran: Vec<serde_json::Value> = ran
+            .iter()
+            .map(|r| {
+                let d = devices.get(r.worker).copied().unwrap_or(-1);
+                json!({
+                    "rank": r.worker,
+                    "rotations": [r.range.start, r.range.end],
+                    "seconds": r.seconds,
+                    "device": (d >= 0).then_some(d),
                 })
-                .sum()
-        }
-
-        /// Reads every report already here (rank 0).
-        fn drain(&self, seen: &mut [(u64, u64, bool)], wait_for_all: bool) {
-            // On the thread that called MPI (funneled), like every progress callback.
-            let world = SimpleCommunicator::world();
-            let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                let pending = seen.iter().skip(1).any(|s| !s.2);
-                if wait_for_all && pending {
-                    let (v, st) = world
-                        .any_process()
-                        .receive_vec_with_tag::<i64>(PROGRESS_TAG);
-                    Self::note(seen, &mut reports, st.source_rank(), &v);
-                    continue;
-                }
-                let Some(m) = world
-                    .any_process()
-                    .immediate_matched_probe_with_tag(PROGRESS_TAG)
-                else {
-                    return;
-                };
-                let (v, st) = m.matched_receive_vec::<i64>();
-                Self::note(seen, &mut reports, st.source_rank(), &v);
-            }
-        }
-
-        fn note(seen: &mut [(u64, u64, bool)], reports: &mut [u64], from: i32, v: &[i64]) {
-            if let (Some(s), [d, t, f]) = (seen.get_mut(from as usize), v) {
-                *s = (*d as u64, *t as u64, *f != 0);
-                if *f == 0 {
-                    reports[from as usize] += 1;
-                }
-            }
-        }
-
-        /// Rank 0, after [`Reports::finish`]: the reports each rank sent before its end.
-        fn received(&self) -> Vec<u64> {
-            self.reports
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone()
-        }
-
-        /// After a step of this rank: rank 0 counts (`Some`: every rank's rotations so far);
-        /// another rank reports now and then (`None`).
-        fn step(&self, done: usize, total: usize) -> Option<u64> {
-            if self.rank == 0 {
-                let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-                seen[0] = (done as u64, total as u64, false);
-                self.drain(&mut seen, false);
-                return Some(self.count(&seen));
-            }
-            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            last.1 = [done as i64, total as i64];
-            if last.0.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
-                last.0 = Some(std::time::Instant::now());
-                let msg = [done as i64, total as i64, 0];
-                SimpleCommunicator::world()
-                    .process_at_rank(0)
-                    .send_with_tag(&msg[..], PROGRESS_TAG);
-            }
-            None
-        }
-
-        /// This rank's loop ended: another rank says so; rank 0 waits for every rank's end.
-        fn finish(&self) -> Option<u64> {
-            if self.rank == 0 {
-                let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-                seen[0].2 = true;
-                self.drain(&mut seen, true);
-                return Some(self.count(&seen));
-            }
-            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            let msg = [last.1[0], last.1[1], 1];
-            SimpleCommunicator::world()
-                .process_at_rank(0)
-                .send_with_tag(&msg[..], PROGRESS_TAG);
-            None
-        }
+            })
+            .collect();
+        json!({
+            "ranks": size,
+            "rank_match_s": times,
+            "merge_s": merge_s,
+            "rotations_per_rank": rotations,
+            "ran": ran,
+        })
     }
 }
 

@@ -96,30 +96,14 @@ pub(crate) fn agree_code<C: Communicator, T, E: fmt::Display>(
     local: std::result::Result<T, E>,
     code: impl Fn(&E) -> i32,
 ) -> std::result::Result<T, RankError> {
-    agree_ranked(comm, local, code, |_| false)
-}
-
-/// [`agree_code`] where some errors are only echoes of another rank's failure (`echo`: e.g. a
-/// rank that stopped its loop because another rank sent [`send_stop`]): the lowest rank with a
-/// real error is reported; an echo only when no rank has a real error.
-pub(crate) fn agree_ranked<C: Communicator, T, E: fmt::Display>(
-    comm: &C,
-    local: std::result::Result<T, E>,
-    code: impl Fn(&E) -> i32,
-    echo: impl Fn(&E) -> bool,
-) -> std::result::Result<T, RankError> {
     let (rank, size) = (comm.rank(), comm.size());
-    let mine = match &local {
-        Ok(_) => 2 * size,
-        Err(e) if echo(e) => size + rank,
-        Err(_) => rank,
-    };
-    let mut lowest = 2 * size;
+    let mine = if local.is_ok() { size } else { rank };
+    let mut lowest = size;
     comm.all_reduce_into(&mine, &mut lowest, SystemOperation::min());
-    if lowest == 2 * size {
+    if lowest == size {
         return local.map_err(|_| unreachable_error());
     }
-    let first = lowest % size;
+    let first = lowest;
     let (mut c, mut msg) = match &local {
         Err(e) if rank == first => (code(e), e.to_string().into_bytes()),
         _ => (0, Vec::new()),
@@ -132,36 +116,6 @@ pub(crate) fn agree_ranked<C: Communicator, T, E: fmt::Display>(
         code: c,
         message: String::from_utf8_lossy(&msg).into_owned(),
     })
-}
-
-/// The tag of [`send_stop`]'s messages.
-pub(crate) const STOP_TAG: mpi::Tag = 0x5709;
-
-/// Point to point, not collective: tells every other rank of `comm` to stop early (this rank
-/// failed). The others see it through [`stop_requested`], e.g. from a progress callback, and
-/// then meet this rank at the next [`agree`] instead of finishing their loops first. The
-/// messages are a few bytes (sent eagerly, so this does not wait for the receivers); one that
-/// is never received (its rank had finished) is dropped at `MPI_Finalize`.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))] // the command's one-target path
-pub(crate) fn send_stop<C: Communicator>(comm: &C) {
-    let rank = comm.rank();
-    for k in (0..comm.size()).filter(|&k| k != rank) {
-        comm.process_at_rank(k).send_with_tag(&rank, STOP_TAG);
-    }
-}
-
-/// Point to point, non-blocking: whether another rank sent [`send_stop`] (the message is
-/// received, so a later call says `false` again unless more arrived).
-pub(crate) fn stop_requested<C: Communicator>(comm: &C) -> bool {
-    let mut seen = false;
-    while let Some(m) = comm
-        .any_process()
-        .immediate_matched_probe_with_tag(STOP_TAG)
-    {
-        let (_, _): (i32, _) = m.0.matched_receive();
-        seen = true;
-    }
-    seen
 }
 
 /// Only reached if MPI's MIN reduction were wrong: every rank reported success.

@@ -21,7 +21,7 @@ use mpi::traits::*;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{RankError, bcast_bytes, stop_requested};
+use super::{RankError, bcast_bytes};
 use crate::dispatch::DispatchOptions;
 use crate::work::{
     Control, Done, Failure, JobSource, Maps, MatchJob, Part, Plan, Ran, RunError, RunRange,
@@ -298,7 +298,7 @@ impl Run<'_, '_> {
                         stopped.store(true, Relaxed);
                         return true;
                     }
-                    stop_requested(&w) || self.control.poll_now()
+                    self.control.poll_now()
                 },
             );
             let t = Instant::now();
@@ -385,11 +385,7 @@ impl Run<'_, '_> {
                         c.serve();
                         self.control.report(c.rotations_done() + d, total);
                     },
-                    || {
-                        lock().stopping
-                            || stop_requested(&SimpleCommunicator::world())
-                            || self.control.poll_now()
-                    },
+                    || lock().stopping || self.control.poll_now(),
                 );
                 let t = Instant::now();
                 let ran = self.run_item(k, &control);

@@ -2,11 +2,12 @@
 """Compares two run.json / list.json files without what measures time or memory (timings,
 seconds, peak memory, progress report counts) or names the binary (command[0]). Which rank
 ran an item of a list (`ran[].rank`, `ran[].device`) is decided at run time (items go to the
-first free rank), as is, with LIST=1, which device thread ran it (`devices.workers[]`:
+first free rank), also a one-target run's (so `mpi.rotations_per_rank` is dropped too), as is,
+with LIST=1, which device thread ran it (`devices.workers[]`:
 `device`, `threads`); the rotation ranges stay."""
 import json, os, re, sys
 
-DROP = re.compile(r"(_s|seconds|timings|peak_memory_bytes|progress|wall_s)$")
+DROP = re.compile(r"(_s|seconds|timings|peak_memory_bytes|progress|wall_s|rotations_per_rank)$")
 LIST = os.environ.get("LIST") == "1"
 
 
