@@ -629,6 +629,72 @@ pub fn match_templates_raw<B: Backend>(
     Ok(r)
 }
 
+/// The moment scales of a run with score statistics (`None` without) and the sizes its jobs
+/// are planned with: the memory limit, the bytes per voxel of a float map and of the other
+/// per-voxel maps (index; moments: 32 bytes; background), and the bytes a job holds whatever
+/// its box.
+fn sizing<B: Backend>(
+    b: &B,
+    prep: &prepare::Prepared<B>,
+    params: &MatchParams<'_, B>,
+    tshape: &[usize],
+) -> Result<(Option<[f64; 2]>, seeded::Sizing)> {
+    let fsize = std::mem::size_of::<FloatOf<B>>();
+    let scales = if params.score_stats {
+        stats::check_rotations(params.rotations.len())?;
+        Some(stats::moment_scales(b, prep, params, tshape)?)
+    } else {
+        None
+    };
+    let per_voxel = std::mem::size_of::<IntOf<B>>()
+        + scales.map_or(0, |_| stats::moment_bytes(1) as usize)
+        + params
+            .background
+            .map_or(0, |_| fsize + std::mem::size_of::<IntOf<B>>());
+    let sizing = seeded::Sizing {
+        limit: memory_limit(b, params),
+        sizes: (fsize, per_voxel),
+        fixed: job_fixed_bytes(prep, tshape, fsize),
+    };
+    Ok((scales, sizing))
+}
+
+/// The jobs of an unseeded run and whether they are the tiles of a restricted search (whose
+/// outside is marked afterwards). A score that is never tiled runs the whole target.
+fn plan_run<B: Backend>(
+    params: &MatchParams<'_, B>,
+    region: Option<&search::Region<B>>,
+    (ts, tshape): (&[usize], &[usize]),
+    sizing: &seeded::Sizing,
+) -> Result<(Vec<Job>, bool)> {
+    let forced = params.tile_shape.as_deref();
+    match region {
+        Some(r) if params.score.tileable() && r.restricts(ts) => {
+            let (jobs, _skipped) = r.jobs(
+                params.score,
+                ts,
+                tshape,
+                params.pad_edges,
+                sizing.limit,
+                forced,
+                sizing.sizes,
+                sizing.fixed,
+            )?;
+            Ok((jobs, true))
+        }
+        _ => plan_jobs(
+            params.score,
+            ts,
+            tshape,
+            params.pad_edges,
+            sizing.limit,
+            forced,
+            sizing.sizes,
+            sizing.fixed,
+        ),
+    }
+}
+
 /// The loop of [`match_template_raw`] over several templates: the result with pair indices
 /// `t · rotations + r` in its rotation index (plain rotation indices for one template), and
 /// the number of templates.
@@ -645,36 +711,16 @@ fn run_templates<B: Backend>(
     let ntemplates = prep.sides.len();
     let ts = target.shape().to_vec();
     let tshape = templates[0].template.shape().to_vec();
-    let limit = memory_limit(b, params);
-    let fsize = std::mem::size_of::<FloatOf<B>>();
-    let scales = if params.score_stats {
-        stats::check_rotations(params.rotations.len())?;
-        Some(stats::moment_scales(b, &prep, params, &tshape)?)
-    } else {
-        None
-    };
-    // The moments take 32 bytes per voxel of the target and of each tile's box, where the
-    // index maps take size_of::<IntOf<B>>().
-    let per_voxel = std::mem::size_of::<IntOf<B>>()
-        + scales.map_or(0, |_| stats::moment_bytes(1) as usize)
-        + params
-            .background
-            .map_or(0, |_| fsize + std::mem::size_of::<IntOf<B>>());
-    let sizes = (fsize, per_voxel);
-    let fixed = job_fixed_bytes(&prep, &tshape, fsize);
+    let nrot = params.rotations.len();
+    if IntOf::<B>::from_usize(nrot * ntemplates).is_none() {
+        return Err(Error::invalid(
+            "templates",
+            format!("{ntemplates} templates × {nrot} rotations overflow the index type"),
+        ));
+    }
+    let (scales, sizing) = sizing(b, &prep, params, &tshape)?;
     let region = search::Region::new(b, params, &ts)?;
     if let Some(seeds) = params.seeds {
-        if IntOf::<B>::from_usize(params.rotations.len() * ntemplates).is_none() {
-            return Err(Error::invalid(
-                "templates",
-                "the templates × rotations overflow the index type",
-            ));
-        }
-        let sizing = seeded::Sizing {
-            limit,
-            sizes,
-            fixed,
-        };
         let r = seeded::run(
             b,
             &mut prep,
@@ -687,44 +733,10 @@ fn run_templates<B: Backend>(
         )?;
         return Ok((r, ntemplates));
     }
-    let (mut jobs, tiled) = match &region {
-        // A score that is never tiled runs the whole target, then the outside is marked.
-        Some(r) if params.score.tileable() && r.restricts(&ts) => {
-            let forced = params.tile_shape.as_deref();
-            let (jobs, _skipped) = r.jobs(
-                params.score,
-                &ts,
-                &tshape,
-                params.pad_edges,
-                limit,
-                forced,
-                sizes,
-                fixed,
-            )?;
-            (jobs, true)
-        }
-        _ => plan_jobs(
-            params.score,
-            &ts,
-            &tshape,
-            params.pad_edges,
-            limit,
-            params.tile_shape.as_deref(),
-            sizes,
-            fixed,
-        )?,
-    };
+    let (mut jobs, tiled) = plan_run(params, region.as_ref(), (&ts, &tshape), &sizing)?;
     shift_windows(&mut jobs, &prep.origin);
     let fast_full = fast_shape(&ts);
     let ext = window_extension(params.pad_edges, &fast_full);
-
-    let nrot = params.rotations.len();
-    if IntOf::<B>::from_usize(nrot * ntemplates).is_none() {
-        return Err(Error::invalid(
-            "templates",
-            format!("{ntemplates} templates × {nrot} rotations overflow the index type"),
-        ));
-    }
     let total = nrot * ntemplates * jobs.len();
     let mut ssum = b.zeros::<f64>(&[1])?;
     let mut ssum_parts = Vec::with_capacity(total);
