@@ -629,6 +629,21 @@ pub fn match_templates_raw<B: Backend>(
     Ok(r)
 }
 
+/// Tells [`MatchParams::progress`] that `done` of `total` rotation steps are done; the
+/// callback's `Break` stops the run with [`Error::Cancelled`].
+pub(super) fn report_progress<B: Backend>(
+    params: &MatchParams<'_, B>,
+    done: usize,
+    total: usize,
+) -> Result<()> {
+    if let Some(cb) = params.progress
+        && cb(done, total).is_break()
+    {
+        return Err(Error::Cancelled { done, total });
+    }
+    Ok(())
+}
+
 /// The moment scales of a run with score statistics (`None` without) and the sizes its jobs
 /// are planned with: the memory limit, the bytes per voxel of a float map and of the other
 /// per-voxel maps (index; moments: 32 bytes; background), and the bytes a job holds whatever
@@ -758,17 +773,7 @@ fn run_templates<B: Backend>(
                     (grid, state, _) = state::ScoreState::new(b, params, prep, job, ext, &tshape)?;
                 }
                 let step = (j * ntemplates + t) * nrot;
-                let progress = |r: usize| -> Result<()> {
-                    if let Some(cb) = params.progress
-                        && cb(step + r, total).is_break()
-                    {
-                        return Err(Error::Cancelled {
-                            done: step + r,
-                            total,
-                        });
-                    }
-                    Ok(())
-                };
+                let progress = |r: usize| report_progress(params, step + r, total);
                 run_job(
                     b,
                     prep,

@@ -299,17 +299,7 @@ pub(super) fn run<B: Backend>(
                 if t > 0 && mask_state && !prep.sides[t].same_mask_as_previous {
                     (grid, state, _) = ScoreState::new(b, params, prep, job, ext, tshape)?;
                 }
-                let progress = |r: usize| -> Result<()> {
-                    if let Some(cb) = params.progress
-                        && cb(step + r, total).is_break()
-                    {
-                        return Err(Error::Cancelled {
-                            done: step + r,
-                            total,
-                        });
-                    }
-                    Ok(())
-                };
+                let progress = |r: usize| super::report_progress(params, step + r, total);
                 let mut parts = Vec::with_capacity(rots.len());
                 run_job(
                     b,
