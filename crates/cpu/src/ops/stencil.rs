@@ -392,7 +392,7 @@ mod tests {
         let want = per_cell(&st, &x);
         // The kernel itself with streaming stores (the op streams only large grids).
         let d = st.dims();
-        let zeros = vec![P::Float::zero(); d.grid3[2]];
+        let zeros = vec![P::Float::from_f64(0.0); d.grid3[2]];
         let mut streamed = vec![P::Float::from_f64(f64::NAN); n];
         let _: f64 = stencil_lines(
             &d,
