@@ -138,3 +138,23 @@ def test_trace_errors_name_the_flag(tmp_path):
         monomorph.match_template(targets[0], m, rotations=r, trace=tmp_path)
     with pytest.raises(monomorph.InputError, match=r"^trace "):
         monomorph.match_template(targets[0], m, rotations=r, trace=tmp_path / "no" / "t.json")
+
+
+def test_list_on_device_threads_and_a_failing_callback():
+    targets, m, r = _inputs()
+    # devices=: targets load on the device threads, which read the template given in memory.
+    got = monomorph.match_template(
+        None, m, target_list=targets, rotations=r, score="cc", devices="0,1", backend="cpu"
+    )
+    _same(got, _singles(targets, m, r))
+    assert len(got[0].run["devices"]["workers"]) == 2
+
+    class Stop(Exception):
+        pass
+
+    def fail(done, total):
+        raise Stop()
+
+    # An exception in the progress callback stops the list and is raised.
+    with pytest.raises(Stop):
+        monomorph.match_template(None, m, target_list=targets, rotations=r, score="cc", progress=fail)
