@@ -22,7 +22,11 @@
 //! What the count is and is not: it is what the library's three passes per iteration must
 //! stream (every vector of a pass once; the stencil's neighbour lines and the two halo planes
 //! of each 8-plane chunk are assumed to come from cache, and write-allocate reads are not
-//! counted, as STREAM does not count them). It is not the least any CG iteration could move:
+//! counted, as STREAM does not count them). The stencil passes do move no more than their
+//! count: they prefetch the upper plane's line (the one line per step that comes from
+//! memory) about 16 KiB ahead and write `q` with non-temporal stores, so `q` is not read
+//! before being overwritten (the update passes read or write vectors they also read, with no
+//! write-allocate traffic to hide). It is not the least any CG iteration could move:
 //! computing `d = r − γd` inside the stencil pass (the stencil reading `r` and the old `d`)
 //! would save one vector (10), and also moving `x += αd` there, where the old `d` is read
 //! anyway, another (9). The bound below is for the passes the library runs.

@@ -9,6 +9,7 @@ mod reduce;
 mod resample;
 mod spectral;
 mod stencil;
+mod stream;
 
 use monomorph_core::{Error, Result};
 use ndarray::ArrayD;

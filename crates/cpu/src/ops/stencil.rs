@@ -3,6 +3,8 @@
 //! `monomorph_core::PoissonStencil` for the definition every backend computes). Each line is
 //! cut into runs of cells with equal flags, so that lines beside walls and through obstacles
 //! run the same branch-free vector loop as open ones, at the widest vector width of the CPU.
+//! Each line is computed into a buffer, then written out (streaming stores for large grids),
+//! and the upper plane's line is prefetched ahead (see `super::stream`).
 
 use monomorph_core::{
     CELL_ACTIVE, Float, PoissonStencil, Precision, Result, StencilDims, check_active,
@@ -11,6 +13,7 @@ use monomorph_core::{
 use ndarray::ArrayD;
 
 use super::linalg::{STENCIL_CHUNK, dot_lanes, row_chunks_sum};
+use super::stream::{fence_streaming, prefetch_ahead, prefetch_line, store_line, streams};
 use super::{data, data_mut};
 use crate::Cpu;
 use crate::simd::widest_simd;
@@ -108,6 +111,7 @@ widest_simd! {
         line0: usize,
         out: &mut [T],
         dot: bool,
+        stream: bool,
     ) -> A = stencil_lines_impl;
 }
 
@@ -127,6 +131,7 @@ fn stencil_lines_impl<T: Float, A: Float>(
     line0: usize,
     out: &mut [T],
     dot: bool,
+    stream: bool,
 ) -> A {
     let [nz, ny, nx] = d.grid3;
     let c = d.coef.map(T::from_f64);
@@ -157,11 +162,23 @@ fn stencil_lines_impl<T: Float, A: Float>(
     };
     let zero = T::zero();
     let mut total = A::zero();
-    for (k, o) in out.chunks_mut(nx).enumerate() {
+    // Each line is computed into `buf` (in L1), then written to its place in `out` (with
+    // streaming stores when `stream`).
+    let mut buf = vec![zero; nx];
+    // The line that comes from memory is the upper neighbour along the first real axis
+    // (`stride` lines on): asked for `ahead` lines before it is needed.
+    let stride = [ny, 1, 0][first];
+    let ahead = prefetch_ahead::<T>(nx);
+    for (k, dst) in out.chunks_mut(nx).enumerate() {
         let l = line0 + k;
         let (iz, iy) = (l / ny, l % ny);
         let xc = line(iz, iy);
         let fl = &flags[l * nx..(l + 1) * nx];
+        let pl = l + stride + ahead;
+        if stride > 0 && pl < nz * ny {
+            prefetch_line(&xv[pl * nx..(pl + 1) * nx]);
+        }
+        let o = &mut buf[..];
         let zd = neighbour(iz, nz, false, 0).map_or(zeros, |z| line(z, iy));
         let zu = neighbour(iz, nz, true, 0).map_or(zeros, |z| line(z, iy));
         let yd = neighbour(iy, ny, false, 1).map_or(zeros, |y| line(iz, y));
@@ -226,6 +243,10 @@ fn stencil_lines_impl<T: Float, A: Float>(
         if dot {
             total += dot_lanes(xc, o);
         }
+        store_line(o, dst, stream);
+    }
+    if stream {
+        fence_streaming();
     }
     total
 }
@@ -252,6 +273,8 @@ impl<P: Precision> Cpu<P> {
         let flags = st.cell_flags();
         // Whole lines per chunk, and large chunks (each also reads the planes beside it).
         let chunk = (STENCIL_CHUNK / nx).max(1) * nx;
+        // Large outputs (not read back from cache by the next pass) are streamed to memory.
+        let stream = streams::<T>(y.len());
         Ok(row_chunks_sum(
             data_mut("y", y)?,
             n,
@@ -259,7 +282,7 @@ impl<P: Precision> Cpu<P> {
             active,
             |r, off, o| {
                 let xv = &dx[r * n..(r + 1) * n];
-                stencil_lines(&d, flags, xv, &zeros, off / nx, o, dot)
+                stencil_lines(&d, flags, xv, &zeros, off / nx, o, dot, stream)
             },
         ))
     }
@@ -367,11 +390,30 @@ mod tests {
         let mut y = ArrayD::zeros(IxDyn(&[1, n]));
         b.stencil(&st, &xa, &mut y).unwrap();
         let want = per_cell(&st, &x);
-        for (i, (g, w)) in y.iter().zip(&want).enumerate() {
+        // The kernel itself with streaming stores (the op streams only large grids).
+        let d = st.dims();
+        let zeros = vec![P::Float::from_f64(0.0); d.grid3[2]];
+        let mut streamed = vec![P::Float::from_f64(f64::NAN); n];
+        let _: f64 = stencil_lines(
+            &d,
+            st.cell_flags(),
+            &x,
+            &zeros,
+            0,
+            &mut streamed,
+            true,
+            true,
+        );
+        for (i, ((g, s), w)) in y.iter().zip(&streamed).zip(&want).enumerate() {
             assert_eq!(
                 g.as_f64().to_bits(),
                 w.as_f64().to_bits(),
                 "{grid:?} {sides:?} obstacles {obstacles}: cell {i}: {g:?} vs {w:?}"
+            );
+            assert_eq!(
+                s.as_f64().to_bits(),
+                w.as_f64().to_bits(),
+                "streamed, cell {i}"
             );
         }
     }
