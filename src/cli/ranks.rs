@@ -267,23 +267,27 @@ mod with_mpi {
             write(a, p, out, m)
         };
         let describe = |e: RunError<CliError>| -> (i32, String) {
-            let e = match e {
-                RunError::Callback(e) => e,
-                RunError::Stopped => CliError::failure(super::ECHO),
-                RunError::Worker(f) => match f.error {
-                    monomorph::Error::Cancelled { done, .. } if f.injected => {
-                        CliError::failure(format!(
-                            "injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"
-                        ))
-                    }
-                    e => match_error(e, mem),
-                },
-            };
+            let e = rank_error(e, mem);
             (i32::from(e.code), e.message)
         };
         let ran = Ranks::new(opts).run(&jobs, &plan, &control, on_done, describe);
         pb.finish_and_clear();
         ran.map(|_| ()).map_err(cli)
+    }
+
+    /// The command's error for a rank's run that did not finish: the callback's own error, the
+    /// echo of a stop, or the worker's failure (an injected one named as such).
+    pub fn rank_error(e: RunError<CliError>, memory_limit: Option<u64>) -> CliError {
+        match e {
+            RunError::Callback(e) => e,
+            RunError::Stopped => CliError::failure(super::ECHO),
+            RunError::Worker(f) => match f.error {
+                monomorph::Error::Cancelled { done, .. } if f.injected => CliError::failure(
+                    format!("injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"),
+                ),
+                e => match_error(e, memory_limit),
+            },
+        }
     }
 
     /// run.json's `mpi` for one target: the ranks, each rank's matching seconds and rotations,
