@@ -264,7 +264,11 @@ impl Job {
                 .mapv(|v| super::output::f64_of(v) as i32),
             rotations: r.rotations.to_array(),
             ssum: r.ssum,
-            tiles: r.tiles,
+            // A seeded run's searches are its seed boxes, whatever its executor merged.
+            tiles: match &self.job.seeds {
+                Some(s) => super::rotation_set::seed_boxes(&self.job, s)?,
+                None => r.tiles,
+            },
             backend: b.name().to_string(),
             device: b.device().name,
             match_s,
