@@ -146,17 +146,23 @@ mod with_mpi {
         }
     }
 
-    /// The end of a command under MPI: rank 0 prints the (agreed) error, then every rank waits
-    /// for it, so that no rank's exit ends the job before the line is out.
+    /// The end of a command under MPI: rank 0 prints its error (agreed, or one every rank
+    /// found alike, such as a refused flag), then tells every rank whether it did, so that
+    /// the line is printed once and no rank's exit ends the job before it is out. A rank
+    /// whose error rank 0 did not share is left to print its own.
     pub fn finish(done: &CliResult<()>) {
         let Some(w) = world() else { return };
+        let mut rank0_failed = u8::from(done.is_err());
         if let Err(e) = done
             && w.rank() == 0
         {
             super::super::output::complain(&format!("error: {e}"));
+        }
+        // Also the barrier: no rank leaves before rank 0 has printed.
+        w.process_at_rank(0).broadcast_into(&mut rank0_failed);
+        if rank0_failed == 1 {
             super::PRINTED.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        w.barrier();
         if done.is_err() && w.rank() != 0 {
             // Rank 0's line still has to pass through the launcher's output forwarding.
             std::thread::sleep(std::time::Duration::from_millis(300));
