@@ -16,7 +16,7 @@ mod peaks;
 #[cfg(not(feature = "cpu-stand-in"))]
 use common::make;
 #[cfg(not(feature = "cpu-stand-in"))]
-use monomorph_core::{Backend, Single};
+use monomorph_core::{Backend, Double, Single};
 
 /// The largest absolute difference of two equally long slices.
 fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
