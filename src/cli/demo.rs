@@ -136,6 +136,44 @@ struct Planted {
 
 /// Runs `monomorph demo`.
 pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
+    check_args(&a)?;
+    let t_all = Instant::now();
+    let rotations = RotationSet::uniform(3, a.angular_step)
+        .map_err(|e| CliError::for_flag(e, "--angular-step", super::error::show(a.angular_step)))?;
+    let mut rng = Rng(a.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let t_build = Instant::now();
+    let slots = shuffled_slots(&a, &mut rng)?;
+    // Every flag checked: now the output folder may be created.
+    let out = a
+        .out
+        .as_deref()
+        .map(|d| Outputs::in_dir("--out", d))
+        .transpose()?;
+    let template = make_template(a.template_size);
+    let planted = plant(&slots[..a.particles], rotations.len(), &mut rng);
+    let tomo = build_tomogram(a.size, &template, &planted, &rotations, a.noise, &mut rng);
+    let build_s = t_build.elapsed().as_secs_f64();
+    let res = match_demo(g, &a, &tomo, &template, &rotations)?;
+    let pairs = pair_peaks(&planted, &res.peaks, &rotations);
+    let total_s = t_all.elapsed().as_secs_f64();
+    let timings = Timings { build_s, total_s };
+    if !g.quiet {
+        print_table(&res, &pairs, planted.len(), rotations.len(), &timings)?;
+    }
+    if let Some(out) = out {
+        let planted = Planting {
+            tomo: &tomo,
+            template: &template,
+            planted: &planted,
+            rotations: &rotations,
+        };
+        write_outputs(g, &a, out, &planted, &res, &pairs, &timings)?;
+    }
+    Ok(())
+}
+
+/// The flags' values, checked before anything is built (the output folder is not created).
+fn check_args(a: &DemoArgs) -> CliResult<()> {
     let n = a.size;
     let m = a.template_size;
     if n < 64 {
@@ -166,14 +204,13 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
     if let Some(d) = &a.out {
         check_out_dir("--out", d)?;
     }
-    let t_all = Instant::now();
-    let rotations = RotationSet::uniform(3, a.angular_step)
-        .map_err(|e| CliError::for_flag(e, "--angular-step", super::error::show(a.angular_step)))?;
-    let nrot = rotations.len();
-    let mut rng = Rng(a.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    Ok(())
+}
 
-    // Positions on a jittered grid, at least one template apart and a template from the border.
-    let t_build = Instant::now();
+/// Positions on a jittered grid, at least one template apart and a template from the border,
+/// in random order; refuses more `--particles` than the grid holds.
+fn shuffled_slots(a: &DemoArgs, rng: &mut Rng) -> CliResult<Vec<[usize; 3]>> {
+    let (n, m) = (a.size, a.template_size);
     let margin = m;
     let spacing = m + m / 2;
     let cells = (n - 2 * margin) / spacing + 1;
@@ -200,44 +237,62 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
         let j = (rng.next() * (i + 1) as f64) as usize % (i + 1);
         slots.swap(i, j);
     }
-    // Every flag checked: now the output folder may be created.
-    let mut out = a
-        .out
-        .as_deref()
-        .map(|d| Outputs::in_dir("--out", d))
-        .transpose()?;
-    let template = make_template(m);
-    let planted: Vec<Planted> = slots[..a.particles]
+    Ok(slots)
+}
+
+/// One particle per slot: the slot jittered by up to 2 voxels per axis, a random rotation.
+fn plant(slots: &[[usize; 3]], nrot: usize, rng: &mut Rng) -> Vec<Planted> {
+    slots
         .iter()
         .map(|&p| {
             let jit = |rng: &mut Rng| (rng.next() * 3.0) as usize;
             Planted {
-                pos: [
-                    p[0] + jit(&mut rng),
-                    p[1] + jit(&mut rng),
-                    p[2] + jit(&mut rng),
-                ],
+                pos: [p[0] + jit(rng), p[1] + jit(rng), p[2] + jit(rng)],
                 rot: (rng.next() * nrot as f64) as usize % nrot,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The `n`³ tomogram: the template rotated into every planted place, plus Gaussian noise of
+/// σ `noise`.
+fn build_tomogram(
+    n: usize,
+    template: &ArrayD<f64>,
+    planted: &[Planted],
+    rotations: &RotationSet,
+    noise: f64,
+    rng: &mut Rng,
+) -> ArrayD<f64> {
+    let m = template.shape()[0];
     let mut tomo = ArrayD::<f64>::zeros(IxDyn(&[n, n, n]));
-    for p in &planted {
-        let rt = rotate(&template, rotations.matrix(p.rot));
+    for p in planted {
+        let rt = rotate(template, rotations.matrix(p.rot));
         let h = m / 2;
         for ((k0, k1, k2), v) in rt.indexed_iter().map(|(i, v)| ((i[0], i[1], i[2]), *v)) {
             let (z, y, x) = (p.pos[0] + k0 - h, p.pos[1] + k1 - h, p.pos[2] + k2 - h);
             tomo[[z, y, x]] += v;
         }
     }
-    tomo.mapv_inplace(|v| v + a.noise * rng.normal());
+    tomo.mapv_inplace(|v| v + noise * rng.normal());
+    tomo
+}
+
+/// FLC of the template (in a spherical mask) over the tomogram, and peaks above pytme's
+/// 1-false-positive threshold.
+fn match_demo(
+    g: &Global,
+    a: &DemoArgs,
+    tomo: &ArrayD<f64>,
+    template: &ArrayD<f64>,
+    rotations: &RotationSet,
+) -> CliResult<DemoResult> {
+    let (n, m, nrot) = (a.size, a.template_size, rotations.len());
     let c = (m as f64 - 1.0) / 2.0;
     let mask = ArrayD::from_shape_fn(IxDyn(&[m, m, m]), |i| {
         let d2: f64 = (0..3).map(|k| (i[k] as f64 - c).powi(2)).sum();
         if d2.sqrt() <= c { 1.0f64 } else { 0.0 }
     });
-    let build_s = t_build.elapsed().as_secs_f64();
-
     let query = PeakQuery {
         min_distance: m / 2,
         threshold_abs: None,
@@ -271,18 +326,47 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
             a.angular_step
         );
     }
-    let res = {
-        let _s = info_span!("demo_match").entered();
-        monomorph::dispatch(g.dispatch(None), DemoTask(job, g.quiet))?
-    };
+    let _s = info_span!("demo_match").entered();
+    Ok(monomorph::dispatch(
+        g.dispatch(None),
+        DemoTask(job, g.quiet),
+    )?)
+}
 
-    // Match found peaks to planted particles (nearest within 3 voxels, each used once).
-    let mut used = vec![false; res.peaks.len()];
+/// Planted particles paired with the peaks found.
+struct Pairs {
+    /// One row per planted particle (run.json's `particles`).
+    rows: Vec<serde_json::Value>,
+    /// How many were found.
+    found: usize,
+    /// Peaks called.
+    called: usize,
+}
+
+impl Pairs {
+    fn precision(&self) -> f64 {
+        if self.called == 0 {
+            0.0
+        } else {
+            self.found as f64 / self.called as f64
+        }
+    }
+    fn recall(&self) -> f64 {
+        self.found as f64 / self.rows.len() as f64
+    }
+}
+
+/// Pairs each planted particle with the nearest peak within 3 voxels, each peak used once.
+fn pair_peaks(
+    planted: &[Planted],
+    peaks: &[monomorph::algo::peaks::Peak],
+    rotations: &RotationSet,
+) -> Pairs {
+    let mut used = vec![false; peaks.len()];
     let mut rows = Vec::new();
     let mut found = 0usize;
     for (i, p) in planted.iter().enumerate() {
-        let best = res
-            .peaks
+        let best = peaks
             .iter()
             .enumerate()
             .filter(|(k, _)| !used[*k])
@@ -298,7 +382,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
             Some((k, d)) => {
                 used[k] = true;
                 found += 1;
-                let q = &res.peaks[k];
+                let q = &peaks[k];
                 let rot_err = q
                     .rotation
                     .as_ref()
@@ -314,132 +398,164 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult<()> {
             })),
         }
     }
-    let n_called = res.peaks.len();
-    let precision = if n_called == 0 {
-        0.0
-    } else {
-        found as f64 / n_called as f64
-    };
-    let recall = found as f64 / planted.len() as f64;
-    let total_s = t_all.elapsed().as_secs_f64();
-
-    if !g.quiet {
-        say!("\n  #  planted (z, y, x)   found (z, y, x)     pos err  rot err   score")?;
-        for r in &rows {
-            let pl = &r["planted"];
-            let fmt3 = |v: &serde_json::Value| {
-                let c = |i: usize| v[i].as_u64().unwrap_or(0);
-                format!("({:>3}, {:>3}, {:>3})", c(0), c(1), c(2))
-            };
-            if r["found"].is_null() {
-                say!(
-                    "{:>3}  {}     not found",
-                    r["particle"].as_u64().unwrap_or(0),
-                    fmt3(pl)
-                )?;
-            } else {
-                say!(
-                    "{:>3}  {}     {}  {:>5.2} vx  {:>6.2}°  {:.3}",
-                    r["particle"].as_u64().unwrap_or(0),
-                    fmt3(pl),
-                    fmt3(&r["found"]),
-                    r["position_error"].as_f64().unwrap_or(f64::NAN),
-                    r["rotation_error_deg"].as_f64().unwrap_or(f64::NAN),
-                    r["score"].as_f64().unwrap_or(f64::NAN)
-                )?;
-            }
-        }
-        say!(
-            "\n{n_called} peaks called above the 1-false-positive threshold {:.4}; found {found}/{} planted: precision {:.2}, recall {:.2}",
-            res.threshold,
-            planted.len(),
-            precision,
-            recall
-        )?;
-        say!(
-            "timings: build {:.2} s, matching {:.2} s ({:.1} ms per rotation, {} on {}), peaks {:.3} s, total {:.2} s",
-            build_s,
-            res.matched.match_s,
-            1e3 * res.matched.match_s / nrot as f64,
-            res.matched.backend,
-            res.matched.device,
-            res.matched.peaks_s,
-            total_s
-        )?;
+    Pairs {
+        rows,
+        found,
+        called: peaks.len(),
     }
+}
 
-    if let Some(mut out) = out.take() {
-        let scores = &res.matched.scores;
-        out.stage("tomogram.mrc", |p| {
-            write_mrc(p, &tomo.mapv(|v| v as f32), [1.0; 3])
-        })?;
-        out.stage("template.mrc", |p| {
-            write_mrc(p, &template.mapv(|v| v as f32), [1.0; 3])
-        })?;
-        out.stage("scores.npy", |p| write_npy(p, scores))?;
-        out.stage("rotation_index.npy", |p| {
-            write_npy(p, &res.matched.rotation_index)
-        })?;
-        out.stage("rotations.npy", |p| {
-            write_npy(p, &res.matched.rotations.mapv(|v| v as f32).into_dyn())
-        })?;
-        let peak_rows: Vec<PeakRow> = res
-            .peaks
-            .iter()
-            .map(|p| PeakRow {
-                position: p.coord.clone(),
-                score: p.score,
-                rotation: p.rotation.as_ref().map(|r| r.0),
-                euler: p.rotation.as_ref().map(|r| euler_of(&r.1)),
-                subvoxel: None,
-                template: None,
-            })
-            .collect();
-        out.stage("peaks.csv", |p| write_peaks(p, &peak_rows, 3))?;
-        out.stage("peaks.star", |p| write_peaks(p, &peak_rows, 3))?;
-        let truth: Vec<PeakRow> = planted
-            .iter()
-            .map(|p| PeakRow {
-                position: p.pos.to_vec(),
-                score: f64::NAN,
-                rotation: Some(p.rot),
-                euler: Some(euler_of(rotations.matrix(p.rot))),
-                subvoxel: None,
-                template: None,
-            })
-            .collect();
-        out.stage("planted.csv", |p| write_peaks(p, &truth, 3))?;
-        let coords: Vec<Vec<usize>> = res.peaks.iter().map(|p| p.coord.clone()).collect();
-        out.stage("scores.png", |p| write_png(p, scores, &coords))?;
-        let mut info = run_info(g, &res.matched.backend, &res.matched.device);
-        if let Some(o) = info.as_object_mut() {
-            o.insert(
-                "parameters".into(),
-                json!({"size": n, "template_size": m, "particles": a.particles,
-                       "angular_step": a.angular_step, "n_rotations": nrot, "noise": a.noise,
-                       "seed": a.seed, "score": "FLC", "min_distance": m / 2}),
-            );
-            o.insert("particles".into(), json!(rows));
-            o.insert("peaks_called".into(), json!(n_called));
-            o.insert("found".into(), json!(found));
-            o.insert("precision".into(), json!(precision));
-            o.insert("recall".into(), json!(recall));
-            o.insert("threshold".into(), json!(res.threshold));
-            o.insert(
-                "timings".into(),
-                json!({"build_s": build_s, "match_s": res.matched.match_s, "peaks_s": res.matched.peaks_s,
-                       "per_rotation_s": res.matched.match_s / nrot as f64, "total_s": total_s}),
-            );
-            o.insert("peak_memory_bytes".into(), json!(peak_memory_bytes()));
+/// Seconds spent building the tomogram and in the whole command.
+struct Timings {
+    build_s: f64,
+    total_s: f64,
+}
+
+/// The table of planted against found particles, the precision and recall, and the timings.
+fn print_table(
+    res: &DemoResult,
+    pairs: &Pairs,
+    n_planted: usize,
+    nrot: usize,
+    t: &Timings,
+) -> CliResult<()> {
+    say!("\n  #  planted (z, y, x)   found (z, y, x)     pos err  rot err   score")?;
+    for r in &pairs.rows {
+        let pl = &r["planted"];
+        let fmt3 = |v: &serde_json::Value| {
+            let c = |i: usize| v[i].as_u64().unwrap_or(0);
+            format!("({:>3}, {:>3}, {:>3})", c(0), c(1), c(2))
+        };
+        if r["found"].is_null() {
+            say!(
+                "{:>3}  {}     not found",
+                r["particle"].as_u64().unwrap_or(0),
+                fmt3(pl)
+            )?;
+        } else {
+            say!(
+                "{:>3}  {}     {}  {:>5.2} vx  {:>6.2}°  {:.3}",
+                r["particle"].as_u64().unwrap_or(0),
+                fmt3(pl),
+                fmt3(&r["found"]),
+                r["position_error"].as_f64().unwrap_or(f64::NAN),
+                r["rotation_error_deg"].as_f64().unwrap_or(f64::NAN),
+                r["score"].as_f64().unwrap_or(f64::NAN)
+            )?;
         }
-        // run.json last: it marks the run complete.
-        out.json("run.json", &info)?;
-        out.commit()?;
-        if !g.quiet
-            && let Some(dir) = &a.out
-        {
-            say!("wrote {}", dir.display())?;
-        }
+    }
+    say!(
+        "\n{} peaks called above the 1-false-positive threshold {:.4}; found {}/{} planted: precision {:.2}, recall {:.2}",
+        pairs.called,
+        res.threshold,
+        pairs.found,
+        n_planted,
+        pairs.precision(),
+        pairs.recall()
+    )?;
+    say!(
+        "timings: build {:.2} s, matching {:.2} s ({:.1} ms per rotation, {} on {}), peaks {:.3} s, total {:.2} s",
+        t.build_s,
+        res.matched.match_s,
+        1e3 * res.matched.match_s / nrot as f64,
+        res.matched.backend,
+        res.matched.device,
+        res.matched.peaks_s,
+        t.total_s
+    )?;
+    Ok(())
+}
+
+/// What was planted: the tomogram, the template and the particles' places and rotations.
+struct Planting<'a> {
+    tomo: &'a ArrayD<f64>,
+    template: &'a ArrayD<f64>,
+    planted: &'a [Planted],
+    rotations: &'a RotationSet,
+}
+
+/// `--out`: the tomogram, template, maps, peaks, the planted truth, a PNG and run.json (last:
+/// it marks the run complete).
+fn write_outputs(
+    g: &Global,
+    a: &DemoArgs,
+    mut out: Outputs,
+    p: &Planting<'_>,
+    res: &DemoResult,
+    pairs: &Pairs,
+    t: &Timings,
+) -> CliResult<()> {
+    let (n, m, nrot) = (a.size, a.template_size, p.rotations.len());
+    let scores = &res.matched.scores;
+    out.stage("tomogram.mrc", |f| {
+        write_mrc(f, &p.tomo.mapv(|v| v as f32), [1.0; 3])
+    })?;
+    out.stage("template.mrc", |f| {
+        write_mrc(f, &p.template.mapv(|v| v as f32), [1.0; 3])
+    })?;
+    out.stage("scores.npy", |f| write_npy(f, scores))?;
+    out.stage("rotation_index.npy", |f| {
+        write_npy(f, &res.matched.rotation_index)
+    })?;
+    out.stage("rotations.npy", |f| {
+        write_npy(f, &res.matched.rotations.mapv(|v| v as f32).into_dyn())
+    })?;
+    let peak_rows: Vec<PeakRow> = res
+        .peaks
+        .iter()
+        .map(|q| PeakRow {
+            position: q.coord.clone(),
+            score: q.score,
+            rotation: q.rotation.as_ref().map(|r| r.0),
+            euler: q.rotation.as_ref().map(|r| euler_of(&r.1)),
+            subvoxel: None,
+            template: None,
+        })
+        .collect();
+    out.stage("peaks.csv", |f| write_peaks(f, &peak_rows, 3))?;
+    out.stage("peaks.star", |f| write_peaks(f, &peak_rows, 3))?;
+    let truth: Vec<PeakRow> = p
+        .planted
+        .iter()
+        .map(|q| PeakRow {
+            position: q.pos.to_vec(),
+            score: f64::NAN,
+            rotation: Some(q.rot),
+            euler: Some(euler_of(p.rotations.matrix(q.rot))),
+            subvoxel: None,
+            template: None,
+        })
+        .collect();
+    out.stage("planted.csv", |f| write_peaks(f, &truth, 3))?;
+    let coords: Vec<Vec<usize>> = res.peaks.iter().map(|q| q.coord.clone()).collect();
+    out.stage("scores.png", |f| write_png(f, scores, &coords))?;
+    let mut info = run_info(g, &res.matched.backend, &res.matched.device);
+    if let Some(o) = info.as_object_mut() {
+        o.insert(
+            "parameters".into(),
+            json!({"size": n, "template_size": m, "particles": a.particles,
+                   "angular_step": a.angular_step, "n_rotations": nrot, "noise": a.noise,
+                   "seed": a.seed, "score": "FLC", "min_distance": m / 2}),
+        );
+        o.insert("particles".into(), json!(pairs.rows));
+        o.insert("peaks_called".into(), json!(pairs.called));
+        o.insert("found".into(), json!(pairs.found));
+        o.insert("precision".into(), json!(pairs.precision()));
+        o.insert("recall".into(), json!(pairs.recall()));
+        o.insert("threshold".into(), json!(res.threshold));
+        o.insert(
+            "timings".into(),
+            json!({"build_s": t.build_s, "match_s": res.matched.match_s, "peaks_s": res.matched.peaks_s,
+                   "per_rotation_s": res.matched.match_s / nrot as f64, "total_s": t.total_s}),
+        );
+        o.insert("peak_memory_bytes".into(), json!(peak_memory_bytes()));
+    }
+    out.json("run.json", &info)?;
+    out.commit()?;
+    if !g.quiet
+        && let Some(dir) = &a.out
+    {
+        say!("wrote {}", dir.display())?;
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! rank ends the job on every rank with rank 0's one-line error naming the failing rank.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -24,12 +25,14 @@ use serde_json::json;
 use super::error::{CliError, CliResult};
 use super::global::Global;
 use super::list::{
-    TargetDone, in_list, peak_query, precheck, read_list, target_args, write_summary, write_target,
+    Entry, TargetDone, in_list, peak_query, precheck, read_list, target_args, write_summary,
+    write_target,
 };
 use super::matching::{
     Finish, Job, MatchArgs, Prepared, job_dispatch, match_error, prepare, test_hook,
 };
 use super::output::{Outputs, check_out_dir};
+use super::peaks::PeakQuery;
 use super::trace::progress;
 
 /// [`monomorph::dist::agree_code`] keeping the failing rank's exit code.
@@ -62,23 +65,7 @@ pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<(
     });
     let (entries, q) = agree(world, parsed)?;
     let n = entries.len();
-    let mut local = vec![0u64; 2 * n];
-    let checked = (rank..n).step_by(size).try_for_each(|k| {
-        let i = precheck(g, a, &list, &entries[k], q.as_ref())?;
-        (local[2 * k], local[2 * k + 1]) = (i.voxels, i.rotations);
-        Ok(())
-    });
-    agree(world, checked)?;
-    let mut all = vec![0u64; 2 * n];
-    world.all_reduce_into(&local[..], &mut all[..], SystemOperation::sum());
-    let infos: Vec<JobSize> = all
-        .chunks(2)
-        .map(|c| JobSize {
-            voxels: c[0],
-            rotations: c[1],
-        })
-        .collect();
-    let plan = Plan::balanced(&infos, size);
+    let plan = plan_list(world, g, a, &list, &entries, q.as_ref())?;
     let quiet = Global {
         quiet: true,
         ..g.clone()
@@ -145,22 +132,12 @@ pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<(
         )
     };
     let describe = |e: RunError<CliError>| -> (i32, String) {
-        let e = match e {
-            RunError::Callback(e) => e,
-            RunError::Stopped => CliError::failure(super::ranks::ECHO),
-            RunError::Worker(f) => {
-                let loaded = load_error.lock().unwrap_or_else(|e| e.into_inner()).take();
-                match (loaded, f.error) {
-                    (Some(l), _) => l,
-                    (None, monomorph::Error::Cancelled { done, .. }) if f.injected => {
-                        CliError::failure(format!(
-                            "injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"
-                        ))
-                    }
-                    (None, e) => match_error(e, a.memory_limit),
-                }
-            }
+        // A target that failed to load: the command's own error for it.
+        let loaded = match &e {
+            RunError::Worker(_) => load_error.lock().unwrap_or_else(|e| e.into_inner()).take(),
+            _ => None,
         };
+        let e = loaded.unwrap_or_else(|| super::ranks::rank_error(e, a.memory_limit));
         (i32::from(e.code), e.message)
     };
     let ran =
@@ -192,6 +169,37 @@ pub fn run(world: &SimpleCommunicator, g: &Global, a: &MatchArgs) -> CliResult<(
         None => Ok(()),
     };
     agree(world, written)
+}
+
+/// The ranks check the targets between them (rank k the k-th, (k + n)-th, … target), agree on
+/// the first error and share each target's size: the items of the list over the ranks.
+fn plan_list(
+    world: &SimpleCommunicator,
+    g: &Global,
+    a: &MatchArgs,
+    list: &Path,
+    entries: &[Entry],
+    q: Option<&PeakQuery>,
+) -> CliResult<Plan> {
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let n = entries.len();
+    let mut local = vec![0u64; 2 * n];
+    let checked = (rank..n).step_by(size).try_for_each(|k| {
+        let i = precheck(g, a, list, &entries[k], q)?;
+        (local[2 * k], local[2 * k + 1]) = (i.voxels, i.rotations);
+        Ok(())
+    });
+    agree(world, checked)?;
+    let mut all = vec![0u64; 2 * n];
+    world.all_reduce_into(&local[..], &mut all[..], SystemOperation::sum());
+    let infos: Vec<JobSize> = all
+        .chunks(2)
+        .map(|c| JobSize {
+            voxels: c[0],
+            rotations: c[1],
+        })
+        .collect();
+    Ok(Plan::balanced(&infos, size))
 }
 
 /// list.json's record of an item.

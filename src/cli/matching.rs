@@ -264,7 +264,11 @@ impl Job {
                 .mapv(|v| super::output::f64_of(v) as i32),
             rotations: r.rotations.to_array(),
             ssum: r.ssum,
-            tiles: r.tiles,
+            // A seeded run's searches are its seed boxes, whatever its executor merged.
+            tiles: match &self.job.seeds {
+                Some(s) => super::rotation_set::seed_boxes(&self.job, s)?,
+                None => r.tiles,
+            },
             backend: b.name().to_string(),
             device: b.device().name,
             match_s,
@@ -405,55 +409,14 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
              background differs from its own score); use flc",
         ));
     }
-    let png_query = a.png.then(|| PeakQuery {
-        min_distance: template
-            .data
-            .shape()
-            .iter()
-            .copied()
-            .min()
-            .unwrap_or(2)
-            .div_ceil(2)
-            .max(1),
-        threshold_abs: None,
-        threshold_rel: None,
-        exclude_border: None,
-        num_peaks: Some(100),
-        false_positives: Some(1.0),
-        caller: Caller::Skimage,
-        run_stats: None,
-        max_score: None,
-        oversampling: None,
-    });
-    let project_voxel = match &metadata {
-        Some(m) => super::project::project_voxel(
-            m,
-            a.filters.sampling_rate,
-            (target_path, target.voxel_size, &tshape),
-            template.voxel_size,
-            g.quiet,
-        )?,
-        None => None,
-    };
-    let fvoxel = match project_voxel {
-        Some(v) => v,
-        None => super::filters::voxel_size(
-            &a.filters,
-            &[
-                ("--target", target_path, target.voxel_size),
-                ("--template", &a.template[0], template.voxel_size),
-            ],
-            template.voxel_size,
-        )?,
-    };
-    // Seed positions in Å are converted with the run's voxel size: the project's, else
-    // --sampling-rate, else the target's header.
-    let seed_voxel = project_voxel.or(a.filters.sampling_rate).or_else(|| {
-        let v = target.voxel_size?.map(f64::from);
-        v.iter()
-            .all(|&x| (x - v[2]).abs() <= 1e-5 * v[2])
-            .then_some(v[2])
-    });
+    let png_query = a.png.then(|| png_query(template.data.shape()));
+    let (fvoxel, seed_voxel) = run_voxel_sizes(
+        &g,
+        a,
+        metadata.as_ref(),
+        (target_path, target.voxel_size, &tshape),
+        template.voxel_size,
+    )?;
     let (rotations, seeds) =
         super::rotation_set::choose(&a.rotation, &tshape, seed_voxel, metadata.as_ref())?;
     let frame = pytme_frame(target_path);
@@ -494,45 +457,8 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     job.precision = g.dispatch(None).precision;
     job.pytme_frame = frame;
     let n_rot = job.rotations.len();
-    let mirrored = a.check_hand.map(|_| {
-        let mut m = job.clone();
-        // Only its scores are read: no statistics.
-        m.score_stats = false;
-        m.template = super::templates::mirror(&m.template);
-        m.template_mask = m.template_mask.as_ref().map(super::templates::mirror);
-        Arc::new(m)
-    });
-    let names = [
-        "scores.npy",
-        "rotation_index.npy",
-        "template_index.npy",
-        "rotations.npy",
-        "scores.mrc",
-        "scores.png",
-        "run.json",
-        "score_mean.npy",
-        "score_std.npy",
-        "score_z.npy",
-        "score_mean.mrc",
-        "score_std.mrc",
-        "score_z.mrc",
-    ];
-    let inputs = [("--target", Some(&resolved))]
-        .into_iter()
-        .chain(a.template.iter().map(|p| ("--template", Some(p))))
-        .chain(a.template_mask.iter().map(|p| ("--template-mask", Some(p))))
-        .chain([
-            ("--target-mask", a.target_mask.as_ref()),
-            ("--rotations", a.rotation.rotations.as_ref()),
-            ("--euler", a.rotation.euler.as_ref()),
-            ("--orientations", a.rotation.orientations.as_ref()),
-            ("--scheduling-mask", a.search.scheduling_mask.as_ref()),
-        ]);
-    let inputs: Vec<(&str, &std::path::Path)> = inputs
-        .filter_map(|(f, p)| p.map(|p| (f, p.as_path())))
-        .collect();
-    let outputs: Vec<(&str, PathBuf)> = names.iter().map(|n| ("--out", a.out.join(n))).collect();
-    check_distinct(&outputs, &inputs)?;
+    let mirrored = a.check_hand.map(|_| Arc::new(mirrored_job(&job)));
+    check_outputs_not_inputs(a, &resolved)?;
     Ok((
         Prepared {
             g,
@@ -553,6 +479,120 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
             mirrored,
         },
     ))
+}
+
+/// `--png`'s peaks: the best 100 above pytme's 1-false-positive threshold, half a template
+/// apart.
+fn png_query(template_shape: &[usize]) -> PeakQuery {
+    PeakQuery {
+        min_distance: template_shape
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(2)
+            .div_ceil(2)
+            .max(1),
+        threshold_abs: None,
+        threshold_rel: None,
+        exclude_border: None,
+        num_peaks: Some(100),
+        false_positives: Some(1.0),
+        caller: Caller::Skimage,
+        run_stats: None,
+        max_score: None,
+        oversampling: None,
+    }
+}
+
+/// The voxel size the filters are built with (the project's, else the flags' and headers'),
+/// and the one seed positions in Å are converted with (the project's, else --sampling-rate,
+/// else the target's header when isotropic). `target`: its path, header voxel size and shape.
+fn run_voxel_sizes(
+    g: &Global,
+    a: &MatchArgs,
+    metadata: Option<&super::project::Metadata>,
+    target: (&std::path::Path, Option<[f32; 3]>, &[usize]),
+    template_voxel: Option<[f32; 3]>,
+) -> CliResult<(f64, Option<f64>)> {
+    let (target_path, target_voxel, tshape) = target;
+    let project_voxel = match metadata {
+        Some(m) => super::project::project_voxel(
+            m,
+            a.filters.sampling_rate,
+            (target_path, target_voxel, tshape),
+            template_voxel,
+            g.quiet,
+        )?,
+        None => None,
+    };
+    let fvoxel = match project_voxel {
+        Some(v) => v,
+        None => super::filters::voxel_size(
+            &a.filters,
+            &[
+                ("--target", target_path, target_voxel),
+                ("--template", &a.template[0], template_voxel),
+            ],
+            template_voxel,
+        )?,
+    };
+    let seed_voxel = project_voxel.or(a.filters.sampling_rate).or_else(|| {
+        let v = target_voxel?.map(f64::from);
+        v.iter()
+            .all(|&x| (x - v[2]).abs() <= 1e-5 * v[2])
+            .then_some(v[2])
+    });
+    Ok((fvoxel, seed_voxel))
+}
+
+/// `--check-hand`: the same job with the template (and its mask) mirrored; only its scores
+/// are read, so it computes no statistics.
+fn mirrored_job(job: &MatchJob) -> MatchJob {
+    let mut m = job.clone();
+    m.score_stats = false;
+    m.template = super::templates::mirror(&m.template);
+    m.template_mask = m.template_mask.as_ref().map(super::templates::mirror);
+    m
+}
+
+/// Refuses an input that is also one of the files `--out` would write (`target`: the target
+/// read, `--target` or the project row's tomogram).
+fn check_outputs_not_inputs(a: &MatchArgs, target: &std::path::Path) -> CliResult<()> {
+    let names = [
+        "scores.npy",
+        "rotation_index.npy",
+        "template_index.npy",
+        "rotations.npy",
+        "scores.mrc",
+        "scores.png",
+        "run.json",
+        "score_mean.npy",
+        "score_std.npy",
+        "score_z.npy",
+        "score_mean.mrc",
+        "score_std.mrc",
+        "score_z.mrc",
+    ];
+    let inputs = [("--target", Some(target))]
+        .into_iter()
+        .chain(a.template.iter().map(|p| ("--template", Some(p.as_path()))))
+        .chain(
+            a.template_mask
+                .iter()
+                .map(|p| ("--template-mask", Some(p.as_path()))),
+        )
+        .chain([
+            ("--target-mask", a.target_mask.as_deref()),
+            ("--rotations", a.rotation.rotations.as_deref()),
+            ("--euler", a.rotation.euler.as_deref()),
+            ("--orientations", a.rotation.orientations.as_deref()),
+            ("--scheduling-mask", a.search.scheduling_mask.as_deref()),
+        ]);
+    let inputs: Vec<(&str, &std::path::Path)> =
+        inputs.filter_map(|(f, p)| p.map(|p| (f, p))).collect();
+    let outputs: Vec<(&str, PathBuf)> = names.iter().map(|n| ("--out", a.out.join(n))).collect();
+    check_distinct(&outputs, &inputs)?;
+    Ok(())
 }
 
 /// The list-mode options of `monomorph match`.
@@ -694,6 +734,77 @@ pub fn job_dispatch(g: &Global, job: &Job, memory_limit: Option<u64>) -> Dispatc
 /// `scores.mrc`).
 pub const STATS_NAMES: [&str; 3] = ["score_mean", "score_std", "score_z"];
 
+/// Stages the result's arrays: the maps (.npy, and .mrc when the target had a voxel size),
+/// the rotations, the PNG and the `--score-stats` maps.
+fn write_maps(
+    a: &MatchArgs,
+    out: &mut Outputs,
+    voxel_size: Option<[f32; 3]>,
+    m: &Matched,
+) -> CliResult<()> {
+    out.stage("scores.npy", |p| write_npy(p, &m.scores))?;
+    out.stage("rotation_index.npy", |p| write_npy(p, &m.rotation_index))?;
+    if let Some(t) = &m.template_index {
+        out.stage("template_index.npy", |p| write_npy(p, t))?;
+    }
+    out.stage("rotations.npy", |p| {
+        write_npy(p, &m.rotations.mapv(|v| v as f32).into_dyn())
+    })?;
+    if let Some(vs) = voxel_size {
+        out.stage("scores.mrc", |p| write_mrc(p, &m.scores, vs))?;
+    }
+    if a.png {
+        let coords: Vec<Vec<usize>> = m.peaks.iter().map(|p| p.coord.clone()).collect();
+        out.stage("scores.png", |p| write_png(p, &m.scores, &coords))?;
+    }
+    if let Some(st) = &m.stats {
+        for (name, arr) in STATS_NAMES.iter().zip(st) {
+            out.stage(&format!("{name}.npy"), |p| write_npy(p, arr))?;
+            if let Some(vs) = voxel_size {
+                out.stage(&format!("{name}.mrc"), |p| write_mrc(p, arr, vs))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// run.json's `parameters`: the flags and the inputs as the run used them. `target`: its
+/// shape and voxel size.
+fn parameters_json(
+    a: &MatchArgs,
+    target: &std::path::Path,
+    score: Score,
+    n_rot: usize,
+    (tshape, voxel_size): (&[usize], Option<[f32; 3]>),
+) -> serde_json::Value {
+    let r = &a.rotation;
+    json!({
+        "target": path_json(target), "template": path_json(&a.template[0]),
+        "template_mask": opt_path_json(&a.template_mask.first().cloned()),
+        "templates": a.template.iter().map(|p| path_json(p)).collect::<Vec<_>>(),
+        "template_masks": a.template_mask.iter().map(|p| path_json(p)).collect::<Vec<_>>(),
+        "target_mask": opt_path_json(&a.target_mask), "score": score.name(),
+        "rotations_file": opt_path_json(&r.rotations),
+        "angular_step": r.angular_step, "euler": opt_path_json(&r.euler),
+        "symmetry": r.symmetry.map(|s| s.to_string()), "n_rotations": n_rot,
+        "angular_sampling_set": r.angular_sampling_set.map(|s| format!("{s:?}").to_lowercase()),
+        "orientations": opt_path_json(&r.orientations),
+        "orientations_cone": r.orientations_cone,
+        "orientations_inplane_step": r.orientations_inplane_step,
+        "orientations_inplane_range": r.orientations_inplane_range,
+        "orientations_uncertainty": r.orientations_uncertainty.map(|u| u.0.to_vec()),
+        "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
+        "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
+        "background_correction": a.background_correction.map(|b| b.name()),
+        "score_stats": a.score_stats,
+        "pytme_frame": match pytme_frame(target) {
+            AxisOrder::Reversed => "x, y, z (pytme transposes the MRC target)",
+            AxisOrder::Pytme => "as stored (a .npy target)",
+        },
+        "target_shape": tshape, "voxel_size": voxel_size,
+    })
+}
+
 /// Writes the outputs of a finished match (run.json last) and commits them.
 pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliResult<()> {
     let Prepared {
@@ -710,62 +821,12 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
         metadata: _,
     } = p;
     let g = &g;
-    timings.time("write", || -> CliResult<()> {
-        out.stage("scores.npy", |p| write_npy(p, &m.scores))?;
-        out.stage("rotation_index.npy", |p| write_npy(p, &m.rotation_index))?;
-        if let Some(t) = &m.template_index {
-            out.stage("template_index.npy", |p| write_npy(p, t))?;
-        }
-        out.stage("rotations.npy", |p| {
-            write_npy(p, &m.rotations.mapv(|v| v as f32).into_dyn())
-        })?;
-        if let Some(vs) = voxel_size {
-            out.stage("scores.mrc", |p| write_mrc(p, &m.scores, vs))?;
-        }
-        if a.png {
-            let coords: Vec<Vec<usize>> = m.peaks.iter().map(|p| p.coord.clone()).collect();
-            out.stage("scores.png", |p| write_png(p, &m.scores, &coords))?;
-        }
-        if let Some(st) = &m.stats {
-            for (name, arr) in STATS_NAMES.iter().zip(st) {
-                out.stage(&format!("{name}.npy"), |p| write_npy(p, arr))?;
-                if let Some(vs) = voxel_size {
-                    out.stage(&format!("{name}.mrc"), |p| write_mrc(p, arr, vs))?;
-                }
-            }
-        }
-        Ok(())
-    })?;
-    let r = &a.rotation;
+    timings.time("write", || write_maps(a, &mut out, voxel_size, &m))?;
     let mut info = run_info(g, &m.backend, &m.device);
     if let Some(o) = info.as_object_mut() {
         o.insert(
             "parameters".into(),
-            json!({
-                "target": path_json(&target), "template": path_json(&a.template[0]),
-                "template_mask": opt_path_json(&a.template_mask.first().cloned()),
-                "templates": a.template.iter().map(|p| path_json(p)).collect::<Vec<_>>(),
-                "template_masks": a.template_mask.iter().map(|p| path_json(p)).collect::<Vec<_>>(),
-                "target_mask": opt_path_json(&a.target_mask), "score": score.name(),
-                "rotations_file": opt_path_json(&r.rotations),
-                "angular_step": r.angular_step, "euler": opt_path_json(&r.euler),
-                "symmetry": r.symmetry.map(|s| s.to_string()), "n_rotations": n_rot,
-                "angular_sampling_set": r.angular_sampling_set.map(|s| format!("{s:?}").to_lowercase()),
-                "orientations": opt_path_json(&r.orientations),
-                "orientations_cone": r.orientations_cone,
-                "orientations_inplane_step": r.orientations_inplane_step,
-                "orientations_inplane_range": r.orientations_inplane_range,
-                "orientations_uncertainty": r.orientations_uncertainty.map(|u| u.0.to_vec()),
-                "interpolation": format!("{:?}", a.interpolation).to_lowercase(),
-                "pad_edges": a.pad_edges, "memory_limit": a.memory_limit,
-                "background_correction": a.background_correction.map(|b| b.name()),
-                "score_stats": a.score_stats,
-                "pytme_frame": match pytme_frame(&target) {
-                    AxisOrder::Reversed => "x, y, z (pytme transposes the MRC target)",
-                    AxisOrder::Pytme => "as stored (a .npy target)",
-                },
-                "target_shape": tshape, "voxel_size": voxel_size,
-            }),
+            parameters_json(a, &target, score, n_rot, (&tshape, voxel_size)),
         );
         // The templates matched in one pass, in template_index order.
         o.insert(
@@ -826,7 +887,23 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
     // run.json last: it marks the run complete.
     out.json("run.json", &info)?;
     out.commit()?;
-    // Embedded (the Python package): the arrays the .npy files hold, moved to it.
+    if !g.quiet {
+        note!(
+            "matched {} rotations ({}) on {} in {:.2} s ({:.1} ms per rotation); wrote {}",
+            n_rot,
+            score.name(),
+            m.backend,
+            m.match_s,
+            1e3 * m.match_s / n_rot.max(1) as f64,
+            a.out.display()
+        );
+    }
+    hand_over(m);
+    Ok(())
+}
+
+/// Embedded (the Python package): the arrays the .npy files hold, moved to it.
+fn hand_over(m: Matched) {
     use super::session::hand_over as hand;
     hand("scores", || HostArray::F32(m.scores));
     hand("rotation_index", || HostArray::I32(m.rotation_index));
@@ -839,18 +916,6 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
     for (name, arr) in STATS_NAMES.iter().zip(m.stats.into_iter().flatten()) {
         hand(name, || HostArray::F32(arr));
     }
-    if !g.quiet {
-        note!(
-            "matched {} rotations ({}) on {} in {:.2} s ({:.1} ms per rotation); wrote {}",
-            n_rot,
-            score.name(),
-            m.backend,
-            m.match_s,
-            1e3 * m.match_s / n_rot.max(1) as f64,
-            a.out.display()
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]

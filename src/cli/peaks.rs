@@ -613,99 +613,16 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         )));
     }
     let mut query = PeakQuery::from_flags(&a.query)?;
-    check_out_file("--out", &a.out)?;
-    if let Some(p) = &a.png {
-        check_out_file("--png", p)?;
-    }
-    let mut outputs = vec![("--out", a.out.clone())];
-    outputs.extend(a.png.iter().map(|p| ("--png", p.clone())));
-    let inputs: Vec<(&str, &std::path::Path)> = [
-        ("--scores", Some(&a.scores)),
-        ("--rotation-index", a.rotation_index.as_ref()),
-        ("--rotations", a.rotations.as_ref()),
-        ("--template-index", a.template_index.as_ref()),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.map(|p| (f, p.as_path())))
-    .collect();
-    check_distinct(&outputs, &inputs)?;
+    check_paths(&a)?;
     let vol = super::output::read_array_input("--scores", &a.scores)?;
     let g = &g.for_input("--scores", &a.scores, &vol.data)?;
-    if !a.allow_nan {
-        let nan = vol.data.count_nan();
-        if nan > 0 {
-            return Err(CliError::input(format!(
-                "--scores {}: {nan} NaN value(s), expected a score map without NaN (pass \
-                 --allow-nan to treat NaN as never a peak)",
-                a.scores.display()
-            )));
-        }
-    }
+    check_scores(&a, &vol.data)?;
     let shape = vol.data.shape().to_vec();
-    if !(shape.len() == 2 || shape.len() == 3) || shape.contains(&0) {
-        return Err(CliError::input(format!(
-            "--scores {}: shape {shape:?}, expected a non-empty 2-D or 3-D map",
-            a.scores.display()
-        )));
-    }
-    if let Some(f) = a.query.peak_oversampling {
-        // Sub-voxel positions interpolate the whole map: NaN (accepted by --allow-nan for
-        // calling) would make every position NaN.
-        let nan = vol.data.count_nan();
-        if nan > 0 {
-            return Err(CliError::input(format!(
-                "--peak-oversampling {}: needs a score map without NaN, but --scores {} holds \
-                 {nan} (accepted for calling by --allow-nan), expected no --peak-oversampling \
-                 or a map without NaN",
-                super::error::show(f),
-                a.scores.display()
-            )));
-        }
-        check_oversampling_memory(&shape, f)?;
-    }
-    let (rotation_index, rotations) = match (&a.rotation_index, &a.rotations) {
-        (Some(ri), Some(r)) => {
-            let idx = read_npy_input("--rotation-index", ri)?
-                .to_i64()
-                .map_err(|m| CliError::input(format!("--rotation-index {}: {m}", ri.display())))?;
-            if idx.shape() != shape.as_slice() {
-                return Err(CliError::input(format!(
-                    "--rotation-index {}: shape {:?}, expected the score map's shape {shape:?}",
-                    ri.display(),
-                    idx.shape()
-                )));
-            }
-            let rots = read_rotation_set("--rotations", r, shape.len(), "map")?;
-            (Some(idx), Some(rots.to_array()))
-        }
-        _ => (None, None),
-    };
+    let (rotation_index, rotations) = read_rotations(&a, &shape, shape.len())?.unzip();
     let template_index = read_template_index(&a, &shape)?;
     let run = find_match_run(g, &a, &shape, rotations.as_ref().map(|r| r.shape()[0]))?;
     query.run_stats = run.as_ref().map(|r| r.stats);
-    if let Some(k) = a.query.false_positives {
-        // Checked here so that the message names the flags, not the library's `k` and `sigma`.
-        // −∞ marks a position a restricted match did not search: not a trial, allowed.
-        let bad = vol.data.count_nonfinite() - vol.data.count_neg_inf();
-        if bad > 0 {
-            return Err(CliError::input(format!(
-                "--scores {}: {bad} NaN or +infinite value(s), expected finite scores (or -inf, not searched) for --false-positives",
-                a.scores.display()
-            )));
-        }
-        let n_rot = match (&run, &rotations) {
-            (Some(r), _) => r.stats.n_rotations,
-            (None, Some(r)) => r.shape()[0],
-            (None, None) => 1,
-        };
-        let trials = shape.iter().product::<usize>() as f64 * n_rot as f64;
-        if k >= trials {
-            return Err(CliError::input(format!(
-                "--false-positives {}: expected fewer than the {trials} voxels × rotations of the map",
-                super::error::show(k)
-            )));
-        }
-    }
+    check_false_positives(&a, &vol.data, run.as_ref(), rotations.as_ref())?;
     let relion5 = relion5_geometry(&a, &shape, vol.voxel_size, run.as_ref())?;
     // The PNG needs the map after the run; otherwise it moves into the task uncopied.
     let png_map = a.png.as_ref().map(|_| vol.data.to_float::<f32>());
@@ -716,49 +633,7 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         query,
     };
     let called = monomorph::dispatch(g.dispatch(None), task)?;
-    // RELION's pixel size: the scores' own voxel size (an MRC map), else the matching run's,
-    // when isotropic (RELION has one pixel size per optics group).
-    let voxel_size = vol
-        .voxel_size
-        .map(|v| v.map(f64::from))
-        .or_else(|| run.as_ref().and_then(|r| r.voxel_size));
-    let pixel_size = voxel_size.and_then(|v| {
-        let iso = v.iter().all(|&x| (x - v[2]).abs() <= 1e-5 * v[2].abs());
-        (iso && v[2].is_finite() && v[2] > 0.0).then_some(v[2])
-    });
-    let mut meta = TableMeta {
-        micrograph: run.as_ref().and_then(|r| r.target.clone()),
-        pixel_size,
-        ..TableMeta::default()
-    };
-    meta.comments
-        .push(format!("peaks of {}", a.scores.display()));
-    meta.comments.push(
-        "angles: RELION's (rot, tilt, psi) in degrees, Rz(rot)Ry(tilt)Rz(psi) acting on (x, y, z)"
-            .into(),
-    );
-    if let Some(fa) = &called.false_alarm {
-        meta.comments.push(fa.describe());
-        if let Some(r) = &run {
-            meta.comments
-                .push(format!("matching run statistics: {}", r.path.display()));
-        }
-        if !g.quiet {
-            if !fa.from_run {
-                note!(
-                    "warning: --false-positives without the matching run's statistics (no \
-                     usable run.json beside --scores; pass --match-run DIR): sigma is the score \
-                     map's standard deviation, not pytme's rule, and the rotation count is {}",
-                    if a.rotations.is_some() {
-                        "that of --rotations"
-                    } else {
-                        "1 (no --rotations)"
-                    }
-                );
-            }
-            note!("{}", fa.describe());
-        }
-    }
+    let meta = table_meta(g, &a, vol.voxel_size, run.as_ref(), &called);
     let mut rows = called.rows();
     if let Some(t) = &template_index {
         attach_templates(&mut rows, t.view());
@@ -794,4 +669,174 @@ pub fn run(g: &Global, a: PeaksArgs) -> CliResult<()> {
         note!("{} peaks written to {}", peaks.len(), a.out.display());
     }
     Ok(())
+}
+
+/// The files `peaks` writes (`--out`, `--png`): writable, and none of them an input.
+fn check_paths(a: &PeaksArgs) -> CliResult<()> {
+    check_out_file("--out", &a.out)?;
+    if let Some(p) = &a.png {
+        check_out_file("--png", p)?;
+    }
+    let mut outputs = vec![("--out", a.out.clone())];
+    outputs.extend(a.png.iter().map(|p| ("--png", p.clone())));
+    let inputs: Vec<(&str, &std::path::Path)> = [
+        ("--scores", Some(&a.scores)),
+        ("--rotation-index", a.rotation_index.as_ref()),
+        ("--rotations", a.rotations.as_ref()),
+        ("--template-index", a.template_index.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p.as_path())))
+    .collect();
+    check_distinct(&outputs, &inputs)
+}
+
+/// The score map: no NaN unless `--allow-nan` (and none with `--peak-oversampling`), 2-D or
+/// 3-D and not empty, and small enough to oversample.
+fn check_scores(a: &PeaksArgs, scores: &HostArray) -> CliResult<()> {
+    if !a.allow_nan {
+        let nan = scores.count_nan();
+        if nan > 0 {
+            return Err(CliError::input(format!(
+                "--scores {}: {nan} NaN value(s), expected a score map without NaN (pass \
+                 --allow-nan to treat NaN as never a peak)",
+                a.scores.display()
+            )));
+        }
+    }
+    let shape = scores.shape();
+    if !(shape.len() == 2 || shape.len() == 3) || shape.contains(&0) {
+        return Err(CliError::input(format!(
+            "--scores {}: shape {shape:?}, expected a non-empty 2-D or 3-D map",
+            a.scores.display()
+        )));
+    }
+    if let Some(f) = a.query.peak_oversampling {
+        // Sub-voxel positions interpolate the whole map: NaN (accepted by --allow-nan for
+        // calling) would make every position NaN.
+        let nan = scores.count_nan();
+        if nan > 0 {
+            return Err(CliError::input(format!(
+                "--peak-oversampling {}: needs a score map without NaN, but --scores {} holds \
+                 {nan} (accepted for calling by --allow-nan), expected no --peak-oversampling \
+                 or a map without NaN",
+                super::error::show(f),
+                a.scores.display()
+            )));
+        }
+        check_oversampling_memory(shape, f)?;
+    }
+    Ok(())
+}
+
+/// `--rotation-index` and `--rotations` when both are given: the index map (the score map's
+/// `shape`) and the `ndim`-D rotation matrices it indexes.
+pub(super) fn read_rotations(
+    a: &PeaksArgs,
+    shape: &[usize],
+    ndim: usize,
+) -> CliResult<Option<(ArrayD<i64>, Array3<f64>)>> {
+    let (Some(ri), Some(r)) = (&a.rotation_index, &a.rotations) else {
+        return Ok(None);
+    };
+    let idx = read_npy_input("--rotation-index", ri)?
+        .to_i64()
+        .map_err(|m| CliError::input(format!("--rotation-index {}: {m}", ri.display())))?;
+    if idx.shape() != shape {
+        return Err(CliError::input(format!(
+            "--rotation-index {}: shape {:?}, expected the score map's shape {shape:?}",
+            ri.display(),
+            idx.shape()
+        )));
+    }
+    let rots = read_rotation_set("--rotations", r, ndim, "map")?;
+    Ok(Some((idx, rots.to_array())))
+}
+
+/// `--false-positives K`: finite scores (−∞, a position a restricted match did not search, is
+/// no trial and allowed) and fewer than the voxels × rotations searched. Checked here so that
+/// the message names the flags, not the library's `k` and `sigma`.
+fn check_false_positives(
+    a: &PeaksArgs,
+    scores: &HostArray,
+    run: Option<&MatchRun>,
+    rotations: Option<&Array3<f64>>,
+) -> CliResult<()> {
+    let Some(k) = a.query.false_positives else {
+        return Ok(());
+    };
+    let bad = scores.count_nonfinite() - scores.count_neg_inf();
+    if bad > 0 {
+        return Err(CliError::input(format!(
+            "--scores {}: {bad} NaN or +infinite value(s), expected finite scores (or -inf, not searched) for --false-positives",
+            a.scores.display()
+        )));
+    }
+    let n_rot = match (run, rotations) {
+        (Some(r), _) => r.stats.n_rotations,
+        (None, Some(r)) => r.shape()[0],
+        (None, None) => 1,
+    };
+    let trials = scores.shape().iter().product::<usize>() as f64 * n_rot as f64;
+    if k >= trials {
+        return Err(CliError::input(format!(
+            "--false-positives {}: expected fewer than the {trials} voxels × rotations of the map",
+            super::error::show(k)
+        )));
+    }
+    Ok(())
+}
+
+/// The table's micrograph, pixel size and comments (how the threshold was made), and the
+/// notes saying so on the terminal.
+fn table_meta(
+    g: &Global,
+    a: &PeaksArgs,
+    header_voxel: Option<[f32; 3]>,
+    run: Option<&MatchRun>,
+    called: &Called,
+) -> TableMeta {
+    // RELION's pixel size: the scores' own voxel size (an MRC map), else the matching run's,
+    // when isotropic (RELION has one pixel size per optics group).
+    let voxel_size = header_voxel
+        .map(|v| v.map(f64::from))
+        .or_else(|| run.and_then(|r| r.voxel_size));
+    let pixel_size = voxel_size.and_then(|v| {
+        let iso = v.iter().all(|&x| (x - v[2]).abs() <= 1e-5 * v[2].abs());
+        (iso && v[2].is_finite() && v[2] > 0.0).then_some(v[2])
+    });
+    let mut meta = TableMeta {
+        micrograph: run.and_then(|r| r.target.clone()),
+        pixel_size,
+        ..TableMeta::default()
+    };
+    meta.comments
+        .push(format!("peaks of {}", a.scores.display()));
+    meta.comments.push(
+        "angles: RELION's (rot, tilt, psi) in degrees, Rz(rot)Ry(tilt)Rz(psi) acting on (x, y, z)"
+            .into(),
+    );
+    if let Some(fa) = &called.false_alarm {
+        meta.comments.push(fa.describe());
+        if let Some(r) = run {
+            meta.comments
+                .push(format!("matching run statistics: {}", r.path.display()));
+        }
+        if !g.quiet {
+            if !fa.from_run {
+                note!(
+                    "warning: --false-positives without the matching run's statistics (no \
+                     usable run.json beside --scores; pass --match-run DIR): sigma is the score \
+                     map's standard deviation, not pytme's rule, and the rotation count is {}",
+                    if a.rotations.is_some() {
+                        "that of --rotations"
+                    } else {
+                        "1 (no --rotations)"
+                    }
+                );
+            }
+            note!("{}", fa.describe());
+        }
+    }
+    meta
 }

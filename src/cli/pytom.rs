@@ -13,7 +13,7 @@ use monomorph::{Backend, BackendTask, FloatOf};
 use ndarray::{Array3, ArrayD};
 
 use super::output::{Outputs, check_distinct, check_out_file, read_input};
-use super::peaks::{MatchRun, PeaksArgs, PytomArgs, read_match_run, read_rotation_set, rows_of};
+use super::peaks::{MatchRun, PeaksArgs, PytomArgs, read_match_run, rows_of};
 use super::{CliError, CliResult, Global};
 
 /// The voxel size in Å for the particle diameter: the scores' MRC header (an unset cell, 1 Å,
@@ -265,10 +265,10 @@ pub fn check_flags(p: &PytomArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// `monomorph peaks --caller pytom` (see [`PytomArgs`]).
-pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
-    let p = &a.pytom;
-    check_flags(p)?;
+/// The peak query flags `--caller pytom` takes (not the other callers' own) and their values:
+/// `--num-peaks` (required) and `--false-positives` (default 1).
+fn check_query(a: &PeaksArgs) -> CliResult<(usize, f64)> {
+    check_flags(&a.pytom)?;
     for (flag, given) in [
         ("--threshold-rel", a.query.threshold_rel.is_some()),
         ("--max-score", a.query.max_score.is_some()),
@@ -306,6 +306,12 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
             "--threshold-abs {t}: expected a finite number"
         )));
     }
+    Ok((num_peaks, k))
+}
+
+/// `--out` is writable and no input; `--png` is refused (no map is drawn).
+fn check_paths(a: &PeaksArgs) -> CliResult<()> {
+    let p = &a.pytom;
     check_out_file("--out", &a.out)?;
     let inputs: Vec<(&str, &Path)> = [
         ("--scores", Some(&a.scores)),
@@ -322,16 +328,19 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
             "--png: not drawn for --caller pytom (use `monomorph roc --png` for its histogram)",
         ));
     }
-    check_distinct(&[("--out", a.out.clone())], &inputs)?;
-    let vol = read_scores(&a.scores, a.allow_nan)?;
-    let g = &g.for_input("--scores", &a.scores, &vol.data)?;
-    let shape = vol.data.shape().to_vec();
-    let run = find_run(a.match_run.as_deref(), &a.scores, &shape)?;
-    let voxel = voxel_size(vol.voxel_size, run.as_ref(), p.sampling_rate)?;
-    let r = radius(p.particle_diameter, voxel)?;
-    let n_voxels: usize = shape.iter().product();
-    let (cut, sigma) = match (a.query.threshold_abs, &run) {
-        (Some(t), _) => (t.max(0.0), run.as_ref().map(|r| r.stats.ssum.sqrt())),
+    check_distinct(&[("--out", a.out.clone())], &inputs)
+}
+
+/// pytom's cut-off and the search's σ (when known): `--threshold-abs` (negative: 0), else
+/// erfcinv(2K / search space)·√2·σ from the matching run's statistics.
+fn cut_off(
+    a: &PeaksArgs,
+    k: f64,
+    run: Option<&MatchRun>,
+    n_voxels: usize,
+) -> CliResult<(f64, Option<f64>)> {
+    Ok(match (a.query.threshold_abs, run) {
+        (Some(t), _) => (t.max(0.0), run.map(|r| r.stats.ssum.sqrt())),
         (None, Some(run)) => {
             let space = n_voxels as f64 * run.stats.n_rotations as f64;
             let sigma = run.stats.ssum.sqrt();
@@ -347,25 +356,23 @@ pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
                 a.scores.display()
             )));
         }
-    };
+    })
+}
+
+/// `monomorph peaks --caller pytom` (see [`PytomArgs`]).
+pub fn run_peaks(g: &Global, a: PeaksArgs) -> CliResult<()> {
+    let p = &a.pytom;
+    let (num_peaks, k) = check_query(&a)?;
+    check_paths(&a)?;
+    let vol = read_scores(&a.scores, a.allow_nan)?;
+    let g = &g.for_input("--scores", &a.scores, &vol.data)?;
+    let shape = vol.data.shape().to_vec();
+    let run = find_run(a.match_run.as_deref(), &a.scores, &shape)?;
+    let voxel = voxel_size(vol.voxel_size, run.as_ref(), p.sampling_rate)?;
+    let r = radius(p.particle_diameter, voxel)?;
+    let (cut, sigma) = cut_off(&a, k, run.as_ref(), shape.iter().product())?;
     let template_index = super::peaks::read_template_index(&a, &shape)?;
-    let rotations = match (&a.rotation_index, &a.rotations) {
-        (Some(ri), Some(rp)) => {
-            let idx = super::output::read_npy_input("--rotation-index", ri)?
-                .to_i64()
-                .map_err(|m| CliError::input(format!("--rotation-index {}: {m}", ri.display())))?;
-            if idx.shape() != shape.as_slice() {
-                return Err(CliError::input(format!(
-                    "--rotation-index {}: shape {:?}, expected the score map's shape {shape:?}",
-                    ri.display(),
-                    idx.shape()
-                )));
-            }
-            let rots = read_rotation_set("--rotations", rp, 3, "map")?;
-            Some((idx, rots.to_array()))
-        }
-        _ => None,
-    };
+    let rotations = super::peaks::read_rotations(&a, &shape, 3)?;
     let mask = match &p.tomogram_mask {
         Some(m) => Some(read_mask(m, &shape)?),
         None => None,

@@ -146,17 +146,23 @@ mod with_mpi {
         }
     }
 
-    /// The end of a command under MPI: rank 0 prints the (agreed) error, then every rank waits
-    /// for it, so that no rank's exit ends the job before the line is out.
+    /// The end of a command under MPI: rank 0 prints its error (agreed, or one every rank
+    /// found alike, such as a refused flag), then tells every rank whether it did, so that
+    /// the line is printed once and no rank's exit ends the job before it is out. A rank
+    /// whose error rank 0 did not share is left to print its own.
     pub fn finish(done: &CliResult<()>) {
         let Some(w) = world() else { return };
+        let mut rank0_failed = u8::from(done.is_err());
         if let Err(e) = done
             && w.rank() == 0
         {
             super::super::output::complain(&format!("error: {e}"));
+        }
+        // Also the barrier: no rank leaves before rank 0 has printed.
+        w.process_at_rank(0).broadcast_into(&mut rank0_failed);
+        if rank0_failed == 1 {
             super::PRINTED.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        w.barrier();
         if done.is_err() && w.rank() != 0 {
             // Rank 0's line still has to pass through the launcher's output forwarding.
             std::thread::sleep(std::time::Duration::from_millis(300));
@@ -267,23 +273,27 @@ mod with_mpi {
             write(a, p, out, m)
         };
         let describe = |e: RunError<CliError>| -> (i32, String) {
-            let e = match e {
-                RunError::Callback(e) => e,
-                RunError::Stopped => CliError::failure(super::ECHO),
-                RunError::Worker(f) => match f.error {
-                    monomorph::Error::Cancelled { done, .. } if f.injected => {
-                        CliError::failure(format!(
-                            "injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"
-                        ))
-                    }
-                    e => match_error(e, mem),
-                },
-            };
+            let e = rank_error(e, mem);
             (i32::from(e.code), e.message)
         };
         let ran = Ranks::new(opts).run(&jobs, &plan, &control, on_done, describe);
         pb.finish_and_clear();
         ran.map(|_| ()).map_err(cli)
+    }
+
+    /// The command's error for a rank's run that did not finish: the callback's own error, the
+    /// echo of a stop, or the worker's failure (an injected one named as such).
+    pub fn rank_error(e: RunError<CliError>, memory_limit: Option<u64>) -> CliError {
+        match e {
+            RunError::Callback(e) => e,
+            RunError::Stopped => CliError::failure(super::ECHO),
+            RunError::Worker(f) => match f.error {
+                monomorph::Error::Cancelled { done, .. } if f.injected => CliError::failure(
+                    format!("injected failure after {done} rotations (MONOMORPH_TEST_FAIL_AFTER)"),
+                ),
+                e => match_error(e, memory_limit),
+            },
+        }
     }
 
     /// run.json's `mpi` for one target: the ranks, each rank's matching seconds and rotations,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, ValueEnum};
-use monomorph::algo::matching::Seeds;
+use monomorph::algo::matching::{Seeds, searched_box};
 use monomorph::algo::rotations::{RotationSet, Symmetry};
 
 use super::error::{CliError, CliResult};
@@ -263,6 +263,19 @@ fn rotation_set(a: &RotationArgs, d: usize) -> CliResult<RotationSet> {
 /// `--symmetry`: a point group `Cn` or `Dn`.
 fn parse_symmetry(s: &str) -> Result<Symmetry, String> {
     s.parse().map_err(|e: monomorph::Error| e.to_string())
+}
+
+/// The seed boxes a seeded search of `job` runs, each a restricted search of its own
+/// (run.json's `tiles` for such a run): one per seed with rotations whose neighbourhood's box
+/// meets the box the job's restriction searches.
+pub fn seed_boxes(job: &monomorph::work::MatchJob, seeds: &Seeds) -> monomorph::Result<usize> {
+    let mask = job.search.mask.as_ref().map(|m| m.to_float::<f32>());
+    let (lo, hi) = searched_box(
+        job.search.ranges.as_deref(),
+        mask.as_ref().map(|m| m.view()),
+        job.target.shape(),
+    )?;
+    Ok(seeds.boxes(&lo, &hi).count())
 }
 
 /// run.json's `seeds`: the seeded search's radius, and each seed's voxel and rotation range

@@ -48,6 +48,221 @@ fn f16_to_f32(h: u16) -> f32 {
     }
 }
 
+/// What reading an MRC file needs from its header, checked.
+struct Header {
+    /// Big-endian (the `MACHST` stamp).
+    big: bool,
+    /// NX, NY, NZ: columns, rows, sections.
+    dims: [usize; 3],
+    /// The mode (0, 1, 2, 6 or 12).
+    mode: i32,
+    /// Extended header bytes (NSYMBT).
+    nsymbt: usize,
+    /// MAPC, MAPR, MAPS: which of X, Y, Z (1, 2, 3) columns, rows and sections are.
+    map: [i32; 3],
+    /// Voxels in the file.
+    n: usize,
+    /// The file's size the header announces.
+    want: usize,
+    /// Voxel size in Å, `(z, y, x)`.
+    voxel_size: [f32; 3],
+}
+
+impl Header {
+    /// Parses and checks the 1024-byte header: positive dimensions, a known mode, a
+    /// non-negative extended header, a permutation of the axes, sizes that do not overflow.
+    fn parse(bytes: &[u8; HEADER_BYTES]) -> std::result::Result<Header, String> {
+        let big = bytes[212] == 0x11 && bytes[213] == 0x11;
+        let word = |i: usize| -> [u8; 4] {
+            [
+                bytes[4 * i],
+                bytes[4 * i + 1],
+                bytes[4 * i + 2],
+                bytes[4 * i + 3],
+            ]
+        };
+        let int = |i: usize| {
+            if big {
+                i32::from_be_bytes(word(i))
+            } else {
+                i32::from_le_bytes(word(i))
+            }
+        };
+        let flt = |i: usize| {
+            if big {
+                f32::from_be_bytes(word(i))
+            } else {
+                f32::from_le_bytes(word(i))
+            }
+        };
+        let (nx, ny, nz, mode) = (int(0), int(1), int(2), int(3));
+        if nx <= 0 || ny <= 0 || nz <= 0 {
+            return Err(format!(
+                "header dimensions NX, NY, NZ = {nx}, {ny}, {nz}, expected positive sizes (is this an MRC file?)"
+            ));
+        }
+        let bpv = match mode {
+            0 => 1usize,
+            1 | 6 | 12 => 2,
+            2 => 4,
+            _ => {
+                return Err(format!(
+                    "MRC mode {mode} is not supported, expected 0 (int8), 1 (int16), 2 (float32), 6 (uint16) or 12 (float16)"
+                ));
+            }
+        };
+        let nsymbt = int(23);
+        if nsymbt < 0 {
+            return Err(format!(
+                "extended header size NSYMBT = {nsymbt}, expected ≥ 0"
+            ));
+        }
+        // Axis order: MAPC/MAPR/MAPS say which of X, Y, Z (1, 2, 3) columns, rows and sections are.
+        let (mapc, mapr, maps) = (int(16), int(17), int(18));
+        let (mapc, mapr, maps) = if (mapc, mapr, maps) == (0, 0, 0) {
+            (1, 2, 3)
+        } else {
+            (mapc, mapr, maps)
+        };
+        let mut sorted = [mapc, mapr, maps];
+        sorted.sort_unstable();
+        if sorted != [1, 2, 3] {
+            return Err(format!(
+                "MAPC, MAPR, MAPS = {mapc}, {mapr}, {maps}, expected a permutation of 1, 2, 3"
+            ));
+        }
+        let (nx, ny, nz) = (nx as usize, ny as usize, nz as usize);
+        let n = nx
+            .checked_mul(ny)
+            .and_then(|v| v.checked_mul(nz))
+            .ok_or_else(|| format!("header dimensions {nx}×{ny}×{nz} overflow"))?;
+        let data_bytes = n
+            .checked_mul(bpv)
+            .ok_or_else(|| format!("header dimensions {nx}×{ny}×{nz} overflow"))?;
+        let offset = HEADER_BYTES + nsymbt as usize;
+        let want = offset
+            .checked_add(data_bytes)
+            .ok_or("header sizes overflow")?;
+        // Voxel size: CELLA (words 10..12, Å, X Y Z) over MX MY MZ (words 7..9).
+        let cell = [flt(10), flt(11), flt(12)];
+        let m = [int(7), int(8), int(9)];
+        let vs = |i: usize| -> f32 {
+            if m[i] > 0 && cell[i].is_finite() && cell[i] > 0.0 {
+                cell[i] / m[i] as f32
+            } else {
+                1.0
+            }
+        };
+        Ok(Header {
+            big,
+            dims: [nx, ny, nz],
+            mode,
+            nsymbt: nsymbt as usize,
+            map: [mapc, mapr, maps],
+            n,
+            want,
+            voxel_size: [vs(2), vs(1), vs(0)],
+        })
+    }
+
+    /// Refuses a file whose size (or bound, for a compressed one) the header contradicts.
+    fn check_extent(&self, extent: &Extent) -> std::result::Result<(), String> {
+        let ([nx, ny, nz], mode, nsymbt, want) = (self.dims, self.mode, self.nsymbt, self.want);
+        match extent {
+            Extent::Exact(len) if *len != want as u64 => Err(format!(
+                "file is {len} bytes but the header (NX×NY×NZ = {nx}×{ny}×{nz}, mode {mode}, {nsymbt} extended-header bytes) needs {want}: {}, expected a consistent MRC-2014 file",
+                if *len < want as u64 {
+                    "truncated"
+                } else {
+                    "the header lies about its size"
+                }
+            )),
+            Extent::AtMost { limit, why } if want as u64 > *limit => Err(format!(
+                "the header (NX×NY×NZ = {nx}×{ny}×{nz}, mode {mode}, {nsymbt} extended-header bytes) announces {want} bytes, more than {why} ({limit} bytes) can hold"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads the payload after the extended header (skipped) in file order, as f32.
+    fn read_voxels<R: Read + ?Sized>(
+        &self,
+        r: &mut R,
+        stream: bool,
+    ) -> std::result::Result<Vec<f32>, String> {
+        let (big, n, nsymbt) = (self.big, self.n, self.nsymbt);
+        let skipped = std::io::copy(
+            &mut Read::take(&mut *r, nsymbt as u64),
+            &mut std::io::sink(),
+        )
+        .map_err(|e| format!("cannot read the extended header: {e}"))?;
+        if skipped < nsymbt as u64 {
+            return Err(format!(
+                "truncated: the extended header of {nsymbt} bytes ends after {skipped}, expected a complete file"
+            ));
+        }
+        Ok(match self.mode {
+            0 => read_converted::<1, _>(r, n, stream, |a| a[0] as i8 as f32)?,
+            1 => read_converted::<2, _>(r, n, stream, |a| {
+                (if big {
+                    i16::from_be_bytes(a)
+                } else {
+                    i16::from_le_bytes(a)
+                }) as f32
+            })?,
+            6 => read_converted::<2, _>(r, n, stream, |a| {
+                (if big {
+                    u16::from_be_bytes(a)
+                } else {
+                    u16::from_le_bytes(a)
+                }) as f32
+            })?,
+            12 => read_converted::<2, _>(r, n, stream, |a| {
+                f16_to_f32(if big {
+                    u16::from_be_bytes(a)
+                } else {
+                    u16::from_le_bytes(a)
+                })
+            })?,
+            _ => read_native::<f32, _>(r, n, big, stream)?,
+        })
+    }
+
+    /// The voxels `v` in file order as `(z, y, x)`, or `(y, x)` for one section.
+    fn to_zyx(&self, v: Vec<f32>) -> std::result::Result<ArrayD<f32>, String> {
+        let [nx, ny, nz] = self.dims;
+        let [_, mapr, maps] = self.map;
+        // File order: sections (slowest), rows, columns (fastest).
+        let file = ArrayD::from_shape_vec(IxDyn(&[nz, ny, nx]), v).map_err(|e| e.to_string())?;
+        // Output axis k (0 = Z, 1 = Y, 2 = X) is the file axis whose map is 3 - k.
+        // File axes: 0 = sections (maps), 1 = rows (mapr), 2 = columns (mapc).
+        let file_axis_of = |space: i32| -> usize {
+            if maps == space {
+                0
+            } else if mapr == space {
+                1
+            } else {
+                2
+            }
+        };
+        let perm = [file_axis_of(3), file_axis_of(2), file_axis_of(1)];
+        let data = if perm == [0, 1, 2] {
+            file
+        } else {
+            file.permuted_axes(IxDyn(&perm))
+                .as_standard_layout()
+                .into_owned()
+        };
+        let shape = data.shape().to_vec();
+        if shape[0] == 1 {
+            data.into_shape_with_order(IxDyn(&shape[1..]))
+                .map_err(|e| e.to_string())
+        } else {
+            Ok(data)
+        }
+    }
+}
+
 /// Reads an MRC file from `r`, which holds [`Extent`] bytes: the header is checked against the
 /// extent before anything is allocated, then the payload is read straight into the final buffer
 /// (and byte-swapped or converted in one pass). Errors are messages without the path.
@@ -62,177 +277,17 @@ pub(crate) fn read_mrc_from<R: Read + ?Sized>(
             "truncated: {got} bytes, shorter than the 1024-byte MRC header, expected an MRC-2014 file"
         ));
     }
-    let big = bytes[212] == 0x11 && bytes[213] == 0x11;
-    let word = |i: usize| -> [u8; 4] {
-        [
-            bytes[4 * i],
-            bytes[4 * i + 1],
-            bytes[4 * i + 2],
-            bytes[4 * i + 3],
-        ]
-    };
-    let int = |i: usize| {
-        if big {
-            i32::from_be_bytes(word(i))
-        } else {
-            i32::from_le_bytes(word(i))
-        }
-    };
-    let flt = |i: usize| {
-        if big {
-            f32::from_be_bytes(word(i))
-        } else {
-            f32::from_le_bytes(word(i))
-        }
-    };
-    let (nx, ny, nz, mode) = (int(0), int(1), int(2), int(3));
-    if nx <= 0 || ny <= 0 || nz <= 0 {
-        return Err(format!(
-            "header dimensions NX, NY, NZ = {nx}, {ny}, {nz}, expected positive sizes (is this an MRC file?)"
-        ));
-    }
-    let bpv = match mode {
-        0 => 1usize,
-        1 | 6 | 12 => 2,
-        2 => 4,
-        _ => {
-            return Err(format!(
-                "MRC mode {mode} is not supported, expected 0 (int8), 1 (int16), 2 (float32), 6 (uint16) or 12 (float16)"
-            ));
-        }
-    };
-    let nsymbt = int(23);
-    if nsymbt < 0 {
-        return Err(format!(
-            "extended header size NSYMBT = {nsymbt}, expected ≥ 0"
-        ));
-    }
-    // Axis order: MAPC/MAPR/MAPS say which of X, Y, Z (1, 2, 3) columns, rows and sections are.
-    let (mapc, mapr, maps) = (int(16), int(17), int(18));
-    let (mapc, mapr, maps) = if (mapc, mapr, maps) == (0, 0, 0) {
-        (1, 2, 3)
-    } else {
-        (mapc, mapr, maps)
-    };
-    let mut sorted = [mapc, mapr, maps];
-    sorted.sort_unstable();
-    if sorted != [1, 2, 3] {
-        return Err(format!(
-            "MAPC, MAPR, MAPS = {mapc}, {mapr}, {maps}, expected a permutation of 1, 2, 3"
-        ));
-    }
-    let (nx, ny, nz) = (nx as usize, ny as usize, nz as usize);
-    let n = nx
-        .checked_mul(ny)
-        .and_then(|v| v.checked_mul(nz))
-        .ok_or_else(|| format!("header dimensions {nx}×{ny}×{nz} overflow"))?;
-    let data_bytes = n
-        .checked_mul(bpv)
-        .ok_or_else(|| format!("header dimensions {nx}×{ny}×{nz} overflow"))?;
-    let offset = HEADER_BYTES + nsymbt as usize;
-    let want = offset
-        .checked_add(data_bytes)
-        .ok_or("header sizes overflow")?;
-    match extent {
-        Extent::Exact(len) if *len != want as u64 => {
-            return Err(format!(
-                "file is {len} bytes but the header (NX×NY×NZ = {nx}×{ny}×{nz}, mode {mode}, {nsymbt} extended-header bytes) needs {want}: {}, expected a consistent MRC-2014 file",
-                if *len < want as u64 {
-                    "truncated"
-                } else {
-                    "the header lies about its size"
-                }
-            ));
-        }
-        Extent::AtMost { limit, why } if want as u64 > *limit => {
-            return Err(format!(
-                "the header (NX×NY×NZ = {nx}×{ny}×{nz}, mode {mode}, {nsymbt} extended-header bytes) announces {want} bytes, more than {why} ({limit} bytes) can hold"
-            ));
-        }
-        _ => {}
-    }
+    let header = Header::parse(&bytes)?;
+    header.check_extent(extent)?;
     let stream = extent.is_stream();
-    let skipped = std::io::copy(
-        &mut Read::take(&mut *r, nsymbt as u64),
-        &mut std::io::sink(),
-    )
-    .map_err(|e| format!("cannot read the extended header: {e}"))?;
-    if skipped < nsymbt as u64 {
-        return Err(format!(
-            "truncated: the extended header of {nsymbt} bytes ends after {skipped}, expected a complete file"
-        ));
-    }
-    let v: Vec<f32> = match mode {
-        0 => read_converted::<1, _>(r, n, stream, |a| a[0] as i8 as f32)?,
-        1 => read_converted::<2, _>(r, n, stream, |a| {
-            (if big {
-                i16::from_be_bytes(a)
-            } else {
-                i16::from_le_bytes(a)
-            }) as f32
-        })?,
-        6 => read_converted::<2, _>(r, n, stream, |a| {
-            (if big {
-                u16::from_be_bytes(a)
-            } else {
-                u16::from_le_bytes(a)
-            }) as f32
-        })?,
-        12 => read_converted::<2, _>(r, n, stream, |a| {
-            f16_to_f32(if big {
-                u16::from_be_bytes(a)
-            } else {
-                u16::from_le_bytes(a)
-            })
-        })?,
-        _ => read_native::<f32, _>(r, n, big, stream)?,
-    };
+    let v = header.read_voxels(r, stream)?;
     if stream {
         expect_end(r, "data")?;
     }
-    // File order: sections (slowest), rows, columns (fastest).
-    let file = ArrayD::from_shape_vec(IxDyn(&[nz, ny, nx]), v).map_err(|e| e.to_string())?;
-    // Output axis k (0 = Z, 1 = Y, 2 = X) is the file axis whose map is 3 - k.
-    // File axes: 0 = sections (maps), 1 = rows (mapr), 2 = columns (mapc).
-    let file_axis_of = |space: i32| -> usize {
-        if maps == space {
-            0
-        } else if mapr == space {
-            1
-        } else {
-            2
-        }
-    };
-    let perm = [file_axis_of(3), file_axis_of(2), file_axis_of(1)];
-    let data = if perm == [0, 1, 2] {
-        file
-    } else {
-        file.permuted_axes(IxDyn(&perm))
-            .as_standard_layout()
-            .into_owned()
-    };
-    let shape = data.shape().to_vec();
-    // Voxel size: CELLA (words 10..12, Å, X Y Z) over MX MY MZ (words 7..9).
-    let cell = [flt(10), flt(11), flt(12)];
-    let m = [int(7), int(8), int(9)];
-    let vs = |i: usize| -> f32 {
-        if m[i] > 0 && cell[i].is_finite() && cell[i] > 0.0 {
-            cell[i] / m[i] as f32
-        } else {
-            1.0
-        }
-    };
-    let voxel_size = [vs(2), vs(1), vs(0)];
-    let data = if shape[0] == 1 {
-        data.into_shape_with_order(IxDyn(&shape[1..]))
-            .map_err(|e| e.to_string())?
-    } else {
-        data
-    };
     Ok(MrcVolume {
-        data,
-        voxel_size,
-        mode,
+        data: header.to_zyx(v)?,
+        voxel_size: header.voxel_size,
+        mode: header.mode,
     })
 }
 

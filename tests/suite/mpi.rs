@@ -397,6 +397,49 @@ fn mpi_rank_that_cannot_read_its_input_ends_every_rank() {
 }
 
 #[test]
+fn mpi_refusal_every_rank_makes_alike_is_printed_once() {
+    let Some(bin) = mpi_or_skip() else { return };
+    let dir = scratch("refusal");
+    let (_, args) = cases(&dir).swap_remove(0);
+    let out = dir.join("out");
+    let mut refused = args_out(&args, out.to_str().unwrap());
+    // --peaks without --target-list: every rank refuses it before any collective call.
+    refused.push("--peaks");
+    let error_lines = |o: &Output| -> (usize, String) {
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.starts_with("error: --peaks: only with --target-list")),
+            "{err}"
+        );
+        (lines.len(), err)
+    };
+    // Open MPI ends the job when rank 0 exits: the other rank's copy of the line came out at
+    // random (when it got there first). Run it often.
+    for attempt in 0..10 {
+        let o = run(&bin, 2, &refused);
+        let (n, err) = error_lines(&o);
+        assert_eq!(o.status.code(), Some(2), "attempt {attempt}: {err}");
+        assert_eq!(n, 1, "attempt {attempt}: {err}");
+        assert!(!out.exists(), "an output folder was left: {err}");
+    }
+    // A launcher that lets every rank finish (as srun does) printed it once per rank.
+    for ranks in [2, 3] {
+        let o = mpirun()
+            .env("OMPI_MCA_orte_abort_on_non_zero_status", "0")
+            .args(["-n", &ranks.to_string(), "-q", "--timeout", "120"])
+            .arg(&bin)
+            .args(&refused)
+            .output()
+            .expect("spawn mpirun");
+        let (n, err) = error_lines(&o);
+        assert_eq!(n, 1, "{ranks} ranks, every rank finishing: {err}");
+    }
+}
+
+#[test]
 fn mpi_a_rank_failing_mid_loop_stops_every_rank_fast() {
     let Some(bin) = mpi_or_skip() else { return };
     let dir = scratch("midloop");

@@ -422,6 +422,8 @@ fn refinement_seeded_by_a_coarse_search_finds_the_angles() {
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fine.join("run.json")).unwrap()).unwrap();
     assert_eq!(run["seeds"]["n_seeds"], 4);
+    // Each seed's box is a restricted search of its own (it said 1, the whole target's).
+    assert_eq!(run["tiles"], 4);
     assert_eq!(
         run["parameters"]["orientations_uncertainty"],
         serde_json::json!([2.0, 2.0, 2.0])

@@ -119,6 +119,7 @@ pub use plan::estimate_bytes;
 use plan::plan_jobs;
 use prepare::prepare;
 use run::run_job;
+pub use search::searched_box;
 pub use seeded::{Seed, Seeds};
 pub use stats::{MAX_ROTATIONS, ScoreMoments, ScoreStatistics, statistics, voxel_statistics};
 
@@ -328,7 +329,8 @@ pub struct MatchResult<B: Backend> {
     /// Σ score² of each scoring call (one per tile and rotation, in the loop's order: tiles
     /// outer, rotations inner), each accumulated from zero.
     pub ssum_parts: Vec<f64>,
-    /// Number of tiles the target was split into (1 = untiled).
+    /// Number of tiles the target was split into (1 = untiled); for a seeded run, the tiles of
+    /// its seed boxes (one per box unless memory splits a box).
     pub tiles: usize,
     /// With [`MatchParams::score_stats`]: the per-voxel sums of the scores and their squares
     /// over the rotations, exact fixed point (sums of disjoint rotation sets add up exactly:

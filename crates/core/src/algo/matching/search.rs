@@ -17,7 +17,7 @@
 //! MCC normalises by maxima over the whole grid, so it is never tiled: with a restriction the
 //! whole target is scored and the positions outside are then marked.
 
-use crate::backend::{Arr, ArrayMeta, Backend, BinaryOp, FloatOf, IntOf, UnaryOp};
+use crate::backend::{Arr, Backend, BinaryOp, FloatOf, IntOf, UnaryOp};
 use crate::dtype::Real;
 use crate::error::{Error, Result, fmt_shape};
 
@@ -66,6 +66,68 @@ fn box_of(ranges: Option<&[(usize, usize)]>, ts: &[usize]) -> Result<(Vec<usize>
     ))
 }
 
+/// The box a restriction searches on a target of shape `ts`: the search box `ranges` (the
+/// whole target without), shrunk to the bounding box of the scheduling `mask`'s 1s inside it
+/// (target-shaped, checked to hold only 0 and 1 and at least one 1 in the box). Host-side, so
+/// that a caller can tell which boxes a run searches without a backend.
+pub fn searched_box<T: Real>(
+    ranges: Option<&[(usize, usize)]>,
+    mask: Option<ndarray::ArrayViewD<'_, T>>,
+    ts: &[usize],
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let (lo, hi) = box_of(ranges, ts)?;
+    let Some(mask) = mask else {
+        return Ok((lo, hi));
+    };
+    if mask.shape() != ts {
+        return Err(Error::shape(
+            "scheduling_mask",
+            fmt_shape(ts),
+            fmt_shape(mask.shape()),
+        ));
+    }
+    let bad = mask
+        .iter()
+        .filter(|v| {
+            let v = v.as_f64();
+            v != 0.0 && v != 1.0
+        })
+        .count();
+    if bad > 0 {
+        return Err(Error::invalid(
+            "scheduling_mask",
+            format!("{bad} value(s) other than 0 and 1, expected a binary mask"),
+        ));
+    }
+    // The mask's bounding box inside the search box.
+    let d = ts.len();
+    let (mut blo, mut bhi) = (hi.clone(), lo.clone());
+    let mut idx = vec![0usize; d];
+    for v in mask.iter() {
+        if v.as_f64() == 1.0 && (0..d).all(|k| idx[k] >= lo[k] && idx[k] < hi[k]) {
+            for k in 0..d {
+                blo[k] = blo[k].min(idx[k]);
+                bhi[k] = bhi[k].max(idx[k] + 1);
+            }
+        }
+        // The next voxel's index (row-major).
+        for k in (0..d).rev() {
+            idx[k] += 1;
+            if idx[k] < ts[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    if (0..d).any(|k| blo[k] >= bhi[k]) {
+        return Err(Error::invalid(
+            "scheduling_mask",
+            "no voxel is 1 inside the searched box, expected at least one position to search",
+        ));
+    }
+    Ok((blo, bhi))
+}
+
 impl<B: Backend> Region<B> {
     /// The restriction of `p` on a target of shape `ts`, or `None` when the whole target is
     /// searched. Errors: ranges that are empty or outside the target; a mask of another shape,
@@ -74,64 +136,9 @@ impl<B: Backend> Region<B> {
         if p.search_box.is_none() && p.scheduling_mask.is_none() {
             return Ok(None);
         }
-        let (mut lo, mut hi) = box_of(p.search_box, ts)?;
-        let mut host = None;
-        if let Some(m) = p.scheduling_mask {
-            if m.shape() != ts {
-                return Err(Error::shape(
-                    "scheduling_mask",
-                    fmt_shape(ts),
-                    fmt_shape(m.shape()),
-                ));
-            }
-            let values = b.download(m)?;
-            let mut bad = 0usize;
-            let mask: Vec<bool> = values
-                .iter()
-                .map(|&v| {
-                    let v = v.as_f64();
-                    if v != 0.0 && v != 1.0 {
-                        bad += 1;
-                    }
-                    v == 1.0
-                })
-                .collect();
-            if bad > 0 {
-                return Err(Error::invalid(
-                    "scheduling_mask",
-                    format!("{bad} value(s) other than 0 and 1, expected a binary mask"),
-                ));
-            }
-            // The mask's bounding box inside the search box.
-            let d = ts.len();
-            let (mut blo, mut bhi) = (hi.clone(), lo.clone());
-            let mut idx = vec![0usize; d];
-            for &on in &mask {
-                if on && (0..d).all(|k| idx[k] >= lo[k] && idx[k] < hi[k]) {
-                    for k in 0..d {
-                        blo[k] = blo[k].min(idx[k]);
-                        bhi[k] = bhi[k].max(idx[k] + 1);
-                    }
-                }
-                // The next voxel's index (row-major).
-                for k in (0..d).rev() {
-                    idx[k] += 1;
-                    if idx[k] < ts[k] {
-                        break;
-                    }
-                    idx[k] = 0;
-                }
-            }
-            if (0..d).any(|k| blo[k] >= bhi[k]) {
-                return Err(Error::invalid(
-                    "scheduling_mask",
-                    "no voxel is 1 inside the searched box, expected at least one position to \
-                     search",
-                ));
-            }
-            (lo, hi) = (blo, bhi);
-            host = Some(mask);
-        }
+        let values = p.scheduling_mask.map(|m| b.download(m)).transpose()?;
+        let (lo, hi) = searched_box(p.search_box, values.as_ref().map(|v| v.view()), ts)?;
+        let host: Option<Vec<bool>> = values.map(|v| v.iter().map(|x| x.as_f64() == 1.0).collect());
         let searched = if host.is_some() || !p.score.tileable() {
             if std::mem::size_of::<FloatOf<B>>() == 4 && p.rotations.len() > 1 << 24 {
                 return Err(Error::invalid(

@@ -124,6 +124,31 @@ impl Seeds {
         }
     }
 
+    /// The boxes the seeds search inside the searched box `lo..hi` (the whole target
+    /// without a restriction; see [`searched_box`](super::searched_box)): each seed's
+    /// neighbourhood's bounding box (`position ± ⌊radius⌋` per axis) clipped to it, for every
+    /// seed with rotations whose clipped box is not empty, in seed order.
+    pub fn boxes<'a>(
+        &'a self,
+        lo: &'a [usize],
+        hi: &'a [usize],
+    ) -> impl Iterator<Item = (&'a Seed, Vec<usize>, Vec<usize>)> + 'a {
+        let half: Vec<usize> = self.radius.iter().map(|r| r.floor() as usize).collect();
+        self.seeds.iter().filter_map(move |s| {
+            if s.rotations.is_empty() {
+                return None;
+            }
+            let blo: Vec<usize> = (0..lo.len())
+                .map(|k| s.position[k].saturating_sub(half[k]).max(lo[k]))
+                .collect();
+            let bhi: Vec<usize> = (0..hi.len())
+                .map(|k| (s.position[k] + half[k] + 1).min(hi[k]))
+                .collect();
+            let empty = blo.iter().zip(&bhi).any(|(a, z)| a >= z);
+            (!empty).then_some((s, blo, bhi))
+        })
+    }
+
     /// `true` when position `x` lies in the neighbourhood of the seed at `s`.
     pub fn contains(&self, s: &[usize], x: &[usize]) -> bool {
         let mut q = 0.0;
@@ -230,32 +255,11 @@ pub(super) fn run<B: Backend>(
     ntemplates: usize,
 ) -> Result<MatchResult<B>> {
     let nrot = params.rotations.len();
-    let half: Vec<usize> = seeds.radius.iter().map(|r| r.floor() as usize).collect();
     // Plan every seed first (the progress total).
+    let whole = (vec![0; ts.len()], ts.to_vec());
+    let (rlo, rhi) = region.map_or((&whole.0[..], &whole.1[..]), |r| r.bounds());
     let mut planned: Vec<(&Seed, Vec<Job>)> = Vec::new();
-    for s in &seeds.seeds {
-        if s.rotations.is_empty() {
-            continue;
-        }
-        let mut lo: Vec<usize> = s
-            .position
-            .iter()
-            .zip(&half)
-            .map(|(p, h)| p.saturating_sub(*h))
-            .collect();
-        let mut hi: Vec<usize> = (0..ts.len())
-            .map(|k| (s.position[k] + half[k] + 1).min(ts[k]))
-            .collect();
-        if let Some(r) = region {
-            let (rlo, rhi) = r.bounds();
-            for k in 0..ts.len() {
-                lo[k] = lo[k].max(rlo[k]);
-                hi[k] = hi[k].min(rhi[k]);
-            }
-        }
-        if lo.iter().zip(&hi).any(|(a, z)| a >= z) {
-            continue;
-        }
+    for (s, lo, hi) in seeds.boxes(rlo, rhi) {
         let mut jobs = plan_box(
             params.score,
             ts,
@@ -428,5 +432,47 @@ mod tests {
         let mut bad = s.clone();
         bad.radius[0] = f64::NAN;
         assert!(bad.check(&[8, 8, 8], 10).is_err());
+    }
+
+    #[test]
+    fn boxes_are_clipped_to_the_searched_box() {
+        let seed = |position: Vec<usize>, rotations| Seed {
+            position,
+            rotations,
+        };
+        let s = Seeds::new(
+            vec![
+                seed(vec![5, 5, 5], 0..4),
+                seed(vec![1, 2, 3], 4..10),
+                seed(vec![6, 6, 6], 10..10), // no rotations: no box
+            ],
+            vec![2.0, 1.5, 0.0],
+        );
+        let ts = [8, 8, 8];
+        let whole: Vec<_> = s
+            .boxes(&[0, 0, 0], &ts)
+            .map(|(s, lo, hi)| (s.position.clone(), lo, hi))
+            .collect();
+        assert_eq!(
+            whole,
+            vec![
+                (vec![5, 5, 5], vec![3, 4, 5], vec![8, 7, 6]),
+                (vec![1, 2, 3], vec![0, 1, 3], vec![4, 4, 4]),
+            ]
+        );
+        // A search box and a scheduling mask: the second seed's box is outside.
+        let mut mask = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&ts));
+        mask[[6, 5, 5]] = 1.0;
+        mask[[4, 7, 5]] = 1.0;
+        let ranges = [(2, 8), (0, 8), (4, 8)];
+        let (lo, hi) =
+            super::super::searched_box(Some(&ranges[..]), Some(mask.view()), &ts).unwrap();
+        assert_eq!((lo.clone(), hi.clone()), (vec![4, 5, 5], vec![7, 8, 6]));
+        let clipped: Vec<_> = s.boxes(&lo, &hi).map(|(_, lo, hi)| (lo, hi)).collect();
+        assert_eq!(clipped, vec![(vec![4, 5, 5], vec![7, 7, 6])]);
+        // What Region::new refuses, refused alike.
+        mask[[0, 0, 0]] = 0.5;
+        assert!(super::super::searched_box(None, Some(mask.view()), &ts).is_err());
+        assert!(super::super::searched_box::<f32>(Some(&ranges[..2]), None, &ts).is_err());
     }
 }

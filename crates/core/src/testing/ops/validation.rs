@@ -452,6 +452,24 @@ pub fn validation_linalg<B: Backend>(b: &B) {
 /// Correlate: blocks, windows, the score passes' running maximum, normalisations and work
 /// arrays, the fused products, MCC's inputs.
 pub fn validation_correlate<B: Backend>(b: &B) {
+    correlate_blocks_and_windows(b);
+    correlate_normalisations(b);
+    correlate_score_passes(b);
+    correlate_fused_pair(b);
+    correlate_masked(b);
+}
+
+/// The normalisations' scale, voxel count and epsilon the correlate checks pass.
+fn scalars<B: Backend>() -> (FloatOf<B>, FloatOf<B>, FloatOf<B>) {
+    (
+        FloatOf::<B>::from_f64(1.0),
+        FloatOf::<B>::from_f64(2.0),
+        FloatOf::<B>::EPS,
+    )
+}
+
+/// Blocks written into and gathered from arrays: corners, inserted blocks, windows.
+fn correlate_blocks_and_windows<B: Backend>(b: &B) {
     let (s33, s44) = (z(b, &[3, 3]), z(b, &[4, 4]));
     let mut d24 = z(b, &[2, 4]);
     fails_with(
@@ -494,11 +512,13 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         ),
         "`gather_window: src (0, 4)` is empty (zero-sized array)",
     );
-    let (scale, n, eps) = (
-        FloatOf::<B>::from_f64(1.0),
-        FloatOf::<B>::from_f64(2.0),
-        FloatOf::<B>::EPS,
-    );
+}
+
+/// The inverse denominator of the normalised scores.
+fn correlate_normalisations<B: Backend>(b: &B) {
+    let s44 = z(b, &[4, 4]);
+    let mut d44 = z(b, &[4, 4]);
+    let (scale, n, eps) = scalars::<B>();
     let w = CorrWindow { shift: &[0, 0] };
     fails_with(
         b.inverse_denominator(&s44, &z(b, &[4, 3]), w, scale, n, eps, &mut d44),
@@ -521,8 +541,13 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         b.inverse_denominator(&z(b, &[4, 0]), &z(b, &[4, 0]), w, scale, n, eps, &mut d44),
         "`inverse_denominator: FFT grid (4, 0)` is empty (zero-sized array)",
     );
+}
 
-    // The score passes.
+/// The score passes' running maximum: its maps, Σ score², each normalisation's inputs.
+fn correlate_score_passes<B: Backend>(b: &B) {
+    let (s33, s44) = (z(b, &[3, 3]), z(b, &[4, 4]));
+    let (scale, n, eps) = scalars::<B>();
+    let w = CorrWindow { shift: &[0, 0] };
     let mut best = z(b, &[3, 3]);
     let mut idx = b.zeros::<IntOf<B>>(&[3, 3]).expect("zeros");
     let mut idx_wrong = b.zeros::<IntOf<B>>(&[3, 2]).expect("zeros");
@@ -578,8 +603,17 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         b.score_max_update(&s44, local, w, rm.reborrow()),
         "shape mismatch in score_max_update: c2 vs corr: expected (4, 4), got (3, 3)",
     );
+}
 
-    // The fused pair on a (4, 4) grid.
+/// The fused pair on a (4, 4) grid: the pruned forward FFT times conjugate factors, the
+/// inverse FFT into the running maximum.
+fn correlate_fused_pair<B: Backend>(b: &B) {
+    let (s33, s44) = (z(b, &[3, 3]), z(b, &[4, 4]));
+    let (scale, n, eps) = scalars::<B>();
+    let w = CorrWindow { shift: &[0, 0] };
+    let mut idx = b.zeros::<IntOf<B>>(&[3, 3]).expect("zeros");
+    let mut ssum = b.zeros::<f64>(&[1]).expect("zeros");
+    let index = IntOf::<B>::from_usize(1).expect("index");
     let plan = b.fft_plan(&[4, 4], &[0, 1]).expect("plan");
     let mut spec = b.zeros::<ComplexOf<B>>(&[4, 3]).expect("zeros");
     let f = b.zeros::<ComplexOf<B>>(&[4, 3]).expect("zeros");
@@ -644,7 +678,12 @@ pub fn validation_correlate<B: Backend>(b: &B) {
         "shape mismatch in irfft_score_max_update: work: expected 3 arrays of the grid (4, 4), \
          got 1 arrays",
     );
+}
 
+/// MCC's combination of the masked correlations.
+fn correlate_masked<B: Backend>(b: &B) {
+    let (s33, s44) = (z(b, &[3, 3]), z(b, &[4, 4]));
+    let (scale, _, eps) = scalars::<B>();
     let mut c_ft = z(b, &[4, 4]);
     fails_with(
         b.combine_masked_correlations(&mut c_ft, &s44, &s33, &s44, &s44, &s44, scale, eps, scale),
