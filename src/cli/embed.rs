@@ -16,7 +16,8 @@ pub use super::session::{ARRAY, Progress, Session};
 
 /// Runs `monomorph ARGS…` (`args` without the program name) on this thread in `session`;
 /// returns the session (its results) and the command's outcome. Only `match`, `peaks`, `roc`
-/// and `solve` run here; `--trace` is refused (it installs a process-wide logger).
+/// and `solve` run here. `--trace FILE` traces this run (one traced run at a time in a
+/// process: the trace layer sees the spans of every thread).
 pub fn run(args: Vec<String>, mut session: Session) -> (Session, CliResult<()>) {
     let mut argv = vec!["monomorph".to_string()];
     argv.extend(args);
@@ -31,13 +32,9 @@ pub fn run(args: Vec<String>, mut session: Session) -> (Session, CliResult<()>) 
     super::session::swap(Some(session));
     let done = parsed.and_then(|cli| {
         let g = cli.global;
-        if let Some(t) = &g.trace {
-            return Err(CliError::input(format!(
-                "--trace {}: not available here, expected the command line for a trace",
-                t.display()
-            )));
-        }
-        match cli.command {
+        // `--trace FILE`: this run's spans, on every thread, until it ends.
+        let trace = super::trace::init_embedded(g.trace.as_deref())?;
+        let done = match cli.command {
             Command::Match(a) => super::run::run_match(&g, a),
             Command::Peaks(a) if a.query.caller == super::peaks::Caller::Pytom => {
                 super::pytom::run_peaks(&g, a)
@@ -48,7 +45,10 @@ pub fn run(args: Vec<String>, mut session: Session) -> (Session, CliResult<()>) 
             _ => Err(CliError::input(
                 "only match, peaks, roc and solve run here, expected one of them",
             )),
-        }
+        };
+        // The command's own error first; else a trace that could not be written.
+        let traced = trace.finish();
+        done.and(traced)
     });
     let session = super::session::swap(None).unwrap_or_default();
     (session, done)
@@ -58,4 +58,13 @@ pub fn run(args: Vec<String>, mut session: Session) -> (Session, CliResult<()>) 
 /// CUDA), each with what the command prints.
 pub fn devices() -> serde_json::Value {
     super::devices::as_json()
+}
+
+/// What `monomorph SUB --help` prints (the subcommand's flags, the global ones included), or
+/// `None` for a subcommand that does not exist.
+pub fn help(sub: &str) -> Option<String> {
+    let mut cmd = super::command();
+    cmd.build();
+    let c = cmd.find_subcommand_mut(sub)?;
+    Some(c.render_long_help().to_string())
 }

@@ -49,7 +49,10 @@ pub const STAR_COLUMNS: [&str; 2] = ["_rlnTomoReconstructedTomogram", "_rlnMicro
 /// `metadata`, a RELION 5 tomograms.star lists its rows, each with its `_rlnTomoName`.
 pub fn read_list(list: &Path, metadata: bool) -> CliResult<Vec<Entry>> {
     let err = |m: String| CliError::input(format!("--target-list {}: {m}", list.display()));
-    let text = monomorph::io::read_text_file(list).map_err(|e| err(io_message(e)))?;
+    let text = match super::session::document(list) {
+        Some(text) => text,
+        None => monomorph::io::read_text_file(list).map_err(|e| err(io_message(e)))?,
+    };
     let star = list
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("star"));

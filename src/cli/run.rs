@@ -250,6 +250,8 @@ fn run_one(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
 /// and written as soon as its items are merged.
 fn run_list(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
     let t0 = Instant::now();
+    // Embedded: every target (its check, then its run) reads the templates given as arrays.
+    let _keep = super::session::keep_inputs();
     let path = a.list.target_list.clone().unwrap_or_default();
     let entries = list::read_list(&path, !a.metadata.no_tomogram_metadata)?;
     let q = list::peak_query(&a.list)?;
@@ -260,8 +262,21 @@ fn run_list(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
         .collect::<CliResult<Vec<_>>>()?;
     let existed = a.out.exists();
     let nrots: Vec<usize> = sizes.iter().map(|s| s.rotations as usize).collect();
-    let pb = progress(nrots.iter().sum::<usize>() as u64, "rotations", g.quiet);
-    let control = exec.control(|d, _| pb.set_position(d));
+    // Embedded (the Python package): its progress callback, bar choice and stop flag; its
+    // arrays are read on the device threads too.
+    let hooks = super::session::Hooks::current();
+    let shared = super::session::Shared::current();
+    let pb = progress(
+        nrots.iter().sum::<usize>() as u64,
+        "rotations",
+        hooks.quiet(g.quiet),
+    );
+    let control = exec
+        .control(|d, t| {
+            pb.set_position(d);
+            hooks.progress(d, t);
+        })
+        .with_poll(|| hooks.stopped());
     let quiet = Global {
         quiet: true,
         ..g.clone()
@@ -276,7 +291,7 @@ fn run_list(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
         load: |k: usize| -> monomorph::Result<MatchJob> {
             let e = &entries[k];
             let ta = list::target_args(a, e);
-            match prepare(&quiet, &ta) {
+            match shared.enter(|| prepare(&quiet, &ta)) {
                 Ok((p, job)) => {
                     let j = (*job.job).clone();
                     held.lock()
@@ -303,7 +318,11 @@ fn run_list(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
             .remove(&k)
             .ok_or_else(|| CliError::failure("a target finished before it was read"))?;
         let seconds: f64 = d.ran.iter().map(|r| r.seconds).sum();
-        let td = finish_target(&quiet, a, &entries[k], p, &job, d, exec, q.as_ref())?;
+        let td = {
+            // Embedded: this target's outputs kept apart (arrays only without files).
+            let _t = super::session::for_target(k, super::session::in_memory(&a.out));
+            finish_target(&quiet, a, &entries[k], p, &job, d, exec, q.as_ref())?
+        };
         done[k] = Some(td);
         ran_list[k] = vec![list::Ran {
             rank: 0,

@@ -11,8 +11,8 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use monomorph::io::{HostArray, Volume};
 
@@ -39,17 +39,118 @@ pub struct Session {
     /// and result.json hold), filled by the command.
     pub results: HashMap<String, serde_json::Value>,
     /// The arrays the command's output files hold, by file stem (`scores`, `rotation_index`,
-    /// `x`, …): the same values as the `.npy` files, bit for bit, moved out of the command.
+    /// `x`, …; `targets/K/scores` for target K of a `--target-list`): the same values as the
+    /// `.npy` files, bit for bit, moved out of the command.
     pub outputs: HashMap<String, HostArray>,
     /// Text inputs by the path under [`ARRAY`] that stands for them (`run.json` for
     /// `--match-run (array)`, `euler.csv` for `--euler (array)/euler.csv`).
     pub documents: HashMap<String, String>,
     /// The command line, for run.json's `command`.
     pub argv: Vec<String>,
+    /// Set by the command (leave it default): while a run of many targets writes one, what
+    /// [`hand_over`] and [`emit`] get is kept apart under `targets/K/NAME` (K its 0-based
+    /// place in the list), and arrays only when `keep`, i.e. no file holds them.
+    pub target: Option<(usize, bool)>,
+    /// Set by the command (leave it default): in a run of many targets, arrays read for a
+    /// flag stay in the session (each target reads the templates again) and are copied out
+    /// instead of moved.
+    pub keep_inputs: bool,
 }
 
+/// The session of this thread, shared with the threads a run starts ([`Shared::enter`]).
+type Cell = Arc<Mutex<Session>>;
+
 thread_local! {
-    static SESSION: RefCell<Option<Session>> = const { RefCell::new(None) };
+    static SESSION: RefCell<Option<Cell>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's session, if any (a poisoned lock is taken over: the session
+/// holds data only).
+fn with<R>(f: impl FnOnce(Option<&mut Session>) -> R) -> R {
+    SESSION.with(|s| {
+        let cell = s.borrow().clone();
+        match cell {
+            Some(c) => {
+                let mut g: MutexGuard<'_, Session> = c.lock().unwrap_or_else(|e| e.into_inner());
+                f(Some(&mut g))
+            }
+            None => f(None),
+        }
+    })
+}
+
+/// This thread's session as a handle for the threads a run starts (device threads load
+/// targets and read the templates there).
+#[derive(Clone, Default)]
+pub struct Shared(Option<Cell>);
+
+impl Shared {
+    /// The session of this thread (an empty handle outside one).
+    pub fn current() -> Self {
+        Shared(SESSION.with(|s| s.borrow().clone()))
+    }
+    /// Runs `f` with this session as the calling thread's (the thread's own, if any, is
+    /// restored after).
+    pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.0.is_none() {
+            return f();
+        }
+        let before = SESSION.with(|s| s.replace(self.0.clone()));
+        let r = f();
+        SESSION.with(|s| s.replace(before));
+        r
+    }
+}
+
+/// While the returned guard lives, arrays read for a flag stay in this thread's session (a
+/// run of many targets reads the templates once per target).
+pub fn keep_inputs() -> impl Drop {
+    set_keep(true);
+    Restore(|| set_keep(false))
+}
+
+fn set_keep(on: bool) {
+    with(|s| {
+        if let Some(s) = s {
+            s.keep_inputs = on;
+        }
+    });
+}
+
+/// While the returned guard lives, outputs handed to this thread's session belong to target
+/// `k` of a list: kept under `targets/K/NAME`, the arrays only when `keep_arrays` (the
+/// outputs are in memory; otherwise the files hold them).
+pub fn for_target(k: usize, keep_arrays: bool) -> impl Drop {
+    with(|s| {
+        if let Some(s) = s {
+            s.target = Some((k, keep_arrays));
+        }
+    });
+    Restore(|| {
+        with(|s| {
+            if let Some(s) = s {
+                s.target = None;
+            }
+        })
+    })
+}
+
+/// Runs its closure when dropped.
+struct Restore<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Restore<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// The key of output `name` in the session: `targets/K/NAME` while target K of a list is
+/// written.
+fn key_of(s: &Session, name: &str) -> String {
+    match s.target {
+        Some((k, _)) => format!("targets/{k}/{name}"),
+        None => name.to_string(),
+    }
 }
 
 /// The part of `path` under [`ARRAY`] (`""` for [`ARRAY`] itself), when `path` starts with
@@ -62,7 +163,7 @@ fn under_array(path: &Path) -> Option<String> {
 /// Whether `path` stands for memory of this thread's session ([`ARRAY`] or a path under it)
 /// rather than a file: always `false` outside a session, where `(array)` is a plain name.
 pub fn in_memory(path: &Path) -> bool {
-    under_array(path).is_some() && SESSION.with(|s| s.borrow().is_some())
+    under_array(path).is_some() && active()
 }
 
 /// The array registered for `flag` when `path` is [`ARRAY`] (or, for a folder flag such as
@@ -79,7 +180,14 @@ pub fn take_array(flag: &str, path: &Path) -> Option<CliResult<Volume>> {
         let base = flag.split_whitespace().next().unwrap_or(flag);
         format!("{base}/{rest}")
     };
-    let got = SESSION.with(|s| s.borrow_mut().as_mut().and_then(|s| s.arrays.remove(&key)));
+    let got = with(|s| {
+        let s = s?;
+        if s.keep_inputs {
+            s.arrays.get(&key).cloned()
+        } else {
+            s.arrays.remove(&key)
+        }
+    });
     Some(got.ok_or_else(|| {
         CliError::input(format!(
             "{flag} {ARRAY}: no array given for this flag, expected an array or a path"
@@ -98,7 +206,7 @@ pub struct Hooks {
 impl Hooks {
     /// Reads the hooks of this thread's session (cheap clones, usable from any thread).
     pub fn current() -> Self {
-        SESSION.with(|s| match s.borrow().as_ref() {
+        with(|s| match s {
             Some(s) => Hooks {
                 progress: s.progress.clone(),
                 stop: Some(s.stop.clone()),
@@ -132,19 +240,24 @@ impl Hooks {
 
 /// Hands a structured result to the embedding program (nothing outside a session).
 pub fn emit(name: &str, value: impl FnOnce() -> serde_json::Value) {
-    SESSION.with(|s| {
-        if let Some(s) = s.borrow_mut().as_mut() {
-            s.results.insert(name.to_string(), value());
+    with(|s| {
+        if let Some(s) = s {
+            let key = key_of(s, name);
+            s.results.insert(key, value());
         }
     });
 }
 
 /// Hands an output array to the embedding program under `name` (the file's stem), moved
-/// (dropped outside a session). `make` runs only in a session.
+/// (dropped outside a session, and for a list's target whose files hold it). `make` runs
+/// only where the array is kept.
 pub fn hand_over(name: &str, make: impl FnOnce() -> HostArray) {
-    SESSION.with(|s| {
-        if let Some(s) = s.borrow_mut().as_mut() {
-            s.outputs.insert(name.to_string(), make());
+    with(|s| {
+        if let Some(s) = s
+            && s.target.is_none_or(|(_, keep)| keep)
+        {
+            let key = key_of(s, name);
+            s.outputs.insert(key, make());
         }
     });
 }
@@ -158,19 +271,20 @@ pub fn active() -> bool {
 /// for a real path, so the caller reads the file.
 pub fn document(path: &Path) -> Option<String> {
     let rest = under_array(path)?;
-    SESSION.with(|s| {
-        s.borrow()
-            .as_ref()
-            .and_then(|s| s.documents.get(&rest).cloned())
-    })
+    with(|s| s.and_then(|s| s.documents.get(&rest).cloned()))
 }
 
 /// The command line of this thread's session, if any (run.json's `command`).
 pub fn argv() -> Option<Vec<String>> {
-    SESSION.with(|s| s.borrow().as_ref().map(|s| s.argv.clone()))
+    with(|s| s.map(|s| s.argv.clone()))
 }
 
-/// Makes `session` this thread's session (`None` ends it, returning the one there was).
+/// Makes `session` this thread's session (`None` ends it, returning the one there was; the
+/// threads it was shared with have ended by then).
 pub(super) fn swap(session: Option<Session>) -> Option<Session> {
-    SESSION.with(|s| std::mem::replace(&mut *s.borrow_mut(), session))
+    let before = SESSION.with(|s| s.replace(session.map(|s| Arc::new(Mutex::new(s)))));
+    before.map(|c| match Arc::try_unwrap(c) {
+        Ok(m) => m.into_inner().unwrap_or_else(|e| e.into_inner()),
+        Err(c) => std::mem::take(&mut *c.lock().unwrap_or_else(|e| e.into_inner())),
+    })
 }

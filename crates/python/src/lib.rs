@@ -264,6 +264,12 @@ fn devices_json(py: Python<'_>) -> String {
     py.detach(|| embed::devices().to_string())
 }
 
+/// What `monomorph SUB --help` prints, or `None` for an unknown subcommand.
+#[pyfunction]
+fn help_text(sub: &str) -> Option<String> {
+    embed::help(sub)
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -271,5 +277,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ARRAY", embed::ARRAY)?;
     m.add_function(wrap_pyfunction!(run_command, m)?)?;
     m.add_function(wrap_pyfunction!(devices_json, m)?)?;
+    m.add_function(wrap_pyfunction!(help_text, m)?)?;
     Ok(())
 }

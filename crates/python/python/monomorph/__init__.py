@@ -330,6 +330,9 @@ class MatchResult:
         self.score_z: np.ndarray | None = arrays.get("score_z")
         self.run: dict = run
         self.inputs: dict = dict(inputs or {})
+        # With target_list: the entry as the list gives it and its folder's name in out.
+        self.target: str | None = None
+        self.folder: str | None = None
 
     def peaks(self, **flags: Any) -> "Peaks":
         """Calls peaks on this result: :func:`find_peaks` with its rotation index, rotations,
@@ -357,22 +360,28 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     ``score_stats``, ``background_correction``, ``scheduling_mask``, ``search_z``/``_y``/``_x``
     ((start, stop)), ``memory_limit``, ``pad_edges``, ``interpolation``, ``devices``,
     ``sampling_rate``, ``backend``, ``precision``, …; ``out`` also writes the command's output
-    folder; without it no file is written). ``target`` and ``template`` are 2-D/3-D arrays
-    (z, y, x) or paths; a C-ordered array of the run's working dtype is read in place. A
-    DLPack producer on the CPU (a torch CPU tensor) is read through the protocol and the
-    result arrays come back as arrays of the target's kind (its library's ``from_dlpack``,
-    zero copy); one on a GPU raises :class:`RunError` (not built yet).
+    folder; without it no file is written; ``trace`` writes the command's Chrome/Perfetto
+    trace of the run). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths; a
+    C-ordered array of the run's working dtype is read in place. A DLPack producer on the CPU
+    (a torch CPU tensor) is read through the protocol and the result arrays come back as
+    arrays of the target's kind (its library's ``from_dlpack``, zero copy); one on a GPU
+    raises :class:`RunError` (not built yet).
     ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
+
+    ``target_list`` (with ``target=None``): a list file as ``--target-list`` reads it, or a
+    Python list of paths and arrays; returns a list of :class:`MatchResult`, one per target in
+    list order (``.target`` the entry, ``.folder`` its folder inside ``out``). With ``out``
+    each target's folder is written as the command writes it and its arrays are memory-mapped
+    from the files (nothing is read until used); ``peaks=True`` also writes
+    ``out/particles.star``.
     """
     progress = flags.pop("progress", False)
     flags.pop("quiet", None)
-    if flags.get("target_list") is not None:
-        raise InputError(
-            "target_list: one result per call here, expected one target (loop in Python, or run "
-            "`monomorph match --target-list` for a list)"
-        )
+    target_list = flags.pop("target_list", None)
     call = _Call("match")
     call.array("target", target)
+    if target_list is not None:
+        _target_list(call, target_list)
     call.arrays_of("template", template)
     call.arrays_of("template_mask", flags.pop("template_mask", None))
     for name in ("target_mask", "scheduling_mask", "rotations"):
@@ -396,8 +405,57 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
         call.flag(k, v)
     call.flag("out", os.fspath(out) if out is not None else _ARRAY)
     results, arrays = call.run(progress)
+    if target_list is not None:
+        return _list_results(results, arrays, out, call.inputs)
     arrays = {k: _like(call.kind, a) for k, a in arrays.items()}
     return MatchResult(arrays, results["run"], call.inputs)
+
+
+def _target_list(call: _Call, value: Any) -> None:
+    """``--target-list``: a list file (path), or a list of targets (paths and arrays) given in
+    memory as the list ``(array)/list.txt`` (a path as an absolute path, array K as the line
+    ``tK``, read as ``--target/tK``)."""
+    if isinstance(value, (str, os.PathLike)):
+        call.flag("target_list", value)
+        return
+    if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
+        raise InputError(
+            f"target_list: {type(value).__name__}, expected a list file or a list of paths/arrays"
+        )
+    lines = []
+    for k, v in enumerate(value):
+        if isinstance(v, (str, os.PathLike)):
+            path = os.path.abspath(os.fspath(v))
+            if "\n" in path or "\r" in path:
+                raise InputError(f"target_list[{k}]: {path!r}, expected a path without line breaks")
+            lines.append(path)
+        else:
+            lines.append(f"t{k}")
+            call.array("target", v, item=f"t{k}")
+    call.document("target_list", "list.txt", "".join(line + "\n" for line in lines))
+
+
+def _list_results(results: dict, arrays: dict, out: Any, inputs: dict) -> list["MatchResult"]:
+    """One :class:`MatchResult` per target of a list, in list order: the arrays handed over
+    (without ``out``) or the target's files memory-mapped (with ``out``: nothing is read until
+    used)."""
+    summary = results.get("list") or {}
+    found = []
+    for k, entry in enumerate(summary.get("targets", [])):
+        prefix = f"targets/{k}/"
+        mine = {n[len(prefix):]: a for n, a in arrays.items() if n.startswith(prefix)}
+        if out is not None:
+            folder = os.path.join(os.fspath(out), entry["folder"])
+            for name in ("scores", "rotation_index", "template_index", "rotations",
+                         "score_mean", "score_std", "score_z"):
+                f = os.path.join(folder, name + ".npy")
+                if name not in mine and os.path.exists(f):
+                    mine[name] = np.load(f, mmap_mode="r")
+        r = MatchResult(mine, results[prefix + "run"], inputs)
+        r.target = entry.get("target")
+        r.folder = entry.get("folder")
+        found.append(r)
+    return found
 
 
 class Peaks:
@@ -454,7 +512,7 @@ def find_peaks(scores: Any, **flags: Any) -> Peaks:
     call.array("scores", scores)
     # The axes of the array as taken (np.ndim of a DLPack producer would be 0).
     ndim = call.arrays[0][1].ndim if call.arrays else None
-    for name in ("rotation_index", "rotations", "template_index"):
+    for name in ("rotation_index", "rotations", "template_index", "tomogram_mask"):
         call.array(name, flags.pop(name, None))
     mr = flags.pop("match_run", None)
     if isinstance(mr, MatchResult):
@@ -543,3 +601,71 @@ def solve(rhs: Any, **flags: Any) -> SolveResult:
     results, arrays = call.run(allow=(3,))
     arrays = {k: _like(call.kind, a) for k, a in arrays.items()}
     return SolveResult(results["result"], arrays)
+
+
+# ---- Every flag in help(): each function's docstring ends with its command's flags, read from
+# the command's own --help (so they cannot fall behind it).
+
+_OPTION = re.compile(r"^  (?:-[A-Za-z], |    )--([a-z0-9][a-z0-9-]*)(.*)$")
+# Flags that are not keywords: the command's own help and version; --quiet and --verbose (no
+# log lines are shown embedded).
+_NOT_KEYWORDS = {"help", "version", "quiet", "verbose"}
+
+
+def _flags(sub: str) -> list[tuple[str, bool, str]]:
+    """``(keyword, takes a value, first sentence of its help)`` for every flag of
+    ``monomorph SUB --help`` (the global ones included)."""
+    lines = (_native.help_text(sub) or "").splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        m = _OPTION.match(line)
+        if not m or m.group(1) in _NOT_KEYWORDS:
+            continue
+        takes = m.group(2).strip().startswith("<")
+        block = []
+        for nxt in lines[i + 1 :]:
+            if _OPTION.match(nxt):
+                break
+            block.append(nxt.strip())
+        text = " ".join(block)
+        first = _sentence(" ".join(text.split("  ")[0].split()))
+        default = re.search(r"\[default: ([^\]]*)\]", text)
+        if default and "[default:" not in first:
+            first += f" [default: {default.group(1)}]"
+        found.append((m.group(1).replace("-", "_"), takes, first))
+    return found
+
+
+def _sentence(text: str) -> str:
+    """The first sentence of ``text``: up to a ``.`` or ``;`` followed by a space outside
+    parentheses (not after "e.g" or "i.e")."""
+    depth = 0
+    for i, c in enumerate(text):
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth = max(0, depth - 1)
+        elif c in ".;" and depth == 0 and text[i + 1 : i + 2] == " ":
+            if text[max(0, i - 3) : i] in ("e.g", "i.e"):
+                continue
+            return text[:i]
+    return text.rstrip(".;")
+
+
+def _document(fn: Callable, sub: str) -> None:
+    try:
+        flags = _flags(sub)
+    except Exception:  # pragma: no cover - help text is built in; never fail the import
+        return
+    lines = [f"    {name}: {text}" for name, _, text in flags]
+    fn.__doc__ = (fn.__doc__ or "") + (
+        f"\n\n    Keywords (the flags of ``monomorph {sub}``, see ``monomorph {sub} --help``):\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+_document(match_template, "match")
+_document(find_peaks, "peaks")
+_document(solve, "solve")
+
