@@ -33,10 +33,9 @@ impl PrecisionChoice {
     /// The precision that keeps every value of `data`: `Double` for float64 and int64 arrays,
     /// `Single` for the rest (float32 and the types that arrive as float32, int32).
     pub fn of_input(data: &crate::HostArray) -> Self {
-        use crate::HostArray;
-        match data {
-            HostArray::F64(_) | HostArray::I64(_) => PrecisionChoice::Double,
-            HostArray::F32(_) | HostArray::I32(_) => PrecisionChoice::Single,
+        match data.dtype() {
+            "float64" | "int64" => PrecisionChoice::Double,
+            _ => PrecisionChoice::Single,
         }
     }
 }

@@ -84,9 +84,11 @@
 //! on rayon's *current* pool: set `RAYON_NUM_THREADS`, or run the work inside a pool of yours.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// No `unsafe` in the facade but two audited places: `io::stream`'s `madvise` (huge-page advice
-// for large reads; libc's call has no safe wrapper) and, with the `mpi` feature, `dist`'s MPI
-// reduction operator (a C callback over raw buffers, the only exact merge rsmpi offers).
+// No `unsafe` in the facade but three audited places: `io::stream`'s `madvise` (huge-page advice
+// for large reads; libc's call has no safe wrapper), `host_array::Borrowed` (a host buffer
+// another program owns, read in place: the Python package's numpy inputs) and, with the `mpi`
+// feature, `dist`'s MPI reduction operator (a C callback over raw buffers, the only exact merge
+// rsmpi offers).
 // `forbid` would not let them opt out, so `deny` here and `#[allow(unsafe_code)]` on each.
 #![deny(unsafe_code)]
 
@@ -112,7 +114,7 @@ pub mod work;
 pub use dispatch::{
     BackendChoice, BackendTask, DefaultBackend, DispatchOptions, PrecisionChoice, dispatch,
 };
-pub use host_array::HostArray;
+pub use host_array::{Borrowed, HostArray};
 
 // The core crate, re-exported without inlining: its pages are generated from the source, so
 // they show the aliases (`Arr<B, FloatOf<B>>`) instead of the projections an inlined copy

@@ -461,10 +461,11 @@ fn plain_json(f: &FilterArgs, s: Option<&FilterSpec>) -> serde_json::Value {
 /// The target negated (`--invert-target-contrast`), in its own type.
 pub fn negate(h: monomorph::io::HostArray) -> monomorph::io::HostArray {
     use monomorph::io::HostArray as H;
-    match h {
+    match h.into_owned() {
         H::F32(a) => H::F32(-a),
         H::F64(a) => H::F64(-a),
         H::I32(a) => H::F64(a.mapv(|v| -f64::from(v))),
         H::I64(a) => H::F64(a.mapv(|v| -(v as f64))),
+        H::Borrowed(_) => unreachable!("into_owned gives an owned array"),
     }
 }

@@ -224,7 +224,7 @@ pub fn run(g: &Global, a: RocArgs) -> CliResult<()> {
     }
     let mean = s / n.max(1) as f64;
     let std = (s2 / n.max(1) as f64 - mean * mean).max(0.0).sqrt();
-    let double = matches!(vol.data, monomorph::io::HostArray::F64(_));
+    let double = vol.data.dtype() == "float64";
     let task = PytomTask {
         scores: vol.data,
         mask: None,

@@ -297,7 +297,7 @@ fn as_2d(flag: &str, path: &Path, a: HostArray) -> CliResult<HostArray> {
             let n = a.shape()[0];
             let r =
                 |e: ndarray::ShapeError| CliError::input(format!("{flag} {}: {e}", path.display()));
-            Ok(match a {
+            Ok(match a.into_owned() {
                 HostArray::F32(v) => {
                     HostArray::F32(v.into_shape_with_order(vec![1, n]).map_err(r)?)
                 }
@@ -314,6 +314,7 @@ fn as_2d(flag: &str, path: &Path, a: HostArray) -> CliResult<HostArray> {
                         .into_shape_with_order(vec![1, n])
                         .map_err(r)?,
                 ),
+                HostArray::Borrowed(_) => unreachable!("into_owned gives an owned array"),
             })
         }
         d => Err(CliError::input(format!(

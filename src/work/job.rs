@@ -8,7 +8,7 @@ use ndarray::{ArrayD, IxDyn};
 use crate::algo::filters::{FilterSpec, Filters, SpectralFilter};
 use crate::algo::matching::{
     Background, BackgroundScores, MatchParams, MatchResult, Score, ScoreMoments, Seeds,
-    TemplateInput, background_grid, match_template_raw, match_templates_raw,
+    TemplateInput, background_grid, match_templates_raw_owned,
 };
 use crate::algo::rotations::RotationSet;
 use crate::dispatch::PrecisionChoice;
@@ -133,9 +133,12 @@ impl MatchJob {
 
     /// Uploads the job's arrays to `b` in its float type and builds the filters there.
     pub fn upload<B: Backend>(&self, b: &B) -> Result<Uploaded<B>> {
-        // One host copy per array: the stored type is uploaded from its own buffer; another
-        // type is converted once and the converted array handed over (the CPU backend takes
-        // it without a copy). Was: converted (or cloned) first, then copied by the upload.
+        // One host copy per array: the stored type is uploaded from its own buffer (a
+        // borrowed buffer, `HostArray::Borrowed`, read in place where its owner put it);
+        // another type is converted once and the converted array handed over (the CPU backend
+        // takes it without a copy). Was: converted (or cloned) first, then copied by the upload.
+        // `run_range` hands the uploaded target to the run as its working target, so on the
+        // CPU backend this upload is the target's only copy.
         let up = |a: &HostArray| match a.float_view::<FloatOf<B>>() {
             Some(v) => b.upload(v),
             None => b.upload_owned(a.to_float::<FloatOf<B>>()),
@@ -172,16 +175,33 @@ impl MatchJob {
 
     /// The matching parameters of this job over its uploaded arrays (no progress callback).
     pub fn params<'a, B: Backend>(&'a self, up: &'a Uploaded<B>) -> MatchParams<'a, B> {
+        self.params_of(
+            up.template_mask.as_ref(),
+            up.target_mask.as_ref(),
+            up.filters.as_ref(),
+            up.scheduling_mask.as_ref(),
+        )
+    }
+
+    /// [`MatchJob::params`] over the uploaded arrays one by one (template mask, target mask,
+    /// filters, scheduling mask), for a caller that moved the target out of [`Uploaded`].
+    fn params_of<'a, B: Backend>(
+        &'a self,
+        template_mask: Option<&'a Arr<B, FloatOf<B>>>,
+        target_mask: Option<&'a Arr<B, FloatOf<B>>>,
+        filters: Option<&'a Filters>,
+        scheduling_mask: Option<&'a Arr<B, FloatOf<B>>>,
+    ) -> MatchParams<'a, B> {
         let mut p = MatchParams::new(self.score, self.rotations.clone());
-        p.template_mask = up.template_mask.as_ref();
-        p.target_mask = up.target_mask.as_ref();
-        p.filters = up.filters.as_ref().map(|f| f as &dyn SpectralFilter);
+        p.template_mask = template_mask;
+        p.target_mask = target_mask;
+        p.filters = filters.map(|f| f as &dyn SpectralFilter);
         p.pad_edges = self.pad_edges;
         p.interpolation = self.interpolation;
         p.memory_limit = self.memory_limit;
         p.score_stats = self.score_stats;
         p.background = self.background;
-        p.scheduling_mask = up.scheduling_mask.as_ref();
+        p.scheduling_mask = scheduling_mask;
         p.search_box = self.search.ranges.as_deref();
         p.pytme_frame = self.pytme_frame;
         p.seeds = self.seeds.as_ref();
@@ -208,31 +228,43 @@ impl MatchJob {
         if range.is_empty() {
             return Ok(Part::empty());
         }
-        let up = self.upload(b)?;
+        // The target moves into the run (its working target: no copy of the upload).
+        let Uploaded {
+            target,
+            template,
+            template_mask,
+            more,
+            target_mask,
+            filters,
+            scheduling_mask,
+        } = self.upload(b)?;
         let d = self.rotations.dim();
         let flat = &self.rotations.as_flat()[range.start * d * d..range.end * d * d];
         let seeds = self.seeds.as_ref().map(|s| s.for_range(range.clone()));
-        let mut params = self.params(&up);
+        let mut params = self.params_of(
+            template_mask.as_ref(),
+            target_mask.as_ref(),
+            filters.as_ref(),
+            scheduling_mask.as_ref(),
+        );
         params.rotations = RotationSet::from_matrices(d, flat)?;
         params.seeds = seeds.as_ref();
         let len = range.len();
         let cb = |done: usize, total: usize| control.step(worker, done, total, len);
         params.progress = Some(&cb);
         // Uncorrected: the background is subtracted once, after the merge (`finish`).
-        let r = if self.more_templates.is_empty() {
-            match_template_raw(b, &up.target, &up.template, &params)?
-        } else {
-            let mut templates = vec![TemplateInput {
-                template: &up.template,
-                mask: up.template_mask.as_ref(),
-            }];
-            templates.extend(up.more.iter().map(|(t, m)| TemplateInput {
-                template: t,
-                mask: m.as_ref(),
-            }));
+        let mut templates = vec![TemplateInput {
+            template: &template,
+            mask: template_mask.as_ref(),
+        }];
+        templates.extend(more.iter().map(|(t, m)| TemplateInput {
+            template: t,
+            mask: m.as_ref(),
+        }));
+        if templates.len() > 1 {
             params.template_mask = None;
-            match_templates_raw(b, &up.target, &templates, &params)?
-        };
+        }
+        let r = match_templates_raw_owned(b, target, &templates, &params)?;
         let widen = |a: ArrayD<FloatOf<B>>| a.iter().map(|v| v.as_f64()).collect::<Vec<f64>>();
         let scores = widen(b.download(&r.scores)?);
         // Several templates: the part's index is the (template, rotation) pair's,

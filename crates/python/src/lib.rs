@@ -7,6 +7,12 @@
 //! handlers every 50 ms, so Ctrl-C stops the run at its next rotation and raises
 //! `KeyboardInterrupt`.
 //!
+//! Inputs are read in place: a C-ordered, aligned float32/float64 numpy array is lent to the
+//! command as a [`Borrowed`] buffer (the array object kept alive by it, and read-borrowed here
+//! until the worker is joined), so the job uploads it straight from numpy's memory (on the CPU
+//! backend that upload is the run's working target: the input's only copy). Int32/int64 (and
+//! anything else numpy could not lend as it is) are copied once.
+//!
 //! Outputs come back without a copy: the command hands the arrays its `.npy` files would hold
 //! to the session ([`Session::outputs`]) and each becomes a numpy array that owns the Rust
 //! buffer (`PyArray::from_owned_array`); with `--out (array)` no file is written at all.
@@ -16,11 +22,11 @@ use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use monomorph::HostArray;
 use monomorph::cli::embed::{self, Progress, Session};
 use monomorph::io::Volume;
 use monomorph::ndarray::ArrayD;
-use numpy::{Element, PyArray, PyReadonlyArrayDyn};
+use monomorph::{Borrowed, HostArray};
+use numpy::{Element, PyArray, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -32,8 +38,59 @@ fn owned<T: Element + Clone>(obj: &Bound<'_, PyAny>) -> Option<ArrayD<T>> {
     Some(a.as_array().to_owned())
 }
 
-/// A numpy array (float32, float64, int32 or int64) as the command's host array.
-fn host_array(flag: &str, obj: &Bound<'_, PyAny>) -> PyResult<HostArray> {
+/// The numpy arrays lent to one run: read-borrowed (numpy's borrow flags: no Rust code takes
+/// them writable meanwhile) until the run's worker is joined; dropped on the calling thread.
+#[derive(Default)]
+struct Lent<'py> {
+    f32: Vec<PyReadonlyArrayDyn<'py, f32>>,
+    f64: Vec<PyReadonlyArrayDyn<'py, f64>>,
+    /// Each lent buffer by flag, to tell afterwards how the command read it.
+    buffers: Vec<(String, Borrowed)>,
+}
+
+/// A C-ordered, aligned, non-empty numpy array of float type `T` lent in place (`None` when
+/// `obj` is not one): the buffer of `a`, kept alive by a reference to the array object.
+fn lend<'py, T: Element + 'static>(
+    obj: &Bound<'py, PyAny>,
+) -> Option<(PyReadonlyArrayDyn<'py, T>, *const T, Vec<usize>)> {
+    let a = obj.extract::<PyReadonlyArrayDyn<'py, T>>().ok()?;
+    let ptr = a.as_array().as_ptr();
+    let ok = a.is_c_contiguous() && a.len() > 0 && ptr.align_offset(align_of::<T>()) == 0;
+    let shape = a.shape().to_vec();
+    ok.then_some((a, ptr, shape))
+}
+
+/// A numpy array as the command's host array: float32/float64 lent in place
+/// ([`Borrowed`], recorded in `lent`), the others (and arrays numpy cannot lend as they are)
+/// copied once.
+fn host_array<'py>(
+    flag: &str,
+    obj: &Bound<'py, PyAny>,
+    lent: &mut Lent<'py>,
+) -> PyResult<HostArray> {
+    // The owner every clone of the borrowed buffer holds: the numpy array object (its data
+    // lives while it does; a `Py` dropped off the interpreter's threads is released later).
+    let owner = || -> std::sync::Arc<dyn std::any::Any + Send + Sync> {
+        std::sync::Arc::new(obj.clone().unbind())
+    };
+    if let Some((a, ptr, shape)) = lend::<f32>(obj) {
+        // SAFETY: `ptr` is the aligned, C-ordered data of `a` (`shape`'s product of f32), kept
+        // allocated by `owner` (a reference to the array). The command only reads it; the
+        // caller's Python code must not write to the array while the run reads it, the same
+        // contract as numpy's own GIL-releasing functions. `a`'s read borrow is held in `lent`
+        // until the worker is joined.
+        let b = unsafe { Borrowed::float32(ptr, shape, owner()) };
+        lent.f32.push(a);
+        lent.buffers.push((flag.to_string(), b.clone()));
+        return Ok(HostArray::Borrowed(b));
+    }
+    if let Some((a, ptr, shape)) = lend::<f64>(obj) {
+        // SAFETY: as for float32 above.
+        let b = unsafe { Borrowed::float64(ptr, shape, owner()) };
+        lent.f64.push(a);
+        lent.buffers.push((flag.to_string(), b.clone()));
+        return Ok(HostArray::Borrowed(b));
+    }
     if let Some(a) = owned::<f32>(obj) {
         return Ok(HostArray::F32(a));
     }
@@ -58,11 +115,15 @@ fn to_numpy<'py>(py: Python<'py>, a: HostArray) -> Bound<'py, PyAny> {
         HostArray::F64(a) => PyArray::from_owned_array(py, a).into_any(),
         HostArray::I32(a) => PyArray::from_owned_array(py, a).into_any(),
         HostArray::I64(a) => PyArray::from_owned_array(py, a).into_any(),
+        // Never an output (outputs are the command's own arrays); copied if it were.
+        b @ HostArray::Borrowed(_) => to_numpy(py, b.into_owned()),
     }
 }
 
-/// What one run returns: exit code, error message, results as JSON, output arrays by name.
-type Outcome<'py> = (u8, String, String, Bound<'py, PyDict>);
+/// What one run returns: exit code, error message, results as JSON, output arrays by name, and
+/// how each lent input was read by flag (`"borrowed"`: in place; `"converted"`: into another
+/// type or an owned copy).
+type Outcome<'py> = (u8, String, String, Bound<'py, PyDict>, Bound<'py, PyDict>);
 
 /// Runs `monomorph ARGS…` in this process and returns `(exit code, error message, results as
 /// JSON, output arrays)`: 0 and an empty message on success. `arrays` are `(flag, numpy
@@ -90,8 +151,9 @@ fn run_command<'py>(
         documents: documents.into_iter().collect(),
         ..Session::default()
     };
+    let mut lent = Lent::default();
     for (flag, obj) in &arrays {
-        let data = host_array(flag, obj)?;
+        let data = host_array(flag, obj, &mut lent)?;
         session.arrays.insert(
             flag.clone(),
             Volume {
@@ -143,6 +205,17 @@ fn run_command<'py>(
             }
         })
     });
+    // The worker is joined: every reader of the lent buffers has ended.
+    let how = PyDict::new(py);
+    for (flag, b) in std::mem::take(&mut lent.buffers) {
+        let taken = if b.converted() {
+            "converted"
+        } else {
+            "borrowed"
+        };
+        how.set_item(flag, taken)?;
+    }
+    drop(lent);
     if let Some(e) = interrupted {
         return Err(e);
     }
@@ -157,8 +230,8 @@ fn run_command<'py>(
                 out.set_item(name, to_numpy(py, a))?;
             }
             Ok(match done {
-                Ok(()) => (0, String::new(), results.to_string(), out),
-                Err(e) => (e.code, e.message, results.to_string(), out),
+                Ok(()) => (0, String::new(), results.to_string(), out, how),
+                Err(e) => (e.code, e.message, results.to_string(), out, how),
             })
         }
         Some(Err(panic)) => {
@@ -172,6 +245,7 @@ fn run_command<'py>(
                 format!("internal error (a bug, please report it): {what}"),
                 "{}".into(),
                 out,
+                how,
             ))
         }
         None => Ok((
@@ -179,6 +253,7 @@ fn run_command<'py>(
             "internal error: the worker ended".into(),
             "{}".into(),
             out,
+            how,
         )),
     }
 }

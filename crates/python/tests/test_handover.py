@@ -103,9 +103,42 @@ def test_a_run_json_in_the_working_folder_is_not_the_scores_run(tmp_path, monkey
 def test_how_inputs_are_taken():
     t, p, m = _inputs()
     r = monomorph.match_template(t.astype(np.float32), p, template_mask=m, angular_step=90)
-    assert r.inputs["target"] == "copied"
+    assert r.inputs["target"] == "borrowed"
     r = monomorph.match_template(np.asfortranarray(t.astype(np.float64)), p.astype(np.int16), angular_step=90)
     assert r.inputs == {"target": "converted", "template": "converted"}
+    # float64 in a single-precision run: the command converts it (once), and says so.
+    r = monomorph.match_template(t.astype(np.float64), p.astype(np.float32), angular_step=90, precision="single")
+    assert r.inputs == {"target": "converted", "template": "borrowed"}
+    # ... and in a double run (a float64 target's default) it is the working type: in place.
+    r = monomorph.match_template(t.astype(np.float64), p.astype(np.float64), angular_step=90)
+    assert r.inputs == {"target": "borrowed", "template": "borrowed"}
+    r = monomorph.match_template(t.astype(np.int32), p.astype(np.float32), angular_step=90)
+    assert r.inputs["target"] == "copied"
+
+
+def test_a_borrowed_input_is_read_in_place_and_left_as_it_was():
+    import sys
+
+    t, p, m = _inputs()
+    t = np.ascontiguousarray(t, dtype=np.float32)
+    before = t.copy()
+    refs = sys.getrefcount(t)
+    writeable = t.flags.writeable
+    r = monomorph.match_template(t, p, template_mask=m, angular_step=90)
+    assert r.inputs["target"] == "borrowed"
+    # Not written, not kept: the same values, the same references, the same flags.
+    assert np.array_equal(t, before)
+    assert sys.getrefcount(t) == refs
+    assert t.flags.writeable == writeable
+    # The same scores as a run on a private copy (bit for bit), and none aliases the input.
+    c = monomorph.match_template(before.copy(), p, template_mask=m, angular_step=90)
+    assert np.array_equal(r.scores, c.scores) and np.array_equal(r.rotation_index, c.rotation_index)
+    assert not np.shares_memory(r.scores, t)
+    # A strided view is converted (numpy's contiguous copy), never read past its strides.
+    v = np.ascontiguousarray(np.repeat(t, 2, axis=2))[:, :, ::2]
+    s = monomorph.match_template(v, p, template_mask=m, angular_step=90)
+    assert s.inputs["target"] == "converted"
+    assert np.array_equal(s.scores, r.scores)
 
 
 def test_several_templates_are_the_per_voxel_best_of_single_runs():

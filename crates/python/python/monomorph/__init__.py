@@ -8,6 +8,10 @@ or a natural Python value: numbers, tuples (``wedge_axes=(2, 0)``, ``search_z=(1
 ``laplacian=(64, 64)``), ``True`` for a switch (``whiten_spectrum=True``). Arrays are numpy
 arrays in the command's (z, y, x) frame, or paths.
 
+Inputs are read in place where they can be (a C-ordered array of the working dtype), and
+results are handed over without a copy; a CPU DLPack producer (a torch CPU tensor) gets arrays
+of its own kind back.
+
 Errors: :class:`InputError` (a ``ValueError``) where the command exits 2, naming the argument;
 :class:`RunError` (a ``RuntimeError``) where it exits 1. The GIL is released while computing and
 Ctrl-C raises ``KeyboardInterrupt`` within about one rotation.
@@ -15,9 +19,11 @@ Ctrl-C raises ``KeyboardInterrupt`` within about one rotation.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -91,24 +97,32 @@ def _is_array_like(v: Any) -> bool:
 # Python dtypes the command reads as float32, as its .npy reader does.
 _WIDEN = {np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16")}
 _KEEP = {np.dtype(t) for t in ("float32", "float64", "int32", "int64")}
+# Python dtypes the command reads in place (lent, not copied).
+_FLOAT = {np.dtype(t) for t in ("float32", "float64")}
 
 
 def _host(name: str, v: Any) -> tuple[np.ndarray, str]:
     """``v`` as a C-ordered numpy array of a dtype the command reads, and how it was taken:
-    ``"copied"`` when it is one already (the command copies its buffer once), ``"converted"``
-    when numpy made a converted copy first (another dtype, or not C-ordered); a DLPack
-    producer on the CPU through numpy's ``from_dlpack`` (no copy)."""
+    ``"borrowed"`` for a float32/float64 one as it is (lent to the command and read in place
+    where its dtype is the run's working type; the command says afterwards when it converted
+    it instead), ``"copied"`` for an int32/int64 one (the command copies its buffer once),
+    ``"converted"`` when numpy made a converted copy first (another dtype, or not C-ordered); a
+    DLPack producer on the CPU through numpy's ``from_dlpack`` (no copy)."""
     if not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__"):
-        dev = getattr(v, "__dlpack_device__", lambda: (1, 0))()
-        if int(dev[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
+        kind, dev = _dlpack_device(v)
+        if kind not in _HOST_DEVICES:
             raise RunError(
-                f"{name}: an array on a GPU (DLPack device type {int(dev[0])}, device {int(dev[1])}) "
-                "cannot be read by this build without a host copy, expected a CPU array "
-                "(copy it to the host first, e.g. .cpu() or cupy.asnumpy)"
+                f"{name}: an array on a GPU (DLPack device type {kind}, device {dev}): matching "
+                "on the device it lives on is not built yet (the CUDA backend cannot wrap a "
+                "caller's device pointer), expected a CPU array (copy it to the host first, "
+                "e.g. .cpu() or cupy.asnumpy)"
             )
-        v = np.from_dlpack(v)
+        try:
+            v = np.from_dlpack(v)
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:
+            raise InputError(f"{name}: not readable through DLPack ({e}), expected a CPU array") from None
     a = np.asarray(v)
-    how = "copied"
+    how = "borrowed" if a.dtype in _FLOAT else "copied"
     if a.dtype in _WIDEN:
         a = a.astype(np.float32)
         how = "converted"
@@ -121,6 +135,46 @@ def _host(name: str, v: Any) -> tuple[np.ndarray, str]:
         a = np.ascontiguousarray(a)
         how = "converted"
     return a, how
+
+
+# DLPack device types read on the host: kDLCPU, kDLCUDAHost (pinned host memory).
+_HOST_DEVICES = (1, 3)
+
+
+def _dlpack_device(v: Any) -> tuple[int, int]:
+    """A DLPack producer's (device type, device id); the CPU when it does not say."""
+    dev = getattr(v, "__dlpack_device__", lambda: (1, 0))()
+    return int(dev[0]), int(dev[1])
+
+
+def _kind(v: Any) -> Callable[[Any], Any] | None:
+    """The ``from_dlpack`` of the library a DLPack producer (not a numpy array) comes from —
+    ``torch.from_dlpack`` for a tensor, a module-level ``from_dlpack`` of the producer's
+    module or of its top package —, so that results come back as arrays of the same kind;
+    None for numpy arrays, paths and producers whose library has none."""
+    if isinstance(v, np.ndarray) or not hasattr(v, "__dlpack__"):
+        return None
+    name = type(v).__module__ or ""
+    for mod in (name, name.split(".")[0]):
+        m = sys.modules.get(mod)
+        if m is None:
+            try:
+                m = importlib.import_module(mod)
+            except ImportError:
+                continue
+        f = getattr(m, "from_dlpack", None)
+        if callable(f):
+            return f
+    return None
+
+
+def _like(kind: Callable[[Any], Any] | None, a: Any) -> Any:
+    """A result array as an array of the input's kind (``kind``: its library's
+    ``from_dlpack``), zero copy: the new array views the result's buffer (numpy's own
+    ``__dlpack__``), on the CPU, where the input lived. ``a`` itself without a kind."""
+    if kind is None or not isinstance(a, np.ndarray):
+        return a
+    return kind(a)
 
 
 def _value(flag: str, v: Any) -> str:
@@ -153,6 +207,10 @@ class _Call:
         self.arrays: list[tuple[str, np.ndarray]] = []
         self.documents: list[tuple[str, str]] = []
         self.inputs: dict[str, str] = {}
+        self.labels: dict[str, str] = {}
+        # The main input's DLPack library (its `from_dlpack`), set by the first array input.
+        self.kind: Callable[[Any], Any] | None = None
+        self.first = True
 
     def flag(self, name: str, value: Any) -> None:
         """Adds keyword ``name`` (snake_case) with ``value``: None and False leave it out."""
@@ -170,6 +228,10 @@ class _Call:
         a folder flag (``--csr``): the value ``(array)/item``."""
         if value is None:
             return
+        if self.first:
+            # Results come back as arrays of the main input's kind (its first array).
+            self.first = False
+            self.kind = _kind(value)
         if isinstance(value, (str, os.PathLike)):
             self.flag(name, value)
             return
@@ -182,6 +244,7 @@ class _Call:
         a, how = _host(label, value)
         self.arrays.append((key, a))
         self.inputs[label] = how
+        self.labels[key] = label
 
     def arrays_of(self, name: str, value: Any) -> int:
         """A repeatable array flag (``--template``): one array or path, or a list/tuple of
@@ -214,10 +277,14 @@ class _Call:
         cb = progress if callable(progress) else None
         if progress not in (True, False, None) and cb is None:
             raise InputError(f"progress: {progress!r}, expected True, False or a callable (done, total)")
-        code, message, results, arrays = _native.run_command(
+        code, message, results, arrays, read = _native.run_command(
             self.args, self.arrays, cb, bar, self.documents
         )
         self.arrays = []
+        for key, taken in read.items():
+            label = self.labels.get(key)
+            if label is not None and self.inputs.get(label) == "borrowed":
+                self.inputs[label] = taken
         if code != 0 and code not in allow:
             text = _snake(message, self.sub)
             if code == 2:
@@ -246,9 +313,12 @@ class MatchResult:
     in the order given, -1 where not searched; None with one template), ``rotations``
     ((n, d, d) float32, acting on (z, y, x)), ``score_mean``, ``score_std``, ``score_z`` (with
     ``score_stats=True``, else None), ``run`` (the dict run.json holds for the same run) and
-    ``inputs`` (how each array input was taken: ``"copied"``, read once from its own buffer,
-    or ``"converted"``, another dtype or order converted by numpy first). The arrays are the
-    values the command's .npy files hold, bit for bit, handed over without a copy."""
+    ``inputs`` (how each array input was taken: ``"borrowed"``, read in place from its own
+    buffer — a C-ordered array of the run's working dtype: float32, or float64 with
+    ``precision="double"`` or a float64 target —, ``"copied"``, an int32/int64 array copied
+    once, or ``"converted"``, another dtype or order converted once, by numpy or the command).
+    The arrays are the values the command's .npy files hold, bit for bit, handed over without
+    a copy."""
 
     def __init__(self, arrays: dict, run: dict, inputs: dict | None = None):
         self.scores: np.ndarray = arrays["scores"]
@@ -291,7 +361,11 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     ((start, stop)), ``memory_limit``, ``pad_edges``, ``interpolation``, ``devices``,
     ``sampling_rate``, ``backend``, ``precision``, …; ``out`` also writes the command's output
     folder; without it no file is written; ``trace`` writes the command's Chrome/Perfetto
-    trace of the run). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths.
+    trace of the run). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths; a
+    C-ordered array of the run's working dtype is read in place. A DLPack producer on the CPU
+    (a torch CPU tensor) is read through the protocol and the result arrays come back as
+    arrays of the target's kind (its library's ``from_dlpack``, zero copy); one on a GPU
+    raises :class:`RunError` (not built yet).
     ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
 
     ``target_list`` (with ``target=None``): a list file as ``--target-list`` reads it, or a
@@ -333,6 +407,7 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     results, arrays = call.run(progress)
     if target_list is not None:
         return _list_results(results, arrays, out, call.inputs)
+    arrays = {k: _like(call.kind, a) for k, a in arrays.items()}
     return MatchResult(arrays, results["run"], call.inputs)
 
 
@@ -435,7 +510,8 @@ def find_peaks(scores: Any, **flags: Any) -> Peaks:
     flags.pop("quiet", None)
     call = _Call("peaks")
     call.array("scores", scores)
-    ndim = np.ndim(scores) if not isinstance(scores, (str, os.PathLike)) else None
+    # The axes of the array as taken (np.ndim of a DLPack producer would be 0).
+    ndim = call.arrays[0][1].ndim if call.arrays else None
     for name in ("rotation_index", "rotations", "template_index", "tomogram_mask"):
         call.array(name, flags.pop(name, None))
     mr = flags.pop("match_run", None)
@@ -496,7 +572,8 @@ def solve(rhs: Any, **flags: Any) -> SolveResult:
     ``csr`` ((indptr, indices, data) or a folder) or ``laplacian`` (a grid shape, with
     ``periodic``, ``boundary``, ``spacing``, ``obstacles``); ``x0``, ``method`` ("cg",
     "cg-adaptive"), ``rtol``, ``atol``, ``max_iter``, ``preconditioner``, ``trajectory``,
-    ``precision``, ``backend``; ``out`` also writes the command's output folder."""
+    ``precision``, ``backend``; ``out`` also writes the command's output folder. With a CPU
+    DLPack producer as ``rhs`` (a torch CPU tensor), ``x``/``residual`` are of its kind."""
     flags.pop("quiet", None)
     call = _Call("solve")
     call.array("rhs", rhs)
@@ -522,6 +599,7 @@ def solve(rhs: Any, **flags: Any) -> SolveResult:
         call.flag(k, v)
     call.flag("out", os.fspath(out) if out is not None else _ARRAY)
     results, arrays = call.run(allow=(3,))
+    arrays = {k: _like(call.kind, a) for k, a in arrays.items()}
     return SolveResult(results["result"], arrays)
 
 

@@ -25,7 +25,8 @@ def devices() -> list[dict[str, Any]]:
 class MatchResult:
     """scores, rotation_index, template_index (several templates, else None), rotations;
     score_mean/std/z with score_stats=True; run (run.json); inputs (how each array input was
-    taken: "copied" or "converted"). The arrays are the .npy files' values, bit for bit,
+    taken: "borrowed" (read in place: C order, the run's working dtype), "copied" (int32/int64,
+    copied once) or "converted" (another dtype or order, converted once)). The arrays are the .npy files' values, bit for bit,
     handed over without a copy."""
 
     scores: np.ndarray
@@ -145,6 +146,8 @@ def match_template(
     """Template matching, as `monomorph match` (every flag a keyword in snake_case). Several
     templates (a list, one shape) are matched in one pass: scores are the per-voxel best
     (ties to the first) and template_index says which. Without out= no file is written.
+    C-ordered arrays of the working dtype are read in place; a CPU DLPack producer (a torch
+    CPU tensor) as target gets result arrays of its kind (zero copy); a GPU one: RunError.
 
     Keywords (the flags of `monomorph match`):
 

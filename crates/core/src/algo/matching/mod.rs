@@ -117,7 +117,7 @@ pub use filter::symmetrize_half_grid;
 use job::Job;
 pub use plan::estimate_bytes;
 use plan::plan_jobs;
-use prepare::prepare;
+use prepare::{TargetArg, prepare};
 use run::run_job;
 pub use search::searched_box;
 pub use seeded::{Seed, Seeds};
@@ -401,7 +401,7 @@ pub fn fft_buffers_allocated_and_estimated<B: Backend>(
         template,
         mask: params.template_mask,
     }];
-    let prep = prepare(b, target, &one, params)?;
+    let prep = prepare(b, TargetArg::Borrowed(target), &one, params)?;
     let (ts, tshape) = (target.shape().to_vec(), template.shape().to_vec());
     let sizes = (
         std::mem::size_of::<FloatOf<B>>(),
@@ -582,8 +582,41 @@ pub fn match_template_raw<B: Backend>(
         template,
         mask: params.template_mask,
     }];
-    let (r, _) = run_templates(b, target, &one, params)?;
+    let (r, _) = run_templates(b, TargetArg::Borrowed(target), &one, params)?;
     Ok(r)
+}
+
+/// [`match_template_raw`] (one template, its mask [`MatchParams::template_mask`] or its
+/// [`TemplateInput::mask`]) or [`match_templates_raw`] (several, each with its own mask), taking
+/// the target: the run uses `target` itself as its working target where the other entries copy
+/// it first (the score's preprocessing may change it; a filtered run makes a new one anyway).
+/// For a caller that uploaded the target for this run only (a [`crate::Memory::upload`] from
+/// the caller's host buffer is then the one copy of it). The same result, bit for bit.
+pub fn match_templates_raw_owned<B: Backend>(
+    b: &B,
+    target: Arr<B, FloatOf<B>>,
+    templates: &[TemplateInput<'_, B>],
+    params: &MatchParams<'_, B>,
+) -> Result<MatchResult<B>> {
+    if templates.len() > 1 && params.template_mask.is_some() {
+        return Err(Error::invalid(
+            "template_mask",
+            "give each template its mask (TemplateInput::mask) with several templates",
+        ));
+    }
+    let one;
+    let templates = match (templates, params.template_mask) {
+        ([t], Some(m)) if t.mask.is_none() => {
+            one = [TemplateInput {
+                template: t.template,
+                mask: Some(m),
+            }];
+            &one[..]
+        }
+        _ => templates,
+    };
+    let (r, ntemplates) = run_templates(b, TargetArg::Owned(target), templates, params)?;
+    split_pairs(b, r, ntemplates)
 }
 
 /// Several templates of one shape matched in one pass against one preparation of `target`:
@@ -612,7 +645,18 @@ pub fn match_templates_raw<B: Backend>(
             "give each template its mask (TemplateInput::mask) with several templates",
         ));
     }
-    let (mut r, ntemplates) = run_templates(b, target, templates, params)?;
+    let (r, ntemplates) = run_templates(b, TargetArg::Borrowed(target), templates, params)?;
+    split_pairs(b, r, ntemplates)
+}
+
+/// The result of a run over `ntemplates` templates with its pair indices
+/// `t · rotations + r` split into [`MatchResult::template_index`] and
+/// [`MatchResult::rotation_index`] (one template: as it is).
+fn split_pairs<B: Backend>(
+    b: &B,
+    mut r: MatchResult<B>,
+    ntemplates: usize,
+) -> Result<MatchResult<B>> {
     if ntemplates > 1 {
         // Pair indices t · rotations + r into a template and a rotation index.
         let nrot = r.n_rotations as i64;
@@ -717,16 +761,16 @@ fn plan_run<B: Backend>(
 /// the number of templates.
 fn run_templates<B: Backend>(
     b: &B,
-    target: &Arr<B, FloatOf<B>>,
+    target: TargetArg<'_, B>,
     templates: &[TemplateInput<'_, B>],
     params: &MatchParams<'_, B>,
 ) -> Result<(MatchResult<B>, usize)> {
+    let ts = target.get().shape().to_vec();
     if let Some(s) = params.seeds {
-        seeded::check(params, s, target.shape())?;
+        seeded::check(params, s, &ts)?;
     }
     let mut prep = prepare(b, target, templates, params)?;
     let ntemplates = prep.sides.len();
-    let ts = target.shape().to_vec();
     let tshape = templates[0].template.shape().to_vec();
     let nrot = params.rotations.len();
     if IntOf::<B>::from_usize(nrot * ntemplates).is_none() {

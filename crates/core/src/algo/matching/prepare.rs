@@ -251,7 +251,7 @@ fn check_prerotated<B: Backend>(
 /// shape.
 pub(super) fn prepare<B: Backend>(
     b: &B,
-    target: &Arr<B, FloatOf<B>>,
+    target: TargetArg<'_, B>,
     templates: &[super::TemplateInput<'_, B>],
     p: &MatchParams<'_, B>,
 ) -> Result<Prepared<B>> {
@@ -267,7 +267,7 @@ pub(super) fn prepare<B: Backend>(
                 fmt_shape(t.template.shape()),
             ));
         }
-        check(b, target, t.template, t.mask, p)?;
+        check(b, target.get(), t.template, t.mask, p)?;
     }
     if templates.len() > 1 && (p.prerotated.is_some() || p.background.is_some() || p.score_stats) {
         return Err(Error::invalid(
@@ -319,22 +319,50 @@ pub(super) fn prepare<B: Backend>(
     })
 }
 
+/// The target of a run: the caller's array, copied into the run's working target (which the
+/// score's preprocessing may change), or one the run takes as that working target (no copy).
+pub(super) enum TargetArg<'a, B: Backend> {
+    /// Read, and copied where the run needs its own (unfiltered: the working target).
+    Borrowed(&'a Arr<B, FloatOf<B>>),
+    /// Taken: the working target itself when no filter makes a new one.
+    Owned(Arr<B, FloatOf<B>>),
+}
+
+impl<B: Backend> TargetArg<'_, B> {
+    /// The target.
+    pub(super) fn get(&self) -> &Arr<B, FloatOf<B>> {
+        match self {
+            TargetArg::Borrowed(t) => t,
+            TargetArg::Owned(t) => t,
+        }
+    }
+}
+
 /// The target the jobs read (filtered first, as pytme filters it before the score's setup,
 /// then preprocessed), where the target starts in it, and MCC's target mask on its grid.
 fn prepare_target<B: Backend>(
     b: &B,
-    target: &Arr<B, FloatOf<B>>,
+    target: TargetArg<'_, B>,
     ms: &[usize],
     p: &MatchParams<'_, B>,
 ) -> Result<(Arr<B, FloatOf<B>>, Vec<isize>, Option<Arr<B, FloatOf<B>>>)> {
-    let ts = target.shape().to_vec();
+    let ts = target.get().shape().to_vec();
     let filtered = match p.filters {
-        Some(f) => filter_target(b, f, target, ms, p.pad_edges, super::memory_limit(b, p))?,
+        Some(f) => filter_target(
+            b,
+            f,
+            target.get(),
+            ms,
+            p.pad_edges,
+            super::memory_limit(b, p),
+        )?,
         None => None,
     };
-    let (mut tgt, origin) = match filtered {
-        Some(ft) => (ft.target, ft.origin),
-        None => (b.duplicate(target)?, vec![0; ts.len()]),
+    let (mut tgt, origin) = match (filtered, target) {
+        (Some(ft), _) => (ft.target, ft.origin),
+        (None, TargetArg::Borrowed(t)) => (b.duplicate(t)?, vec![0; ts.len()]),
+        // The caller's upload is the run's working target: no second copy.
+        (None, TargetArg::Owned(t)) => (t, vec![0; ts.len()]),
     };
     let offset: Vec<usize> = origin.iter().map(|&o| o as usize).collect();
     let inner = origin
