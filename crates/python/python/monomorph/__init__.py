@@ -422,6 +422,8 @@ def _target_list(call: _Call, value: Any) -> None:
         raise InputError(
             f"target_list: {type(value).__name__}, expected a list file or a list of paths/arrays"
         )
+    if not value:
+        raise InputError("target_list: an empty list, expected one or more paths or arrays")
     lines = []
     for k, v in enumerate(value):
         if isinstance(v, (str, os.PathLike)):

@@ -180,8 +180,10 @@ def match_template(
         each seed of --orientations searches only its own cone (the rotation set is each seed's own
         set in turn, seed by seed in file order, repeats kept, so rotation_index names the seed too;
         run.json `seeds` lists each seed's voxel and rotation range) at the positions within R
-        voxels of its position: the ellipsoid Σ((x − s)/R)² ≤ 1, one R or one per axis `Z,Y,X`
-        (array axes 0, 1, 2; an axis with R = 0: the seed's plane)
+        voxels of its position: the ellipsoid Σ(y/R)² ≤ 1, y the offset x − s in the seed
+        particle's own axes (its pose from the STAR's angles, as pytme orients its acceptance
+        ellipsoid; the same for one R), one R or one per axis `Z,Y,X` of the particle (an axis with R
+        = 0: the plane through the seed across it)
     euler: Euler angles, one `rot,tilt,psi` per line (3-D only), in RELION's convention as in STAR
         files: degrees, Rz(rot)·Ry(tilt)·Rz(psi) the rotation acting on (x, y, z) (intrinsic ZYZ;
         the transpose of RELION's Euler_angles2matrix; scipy's from_euler("ZYZ")), the same angles
