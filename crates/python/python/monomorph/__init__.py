@@ -101,26 +101,15 @@ _KEEP = {np.dtype(t) for t in ("float32", "float64", "int32", "int64")}
 _FLOAT = {np.dtype(t) for t in ("float32", "float64")}
 
 
-def _host(name: str, v: Any) -> tuple[np.ndarray, str]:
+def _host(name: str, v: Any) -> tuple[Any, str]:
     """``v`` as a C-ordered numpy array of a dtype the command reads, and how it was taken:
     ``"borrowed"`` for a float32/float64 one as it is (lent to the command and read in place
     where its dtype is the run's working type; the command says afterwards when it converted
     it instead), ``"copied"`` for an int32/int64 one (the command copies its buffer once),
     ``"converted"`` when numpy made a converted copy first (another dtype, or not C-ordered); a
-    DLPack producer on the CPU through numpy's ``from_dlpack`` (no copy)."""
+    DLPack producer is taken by :func:`_dlpack`."""
     if not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__"):
-        kind, dev = _dlpack_device(v)
-        if kind not in _HOST_DEVICES:
-            raise RunError(
-                f"{name}: an array on a GPU (DLPack device type {kind}, device {dev}): matching "
-                "on the device it lives on is not built yet (the CUDA backend cannot wrap a "
-                "caller's device pointer), expected a CPU array (copy it to the host first, "
-                "e.g. .cpu() or cupy.asnumpy)"
-            )
-        try:
-            v = np.from_dlpack(v)
-        except (TypeError, ValueError, RuntimeError, BufferError) as e:
-            raise InputError(f"{name}: not readable through DLPack ({e}), expected a CPU array") from None
+        return _dlpack(name, v)
     a = np.asarray(v)
     how = "borrowed" if a.dtype in _FLOAT else "copied"
     if a.dtype in _WIDEN:
@@ -139,6 +128,43 @@ def _host(name: str, v: Any) -> tuple[np.ndarray, str]:
 
 # DLPack device types read on the host: kDLCPU, kDLCUDAHost (pinned host memory).
 _HOST_DEVICES = (1, 3)
+_KDLCUDA = 2
+
+
+def _dlpack(name: str, v: Any) -> tuple[Any, str]:
+    """A DLPack producer (a torch tensor; not a numpy array) taken through the protocol by the
+    extension (its capsule consumed, the tensor checked there) and how it will be read: a
+    float32/float64 host array ``"borrowed"`` (read in place), int32/int64 ``"copied"``, the
+    small types ``"converted"`` (to float32). An array on a GPU is a :class:`RunError` (not
+    matched on its device yet); another device, a layout that is not C-contiguous or an
+    element type the command does not read, an :class:`InputError` naming ``name``."""
+    kind, dev = _dlpack_device(v)
+    if kind == _KDLCUDA:
+        raise RunError(
+            f"{name}: an array on GPU {dev} (DLPack device type {kind}): matching on the device "
+            "it lives on is not built yet (the CUDA backend cannot adopt a caller's device "
+            "buffer), expected a CPU array (copy it to the host first, e.g. .cpu() or "
+            "cupy.asnumpy)"
+        )
+    if kind not in _HOST_DEVICES:
+        raise InputError(
+            f"{name}: an array on DLPack device type {kind} (device {dev}), expected a CPU array"
+        )
+    try:
+        f = _native.take_dlpack(v)
+    except ValueError as e:
+        raise InputError(f"{name}: {e}") from None
+    except (TypeError, RuntimeError, BufferError) as e:
+        raise InputError(f"{name}: not readable through DLPack ({e}), expected a CPU array") from None
+    if f.device[0] not in _HOST_DEVICES:
+        # The capsule contradicts __dlpack_device__: read nothing from it.
+        raise InputError(
+            f"{name}: __dlpack_device__ says {kind} but the tensor is on DLPack device type "
+            f"{f.device[0]}, expected a CPU array"
+        )
+    if f.dtype in ("float32", "float64"):
+        return f, "borrowed"
+    return f, "copied" if f.dtype in ("int32", "int64") else "converted"
 
 
 def _dlpack_device(v: Any) -> tuple[int, int]:
@@ -170,9 +196,10 @@ def _kind(v: Any) -> Callable[[Any], Any] | None:
 
 def _like(kind: Callable[[Any], Any] | None, a: Any) -> Any:
     """A result array as an array of the input's kind (``kind``: its library's
-    ``from_dlpack``), zero copy: the new array views the result's buffer (numpy's own
-    ``__dlpack__``), on the CPU, where the input lived. ``a`` itself without a kind."""
-    if kind is None or not isinstance(a, np.ndarray):
+    ``from_dlpack``), zero copy: the new array views the command's buffer, exported by the
+    extension as a DLPack capsule (a ``_native.DLPackArray``), on the CPU, where the input
+    lived. ``a`` itself without a kind."""
+    if kind is None or not isinstance(a, (np.ndarray, _native.DLPackArray)):
         return a
     return kind(a)
 
@@ -204,7 +231,8 @@ class _Call:
     def __init__(self, sub: str):
         self.sub = sub
         self.args: list[str] = [sub, "--quiet"]
-        self.arrays: list[tuple[str, np.ndarray]] = []
+        # numpy arrays, or DLPack producers taken by the extension (`_native.Foreign`).
+        self.arrays: list[tuple[str, Any]] = []
         self.documents: list[tuple[str, str]] = []
         self.inputs: dict[str, str] = {}
         self.labels: dict[str, str] = {}
@@ -277,8 +305,9 @@ class _Call:
         cb = progress if callable(progress) else None
         if progress not in (True, False, None) and cb is None:
             raise InputError(f"progress: {progress!r}, expected True, False or a callable (done, total)")
+        # A DLPack caller's library (`kind`) gets the outputs as DLPack exports.
         code, message, results, arrays, read = _native.run_command(
-            self.args, self.arrays, cb, bar, self.documents
+            self.args, self.arrays, cb, bar, self.documents, self.kind is not None
         )
         self.arrays = []
         for key, taken in read.items():
