@@ -9,8 +9,10 @@ or a natural Python value: numbers, tuples (``wedge_axes=(2, 0)``, ``search_z=(1
 arrays in the command's (z, y, x) frame, or paths.
 
 Inputs are read in place where they can be (a C-ordered array of the working dtype), and
-results are handed over without a copy; a CPU DLPack producer (a torch CPU tensor) gets arrays
-of its own kind back.
+results are handed over without a copy; a DLPack producer on the CPU (a torch CPU tensor) is
+taken through the protocol and gets arrays of its own kind back (the results exported as
+DLPack capsules). One on a GPU raises :class:`RunError`: matching on the device it lives on is
+not built yet.
 
 Errors: :class:`InputError` (a ``ValueError``) where the command exits 2, naming the argument;
 :class:`RunError` (a ``RuntimeError``) where it exits 1. The GIL is released while computing and
@@ -392,9 +394,11 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     folder; without it no file is written; ``trace`` writes the command's Chrome/Perfetto
     trace of the run). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths; a
     C-ordered array of the run's working dtype is read in place. A DLPack producer on the CPU
-    (a torch CPU tensor) is read through the protocol and the result arrays come back as
-    arrays of the target's kind (its library's ``from_dlpack``, zero copy); one on a GPU
-    raises :class:`RunError` (not built yet).
+    (a torch CPU tensor) is taken through the protocol (its capsule consumed: C-contiguous,
+    else :class:`InputError`; float32/float64 read in place) and the result arrays come back
+    as arrays of the target's kind (its library's ``from_dlpack`` over the command's buffers
+    exported as DLPack capsules, zero copy); one on a GPU raises :class:`RunError` (not
+    matched on its device yet).
     ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
 
     ``target_list`` (with ``target=None``): a list file as ``--target-list`` reads it, or a
@@ -533,7 +537,9 @@ def find_peaks(scores: Any, **flags: Any) -> Peaks:
     ``template_index`` (arrays or paths), ``match_run`` (a :class:`MatchResult`, a run.json
     dict or a folder),
     ``peak_oversampling``, ``allow_nan``, pytom's ``particle_diameter``, ``sampling_rate``, …;
-    ``out`` also writes the peak list."""
+    ``out`` also writes the peak list. Array arguments may be DLPack producers on the CPU
+    (read through the protocol, as in :func:`match_template`); one on a GPU raises
+    :class:`RunError` (not done on the device yet)."""
     keep = dict(flags)
     out = flags.pop("out", None)
     flags.pop("quiet", None)
@@ -602,7 +608,8 @@ def solve(rhs: Any, **flags: Any) -> SolveResult:
     ``periodic``, ``boundary``, ``spacing``, ``obstacles``); ``x0``, ``method`` ("cg",
     "cg-adaptive"), ``rtol``, ``atol``, ``max_iter``, ``preconditioner``, ``trajectory``,
     ``precision``, ``backend``; ``out`` also writes the command's output folder. With a CPU
-    DLPack producer as ``rhs`` (a torch CPU tensor), ``x``/``residual`` are of its kind."""
+    DLPack producer as ``rhs`` (a torch CPU tensor), ``x``/``residual`` are of its kind (zero
+    copy); one on a GPU raises :class:`RunError` (not solved on the device yet)."""
     flags.pop("quiet", None)
     call = _Call("solve")
     call.array("rhs", rhs)
