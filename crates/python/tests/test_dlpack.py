@@ -224,3 +224,15 @@ def test_torch_cpu_tensors_in_torch_tensors_out():
     assert isinstance(r.scores, torch.Tensor) and r.scores.device.type == "cpu"
     assert r.scores.numpy().tobytes() == want.scores.tobytes()
     assert isinstance(r.rotation_index, torch.Tensor)
+
+
+def test_array_api_strict_arrays_in_and_out():
+    # A real third-party producer (pure Python over numpy): its arrays are taken through the
+    # protocol and the results are its arrays.
+    xp = pytest.importorskip("array_api_strict")
+    want = monomorph.match_template(T, P, template_mask=M, angular_step=90)
+    r = monomorph.match_template(xp.asarray(T), xp.asarray(P), template_mask=xp.asarray(M), angular_step=90)
+    assert r.inputs == {"target": "borrowed", "template": "borrowed", "template_mask": "borrowed"}
+    assert type(r.scores) is type(xp.asarray(T)) and r.scores.device == xp.asarray(T).device
+    assert np.from_dlpack(r.scores).tobytes() == want.scores.tobytes()
+    assert np.from_dlpack(r.rotation_index).tobytes() == want.rotation_index.tobytes()
