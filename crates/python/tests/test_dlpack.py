@@ -213,6 +213,11 @@ def test_a_gpu_producer_is_one_clear_error_naming_what_is_missing():
         monomorph.match_template(Tensor(T, device=(2, 1)), P, angular_step=90)
     msg = str(e.value)
     assert "\n" not in msg and "target" in msg and "GPU 1" in msg and "not built yet" in msg
+    # peaks and solve say the same, naming their argument.
+    with pytest.raises(monomorph.RunError, match="^scores: an array on GPU 0"):
+        monomorph.find_peaks(Tensor(T, device=(2, 0)))
+    with pytest.raises(monomorph.RunError, match="^rhs: an array on GPU 0"):
+        monomorph.solve(Tensor(np.ones((1, 16)), device=(2, 0)), laplacian=(4, 4))
 
 
 def test_torch_cpu_tensors_in_torch_tensors_out():
