@@ -137,9 +137,10 @@ def _dlpack(name: str, v: Any) -> tuple[Any, str]:
     """A DLPack producer (a torch tensor; not a numpy array) taken through the protocol by the
     extension (its capsule consumed, the tensor checked there) and how it will be read: a
     float32/float64 host array ``"borrowed"`` (read in place), int32/int64 ``"copied"``, the
-    small types ``"converted"`` (to float32). An array on a GPU is a :class:`RunError` (not
-    matched on its device yet); another device, a layout that is not C-contiguous or an
-    element type the command does not read, an :class:`InputError` naming ``name``."""
+    small types ``"converted"`` (to float32), a strided (not C-contiguous) one ``"converted"``
+    once to C order through numpy, as a numpy array of that layout is. An array on a GPU is a
+    :class:`RunError` (not matched on its device yet); another device or an element type the
+    command does not read, an :class:`InputError` naming ``name``."""
     kind, dev = _dlpack_device(v)
     if kind == _KDLCUDA:
         raise RunError(
@@ -155,6 +156,14 @@ def _dlpack(name: str, v: Any) -> tuple[Any, str]:
     try:
         f = _native.take_dlpack(v)
     except ValueError as e:
+        if "not C-contiguous" in str(e):
+            # A strided host view (a transposed tensor): converted once to C order, as a
+            # numpy array of that layout is (its capsule was released, so it is exported again).
+            try:
+                a = np.from_dlpack(v)
+            except (TypeError, ValueError, RuntimeError, BufferError) as e2:
+                raise InputError(f"{name}: {e} (and not readable by numpy: {e2})") from None
+            return _host(name, a)
         raise InputError(f"{name}: {e}") from None
     except (TypeError, RuntimeError, BufferError) as e:
         raise InputError(f"{name}: not readable through DLPack ({e}), expected a CPU array") from None
@@ -394,8 +403,8 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     folder; without it no file is written; ``trace`` writes the command's Chrome/Perfetto
     trace of the run). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths; a
     C-ordered array of the run's working dtype is read in place. A DLPack producer on the CPU
-    (a torch CPU tensor) is taken through the protocol (its capsule consumed: C-contiguous,
-    else :class:`InputError`; float32/float64 read in place) and the result arrays come back
+    (a torch CPU tensor) is taken through the protocol (its capsule consumed; C-ordered
+    float32/float64 read in place, a strided one converted once) and the result arrays come back
     as arrays of the target's kind (its library's ``from_dlpack`` over the command's buffers
     exported as DLPack capsules, zero copy); one on a GPU raises :class:`RunError` (not
     matched on its device yet).

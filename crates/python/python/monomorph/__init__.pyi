@@ -148,8 +148,8 @@ def match_template(
     templates (a list, one shape) are matched in one pass: scores are the per-voxel best
     (ties to the first) and template_index says which. Without out= no file is written.
     C-ordered arrays of the working dtype are read in place. Any DLPack producer on the CPU
-    (a torch CPU tensor) is taken through the protocol (C-contiguous, else InputError; float
-    read in place) and as target gets result arrays of its kind (zero copy). One on a GPU
+    (a torch CPU tensor) is taken through the protocol (C-ordered float read in place, a
+    strided one converted once) and as target gets result arrays of its kind (zero copy). One on a GPU
     (kDLCUDA): RunError, not matched on its device yet (never run on a GPU).
 
     Keywords (the flags of `monomorph match`):
