@@ -107,7 +107,7 @@ const MAX_RUN: usize = (1 << 24) - 1;
 impl LineRuns {
     /// The runs of every line of `nx` cells of `flags`.
     pub fn new(flags: &[u8], nx: usize) -> Self {
-        let lines = if nx == 0 { 0 } else { flags.len() / nx };
+        let lines = flags.len().checked_div(nx).unwrap_or(0);
         let mut start = Vec::with_capacity(lines + 1);
         let mut runs = Vec::with_capacity(lines * 3);
         start.push(0);
