@@ -1,13 +1,14 @@
 //! The pressure-Poisson stencil (`Linalg::stencil`, `stencil_dot`) on the CPU: one pass over
 //! the grid a line at a time, the per-cell flags deciding which faces are open (see
 //! `monomorph_core::PoissonStencil` for the definition every backend computes). Each line is
-//! cut into runs of cells with equal flags, so that lines beside walls and through obstacles
-//! run the same branch-free vector loop as open ones, at the widest vector width of the CPU.
+//! walked by its runs of cells with equal flags (`monomorph_core::LineRuns`, made once per
+//! stencil), so that lines beside walls and through obstacles run the same branch-free vector
+//! loop as open ones, at the widest vector width of the CPU, and no per-cell flags are read.
 //! Each line is computed into a buffer, then written out (streaming stores for large grids),
 //! and the upper plane's line is prefetched ahead (see `super::stream`).
 
 use monomorph_core::{
-    CELL_ACTIVE, Float, PoissonStencil, Precision, Result, StencilDims, check_active,
+    CELL_ACTIVE, Float, LineRuns, PoissonStencil, Precision, Result, StencilDims, check_active,
     check_stencil, face_bit,
 };
 use ndarray::ArrayD;
@@ -18,38 +19,11 @@ use super::{data, data_mut};
 use crate::Cpu;
 use crate::simd::widest_simd;
 
-/// `v` when bit `b` of `f` is set, else 0 (a select, so that the loops vectorise).
-#[inline(always)]
-fn sel<T: Float>(f: u8, b: u8, v: T) -> T {
-    if f & b != 0 { v } else { T::zero() }
-}
-
 /// Number of open faces on padded axis `p` (0, 1 or 2) as `T`.
 #[inline(always)]
 fn open_count<T: Float>(f: u8, p: usize) -> T {
     let k = ((f >> (1 + 2 * p)) & 1) + ((f >> (2 + 2 * p)) & 1);
     T::from_f64(k as f64)
-}
-
-/// One axis term `(nb_lower + nb_upper) − k·x` of a cell.
-#[inline(always)]
-fn axis_term<T: Float>(f: u8, p: usize, lo: T, hi: T, x: T) -> T {
-    sel(f, face_bit(p, false), lo) + sel(f, face_bit(p, true), hi) - open_count::<T>(f, p) * x
-}
-
-/// The end of the run of equal flags that starts at `i` in `fl` (at most `end`): 16 flags at a
-/// time while they all match (a loop without an early exit, so it vectorises), then one by one.
-#[inline(always)]
-fn run_end(fl: &[u8], i: usize, end: usize) -> usize {
-    let v = fl[i];
-    let mut j = i + 1;
-    while j + 16 <= end && fl[j..j + 16].iter().fold(true, |a, &f| a & (f == v)) {
-        j += 16;
-    }
-    while j < end && fl[j] == v {
-        j += 1;
-    }
-    j
 }
 
 /// `v` when face `(p, up)` is open in the flags `f`, else the zero line `z`.
@@ -105,7 +79,7 @@ widest_simd! {
     /// fused multiply-add: the same bits on every path).
     fn stencil_lines<T: Float, A: Float>(
         d: &StencilDims,
-        flags: &[u8],
+        runs: &LineRuns,
         xv: &[T],
         zeros: &[T],
         line0: usize,
@@ -118,14 +92,15 @@ widest_simd! {
 /// The stencil over lines `[line0, line0 + out.len()/nx)` of one row (`xv`, the whole row);
 /// returns Σ x·out over those lines when `dot`, in the accumulator type `A`.
 ///
-/// The interior of each line (all but its two end cells) is cut into runs of cells with equal
-/// flags, each computed by one branch-free loop ([`run_cells`]): a line of open cells is one
-/// run, a line beside a wall or through an obstacle a few. The end cells, whose x neighbours
-/// may wrap or lie outside the grid, take the per-cell path.
+/// Each line is walked by its runs of cells with equal flags ([`LineRuns`], made once per
+/// stencil), each computed by one branch-free loop ([`run_cells`]): a line of open cells is
+/// three runs (its two end cells, whose x neighbours wrap or lie outside the grid, are runs of
+/// their own), a line beside a wall or through an obstacle a few more. No flags byte is read
+/// per cell.
 #[inline(always)]
 fn stencil_lines_impl<T: Float, A: Float>(
     d: &StencilDims,
-    flags: &[u8],
+    runs: &LineRuns,
     xv: &[T],
     zeros: &[T],
     line0: usize,
@@ -173,7 +148,6 @@ fn stencil_lines_impl<T: Float, A: Float>(
         let l = line0 + k;
         let (iz, iy) = (l / ny, l % ny);
         let xc = line(iz, iy);
-        let fl = &flags[l * nx..(l + 1) * nx];
         let pl = l + stride + ahead;
         if stride > 0 && pl < nz * ny {
             prefetch_line(&xv[pl * nx..(pl + 1) * nx]);
@@ -183,62 +157,40 @@ fn stencil_lines_impl<T: Float, A: Float>(
         let zu = neighbour(iz, nz, true, 0).map_or(zeros, |z| line(z, iy));
         let yd = neighbour(iy, ny, false, 1).map_or(zeros, |y| line(iz, y));
         let yu = neighbour(iy, ny, true, 1).map_or(zeros, |y| line(iz, y));
-        let at = |i: isize| -> T {
-            if i >= 0 && (i as usize) < nx {
-                xc[i as usize]
-            } else if d.periodic[2] {
-                xc[i.rem_euclid(nx as isize) as usize]
-            } else {
-                zero
-            }
+        // The x neighbours of the line's end cells (each a run of one): wrapped on a periodic
+        // axis, else the ghost's 0 (or a closed face's unused value).
+        let (x_before, x_after) = if d.periodic[2] {
+            (&xc[nx - 1..], &xc[..1])
+        } else {
+            (&zeros[..1], &zeros[..1])
         };
-        let point = |i: usize| -> T {
-            let f = fl[i];
+        let mut s = 0;
+        for (len, f) in runs.line(l) {
+            let e = s + len;
             if f & CELL_ACTIVE == 0 {
-                return zero;
+                o[s..e].fill(zero);
+            } else {
+                // Each face's line for the run: the neighbour's when open, else zeros.
+                let z = &zeros[..len];
+                let xl = if s == 0 { x_before } else { &xc[s - 1..e - 1] };
+                let xh = if e == nx { x_after } else { &xc[s + 1..e + 1] };
+                let lines = RunLines {
+                    x: &xc[s..e],
+                    lo: [
+                        pick(f, 0, false, &zd[s..e], z),
+                        pick(f, 1, false, &yd[s..e], z),
+                        pick(f, 2, false, xl, z),
+                    ],
+                    hi: [
+                        pick(f, 0, true, &zu[s..e], z),
+                        pick(f, 1, true, &yu[s..e], z),
+                        pick(f, 2, true, xh, z),
+                    ],
+                };
+                let k = [0, 1, 2].map(|p| open_count::<T>(f, p));
+                run_cells(c, k, first, &lines, &mut o[s..e]);
             }
-            let x = xc[i];
-            let sx = c[2] * axis_term(f, 2, at(i as isize - 1), at(i as isize + 1), x);
-            match first {
-                0 => {
-                    c[0] * axis_term(f, 0, zd[i], zu[i], x)
-                        + c[1] * axis_term(f, 1, yd[i], yu[i], x)
-                        + sx
-                }
-                1 => c[1] * axis_term(f, 1, yd[i], yu[i], x) + sx,
-                _ => sx,
-            }
-        };
-        o[0] = point(0);
-        if nx > 1 {
-            let mut s = 1;
-            while s < nx - 1 {
-                let e = run_end(fl, s, nx - 1);
-                let f = fl[s];
-                if f & CELL_ACTIVE == 0 {
-                    o[s..e].fill(zero);
-                } else {
-                    // Each face's line for the run: the neighbour's when open, else zeros.
-                    let z = &zeros[..e - s];
-                    let lines = RunLines {
-                        x: &xc[s..e],
-                        lo: [
-                            pick(f, 0, false, &zd[s..e], z),
-                            pick(f, 1, false, &yd[s..e], z),
-                            pick(f, 2, false, &xc[s - 1..e - 1], z),
-                        ],
-                        hi: [
-                            pick(f, 0, true, &zu[s..e], z),
-                            pick(f, 1, true, &yu[s..e], z),
-                            pick(f, 2, true, &xc[s + 1..e + 1], z),
-                        ],
-                    };
-                    let k = [0, 1, 2].map(|p| open_count::<T>(f, p));
-                    run_cells(c, k, first, &lines, &mut o[s..e]);
-                }
-                s = e;
-            }
-            o[nx - 1] = point(nx - 1);
+            s = e;
         }
         if dot {
             total += dot_lanes(xc, o);
@@ -270,7 +222,7 @@ impl<P: Precision> Cpu<P> {
         let nx = d.grid3[2];
         let zeros = vec![T::zero(); nx];
         let dx = data("x", x)?;
-        let flags = st.cell_flags();
+        let runs = st.line_runs();
         // Whole lines per chunk, and large chunks (each also reads the planes beside it).
         let chunk = (STENCIL_CHUNK / nx).max(1) * nx;
         // Large outputs (not read back from cache by the next pass) are streamed to memory.
@@ -282,7 +234,7 @@ impl<P: Precision> Cpu<P> {
             active,
             |r, off, o| {
                 let xv = &dx[r * n..(r + 1) * n];
-                stencil_lines(&d, flags, xv, &zeros, off / nx, o, dot, stream)
+                stencil_lines(&d, runs, xv, &zeros, off / nx, o, dot, stream)
             },
         ))
     }
@@ -293,6 +245,16 @@ mod tests {
     use super::*;
     use monomorph_core::{Double, Linalg, Real, Side, Single};
     use ndarray::IxDyn;
+
+    /// `v` when bit `b` of `f` is set, else 0 (a select, so that the loops vectorise).
+    fn sel<T: Float>(f: u8, b: u8, v: T) -> T {
+        if f & b != 0 { v } else { T::zero() }
+    }
+
+    /// One axis term `(nb_lower + nb_upper) − k·x` of a cell.
+    fn axis_term<T: Float>(f: u8, p: usize, lo: T, hi: T, x: T) -> T {
+        sel(f, face_bit(p, false), lo) + sel(f, face_bit(p, true), hi) - open_count::<T>(f, p) * x
+    }
 
     /// The stencil of every cell by the per-cell definition (`axis_term` per real axis, summed
     /// in `stencil_lines`' order), for a 3-, 2- or 1-axis grid padded to three.
@@ -353,9 +315,8 @@ mod tests {
         check_mask::<P>(grid, sides, obstacles.then_some(&mask[..]));
     }
 
-    /// A box obstacle with a one-cell hole, on a grid whose lines are longer than the 16 flags
-    /// `run_end` compares at once: long runs of open cells, of closed faces beside the box and
-    /// of inactive cells, ending anywhere in a block of 16.
+    /// A box obstacle with a one-cell hole, on a grid with long lines: long runs of open cells,
+    /// of closed faces beside the box and of inactive cells.
     fn check_box<P: Precision>(grid: &[usize], sides: &[[Side; 2]])
     where
         P::Float: Float,
@@ -394,16 +355,7 @@ mod tests {
         let d = st.dims();
         let zeros = vec![P::Float::from_f64(0.0); d.grid3[2]];
         let mut streamed = vec![P::Float::from_f64(f64::NAN); n];
-        let _: f64 = stencil_lines(
-            &d,
-            st.cell_flags(),
-            &x,
-            &zeros,
-            0,
-            &mut streamed,
-            true,
-            true,
-        );
+        let _: f64 = stencil_lines(&d, st.line_runs(), &x, &zeros, 0, &mut streamed, true, true);
         for (i, ((g, s), w)) in y.iter().zip(&streamed).zip(&want).enumerate() {
             assert_eq!(
                 g.as_f64().to_bits(),
@@ -430,6 +382,11 @@ mod tests {
             check::<Double>(&[9, 23], &[[N, D], [N, N]], obstacles);
             check::<Single>(&[8, 16], &[[P, P], [D, N]], obstacles);
             check::<Double>(&[31], &[[N, D]], obstacles);
+            // Lines of one and two cells (both end cells, or one cell both ends).
+            check::<Double>(&[6, 5, 2], &[[N, D], [P, P], [D, N]], obstacles);
+            check::<Double>(&[7, 1], &[[P, P], [P, P]], obstacles);
+            check::<Single>(&[9, 1], &[[N, D], [D, N]], obstacles);
+            check::<Double>(&[1], &[[P, P]], false);
         }
         check_box::<Double>(&[5, 6, 70], &[[N, N], [N, D], [N, N]]);
         check_box::<Double>(&[4, 6, 53], &[[P, P], [D, N], [P, P]]);

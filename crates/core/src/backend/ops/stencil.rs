@@ -83,6 +83,64 @@ pub struct PoissonStencil<B: BackendTypes> {
     /// The same flags on the host (always present).
     host: Vec<u8>,
     obstacles: usize,
+    /// The flags cut into runs per line, made on first use ([`PoissonStencil::line_runs`]).
+    runs: std::sync::OnceLock<LineRuns>,
+}
+
+/// A [`PoissonStencil`]'s cells, line by line (lines of the last axis), cut into runs of equal
+/// flags: what a host kernel needs to run one branch-free loop per run without reading a
+/// flags byte per cell. They depend only on the flags, so they are made once per stencil.
+///
+/// Every line's first and last cell are runs of their own (their neighbours along the line
+/// lie outside it: a wrapped cell or a ghost), and every other run lies strictly inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineRuns {
+    /// Per line `l`, its runs are `runs[start[l]..start[l + 1]]`.
+    start: Vec<usize>,
+    /// One run: `len << 8 | flags` (the flags byte of each of its `len` cells).
+    runs: Vec<u32>,
+}
+
+/// The longest run a [`LineRuns`] entry holds (longer runs of equal flags are split).
+const MAX_RUN: usize = (1 << 24) - 1;
+
+impl LineRuns {
+    /// The runs of every line of `nx` cells of `flags`.
+    pub fn new(flags: &[u8], nx: usize) -> Self {
+        let lines = flags.len().checked_div(nx).unwrap_or(0);
+        let mut start = Vec::with_capacity(lines + 1);
+        let mut runs = Vec::with_capacity(lines * 3);
+        start.push(0);
+        for fl in flags.chunks_exact(nx.max(1)).take(lines) {
+            let mut s = 0;
+            while s < nx {
+                let f = fl[s];
+                // The first and last cell alone; inner runs stop before the last cell.
+                let stop = if s == 0 { 1 } else { nx - 1 };
+                let mut e = s + 1;
+                while e < stop.max(s + 1) && fl[e] == f && e - s < MAX_RUN {
+                    e += 1;
+                }
+                runs.push(((e - s) as u32) << 8 | f as u32);
+                s = e;
+            }
+            start.push(runs.len());
+        }
+        LineRuns { start, runs }
+    }
+
+    /// The runs of line `l`: `(len, flags)` in order, covering the line.
+    #[inline]
+    pub fn line(&self, l: usize) -> impl Iterator<Item = (usize, u8)> + '_ {
+        self.runs[self.start[l]..self.start[l + 1]]
+            .iter()
+            .map(|&r| ((r >> 8) as usize, r as u8))
+    }
+
+    /// Bytes the table occupies (what a kernel reading it moves per pass).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of_val(&self.start[..]) + std::mem::size_of_val(&self.runs[..])
+    }
 }
 
 /// Validates a grid of 1 to 3 non-zero axes; returns its point count.
@@ -277,6 +335,7 @@ impl<B: Memory> PoissonStencil<B> {
             cells,
             host,
             obstacles: count,
+            runs: std::sync::OnceLock::new(),
         })
     }
 }
@@ -317,6 +376,11 @@ impl<B: BackendTypes> PoissonStencil<B> {
     /// Number of obstacle (inactive) cells.
     pub fn obstacle_count(&self) -> usize {
         self.obstacles
+    }
+    /// The host flags cut into runs per line ([`LineRuns`]), made on the first call.
+    pub fn line_runs(&self) -> &LineRuns {
+        self.runs
+            .get_or_init(|| LineRuns::new(&self.host, self.dims.grid3[2]))
     }
 }
 
@@ -362,4 +426,42 @@ pub fn default_cell_flags(d: &StencilDims, c: [usize; 3]) -> u8 {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs cover each line in order with the flags of their cells; a line's first and last
+    /// cells are runs of their own; runs longer than [`MAX_RUN`] are split.
+    #[test]
+    fn line_runs_cover_every_line_with_its_flags() {
+        let flags: Vec<u8> = (0..7 * 40).map(|i| ((i % 40) / 9 % 2) as u8 * 3).collect();
+        for nx in [1, 2, 3, 40] {
+            let runs = LineRuns::new(&flags[..flags.len() / nx * nx], nx);
+            for (l, fl) in flags.chunks_exact(nx).enumerate() {
+                let mut cells = Vec::new();
+                let rs: Vec<(usize, u8)> = runs.line(l).collect();
+                for &(len, f) in &rs {
+                    assert!(len > 0, "nx {nx} line {l}");
+                    cells.extend(std::iter::repeat_n(f, len));
+                }
+                assert_eq!(cells, fl, "nx {nx} line {l}");
+                assert_eq!(rs[0].0, 1, "first cell alone");
+                assert_eq!(rs[rs.len() - 1].0, 1, "last cell alone");
+                // Inner runs are maximal.
+                let inner = if rs.len() > 2 {
+                    &rs[1..rs.len() - 1]
+                } else {
+                    &[][..]
+                };
+                for w in inner.windows(2) {
+                    assert_ne!(w[0].1, w[1].1, "nx {nx} line {l}: {rs:?}");
+                }
+            }
+        }
+        let long = vec![CELL_ACTIVE; MAX_RUN + 7];
+        let rs: Vec<(usize, u8)> = LineRuns::new(&long, long.len()).line(0).collect();
+        assert_eq!(rs, [(1, 1), (MAX_RUN, 1), (5, 1), (1, 1)]);
+    }
 }
