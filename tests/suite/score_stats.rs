@@ -355,12 +355,19 @@ fn moments_are_the_exact_sums_of_each_rotations_scores() {
     exact_moments(&Cpu::<Double>::new(), 3, &rotations(3));
 }
 
-/// `rots` with the first `k` of `rots` then rotation 1 again (`k + 1` rotations: a repeat, whose
-/// scores tie with rotation 1's everywhere).
-fn with_repeat(d: usize, rots: &RotationSet, k: usize) -> RotationSet {
-    let mut flat = rots.as_flat()[..k * d * d].to_vec();
-    flat.extend_from_slice(rots.matrix(1));
-    RotationSet::from_matrices(d, &flat).unwrap()
+/// The first `k` of `rots` with rotation `of` repeated right after it (`k + 1` rotations);
+/// returns the repeat's index too (its scores tie with rotation `of`'s everywhere, so it
+/// never wins). Repeating rotation 0 makes a pair of tied rotations; rotation 1 (with `k`
+/// even), a tie between a pair and a rotation scored alone.
+fn with_repeat(d: usize, rots: &RotationSet, k: usize, of: usize) -> (RotationSet, usize) {
+    let mut flat = Vec::new();
+    for i in 0..k {
+        flat.extend_from_slice(rots.matrix(i));
+        if i == of {
+            flat.extend_from_slice(rots.matrix(i));
+        }
+    }
+    (RotationSet::from_matrices(d, &flat).unwrap(), of + 1)
 }
 
 /// A run with statistics (its rotations scored in pairs on the CPU backend, the last one
@@ -371,7 +378,7 @@ fn pairs_against_single_rotations<B: Backend>(
     b: &B,
     d: usize,
     score: Score,
-    rots: &RotationSet,
+    (rots, repeat): &(RotationSet, usize),
     tile: Option<Vec<usize>>,
 ) {
     use monomorph::backend::host::moments_add;
@@ -438,7 +445,7 @@ fn pairs_against_single_rotations<B: Backend>(
         "{what}: indices differ"
     );
     assert!(
-        !index.contains(&(n as i64 - 1)),
+        !index.contains(&(*repeat as i64)),
         "{what}: the repeat won a tie"
     );
     assert!(got == want, "{what}: moments differ");
@@ -453,12 +460,13 @@ fn pairs_against_single_rotations<B: Backend>(
 #[test]
 fn rotations_scored_in_pairs_give_each_rotations_own_results() {
     let r3 = rotations(3);
-    // 7 rotations: three pairs and one alone (the repeat of rotation 1); 6: pairs only.
-    for (k, tile) in [(6, None), (5, None), (6, Some(vec![9, 18, 18]))] {
-        let rots = with_repeat(3, &r3, k);
+    // 7 rotations (three pairs, the last alone) and 6 (pairs only); the repeat in a pair with
+    // its original, in the next pair, or alone after the last pair.
+    for (k, of, tile) in [(6, 0, None), (5, 1, None), (6, 3, Some(vec![9, 18, 18]))] {
+        let rots = with_repeat(3, &r3, k, of);
         pairs_against_single_rotations(&Cpu::<Single>::new(), 3, Score::FLC, &rots, tile);
     }
-    let rots = with_repeat(3, &r3, 4);
+    let rots = with_repeat(3, &r3, 4, 0);
     pairs_against_single_rotations(
         &Cpu::<Single>::new(),
         3,
@@ -467,18 +475,14 @@ fn rotations_scored_in_pairs_give_each_rotations_own_results() {
         None,
     );
     let r2 = rotations(2);
-    pairs_against_single_rotations(
-        &Cpu::<Double>::new(),
-        2,
-        Score::CC,
-        &with_repeat(2, &r2, 8),
-        None,
-    );
+    let rots = with_repeat(2, &r2, 8, 2);
+    pairs_against_single_rotations(&Cpu::<Double>::new(), 2, Score::CC, &rots, None);
+    let rots = with_repeat(2, &r2, 8, 4);
     pairs_against_single_rotations(
         &Cpu::<Single>::new(),
         2,
         Score::NCC,
-        &with_repeat(2, &r2, 8),
+        &rots,
         Some(vec![20, 40]),
     );
 }
@@ -492,7 +496,7 @@ fn progress_counts_every_rotation_of_a_pair_and_cancels_between_them() {
     let b = Cpu::<Single>::new();
     let (target, template, mask) = inputs(3);
     let (t, p, m) = (up(&b, &target), up(&b, &template), up(&b, &mask));
-    let rots = with_repeat(3, &rotations(3), 6);
+    let (rots, _) = with_repeat(3, &rotations(3), 6, 0);
     for stop in [None, Some(3), Some(4)] {
         let seen = Mutex::new(Vec::new());
         let cb = |done: usize, total: usize| {

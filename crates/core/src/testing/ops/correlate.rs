@@ -256,7 +256,8 @@ pub fn fused_pair_equals_two_passes<B: Backend>(b: &B) {
         let mut mshape = out.to_vec();
         mshape.push(4);
         let start: ArrayD<i64> = ArrayD::from_shape_fn(IxDyn(&mshape), |i| {
-            let v = (i.as_array_view().iter().sum::<usize>() as i64 * 7919) % 1001 - 500;
+            let v =
+                (ndarray::Dimension::slice(&i).iter().sum::<usize>() as i64 * 7919) % 1001 - 500;
             if i[out.len()] % 2 == 1 {
                 -(v & 1)
             } else {
