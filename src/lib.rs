@@ -100,12 +100,15 @@ extern crate self as monomorph;
 #[allow(missing_docs)]
 pub mod cli;
 pub mod dispatch;
+// Reads and writes DLPack's C structs: its `unsafe` blocks each say why they are sound.
 #[cfg(feature = "mpi")]
 // The folder is not named `dist`: tools (and readers) take a `dist/` folder for build output.
 #[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
 #[allow(unsafe_code)]
 #[path = "distributed/mod.rs"]
 pub mod dist;
+#[allow(unsafe_code)]
+pub mod dlpack;
 mod host_array;
 #[cfg(feature = "io")]
 pub mod io;

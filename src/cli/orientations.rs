@@ -386,17 +386,21 @@ pub fn seeded_set(
         )));
     }
     check_cone_size(positions.len(), cone, angles)?;
-    let seeds = RotationSet::from_relion_euler(&eulers)
+    let poses = RotationSet::from_relion_euler(&eulers)
         .map_err(|e| CliError::from(e).about(flag.clone()))?;
     let [step, inplane, range] = angles;
-    let (set, ranges) = RotationSet::around_each_seed(&seeds, cone, step, inplane, range)
+    let (set, ranges) = RotationSet::around_each_seed(&poses, cone, step, inplane, range)
         .map_err(|e| CliError::for_flag(e, "--orientations-cone", super::error::show(cone)))?;
+    // Each seed's neighbourhood lies along its particle's axes (its pose, pytme's oriented
+    // acceptance ellipsoid).
     let seeds = positions
         .into_iter()
         .zip(ranges)
-        .map(|(position, rotations)| Seed {
+        .enumerate()
+        .map(|(i, (position, rotations))| Seed {
             position,
             rotations,
+            pose: Some(poses.matrix(i).to_vec()),
         })
         .collect();
     Ok((set, Seeds::new(seeds, radius.to_vec())))

@@ -67,8 +67,10 @@ pub struct RotationArgs {
     /// --orientations searches only its own cone (the rotation set is each seed's own set in
     /// turn, seed by seed in file order, repeats kept, so rotation_index names the seed too;
     /// run.json `seeds` lists each seed's voxel and rotation range) at the positions within R
-    /// voxels of its position: the ellipsoid Σ((x − s)/R)² ≤ 1, one R or one per axis `Z,Y,X`
-    /// (array axes 0, 1, 2; an axis with R = 0: the seed's plane). Other positions are not
+    /// voxels of its position: the ellipsoid Σ(y/R)² ≤ 1, y the offset x − s in the seed
+    /// particle's own axes (its pose from the STAR's angles, as pytme orients its acceptance
+    /// ellipsoid; the same for one R), one R or one per axis `Z,Y,X` of the particle (an axis
+    /// with R = 0: the plane through the seed across it). Other positions are not
     /// searched (score −inf, rotation index −1); where neighbourhoods overlap the greater
     /// score wins (ties: the lower rotation index). Costs in proportion to the boxes around
     /// the seeds, not to the target; the target is filtered as for a whole run, so scores

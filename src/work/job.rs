@@ -51,8 +51,9 @@ pub struct MatchJob {
     pub template_mask: Option<HostArray>,
     /// Templates 1, 2, … matched in the same pass as `template` (template 0, with
     /// `template_mask`), against one preparation of the target
-    /// ([`match_templates_raw`]): the maps keep per voxel the best score over the templates
-    /// (ties to the lower template), its template and its rotation. Empty: one template.
+    /// ([`match_templates_raw`](crate::algo::matching::match_templates_raw)): the maps keep
+    /// per voxel the best score over the templates (ties to the lower template), its template
+    /// and its rotation. Empty: one template.
     pub more_templates: Vec<ExtraTemplate>,
     /// Target mask ([`MatchParams::target_mask`], MCC).
     pub target_mask: Option<HostArray>,
@@ -376,7 +377,7 @@ impl MatchJob {
 }
 
 /// [`MatchJob::run_range`] as a [`BackendTask`](crate::BackendTask), for a caller that picks
-/// the backend at run time ([`dispatch`](crate::dispatch)).
+/// the backend at run time ([`dispatch`](fn@crate::dispatch)).
 pub struct RunRange<'a, 'c> {
     /// The job.
     pub job: &'a MatchJob,

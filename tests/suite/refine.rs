@@ -169,14 +169,17 @@ fn seeded_scores_are_a_whole_runs_with_each_seeds_rotations() {
             Seed {
                 position: vec![10, 12, 9],
                 rotations: 0..na,
+                pose: None,
             },
             Seed {
                 position: vec![11, 13, 11],
                 rotations: na..na + nb,
+                pose: None,
             },
             Seed {
                 position: vec![29, 0, 25],
                 rotations: na..na + nb,
+                pose: None,
             },
         ],
         vec![2.0, 1.5, 2.5],
@@ -212,7 +215,7 @@ fn seeded_scores_are_a_whole_runs_with_each_seeds_rotations() {
                         (&wb, &wbi, na as i64),
                         (&wb, &wbi, na as i64),
                     ]) {
-                        if seeds.contains(&sd.position, &[z, y, x]) {
+                        if seeds.contains(sd, &[z, y, x]) {
                             let c = (ws[k], wi[k] + base);
                             best = Some(match best {
                                 Some(o) if o.0 >= c.0 => o,
@@ -262,6 +265,7 @@ fn seeded_searches_refuse_what_they_cannot_define() {
                 vec![Seed {
                     position: vec![20, 0, 0],
                     rotations: 0..n,
+                    pose: None,
                 }],
                 vec![1.0; 3],
             ),
@@ -550,5 +554,142 @@ fn seeded_bad_input_exits_2_naming_the_flag() {
         run["seeds"]["seeds"][0]["voxel_zyx"],
         serde_json::json!([12, 12, 12])
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The cases of `tests/fixtures/orientation/uncertainty/ellipsoids.json` (pytme 0.3.6's own
+/// acceptance ellipsoids, `reference.py` there): `(angles, radius (z, y, x), accepted offsets,
+/// offsets round-off may decide)`.
+#[allow(clippy::type_complexity)]
+fn pytme_ellipsoids() -> Vec<([f64; 3], Vec<f64>, Vec<[i64; 3]>, Vec<[i64; 3]>)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/orientation/uncertainty/ellipsoids.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let offsets = |a: &serde_json::Value| -> Vec<[i64; 3]> {
+        a.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| [0, 1, 2].map(|k| p[k].as_i64().unwrap()))
+            .collect()
+    };
+    v["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let angles = [0, 1, 2].map(|k| c["angles"][k].as_f64().unwrap());
+            let radius = (0..3)
+                .map(|k| c["radius_zyx"][k].as_f64().unwrap())
+                .collect();
+            (
+                angles,
+                radius,
+                offsets(&c["inside_zyx"]),
+                offsets(&c["near_surface_zyx"]),
+            )
+        })
+        .collect()
+}
+
+/// An anisotropic neighbourhood lies along the seed's pose, as pytme's: the library's test
+/// accepts exactly the offsets pytme's own `create_mask(…, orientation=Rᵀ)` accepts, for
+/// seeds at several poses (axis-aligned before: the tilted cases failed).
+#[test]
+fn seed_neighbourhoods_are_pytmes_oriented_ellipsoids() {
+    for (angles, radius, inside, near) in pytme_ellipsoids() {
+        let pose = RotationSet::from_relion_euler(&[angles]).unwrap();
+        let m = radius.iter().cloned().fold(0.0, f64::max) as i64;
+        let c = m as usize;
+        let seeds = Seeds::new(
+            vec![Seed {
+                position: vec![c; 3],
+                rotations: 0..1,
+                pose: Some(pose.matrix(0).to_vec()),
+            }],
+            radius.clone(),
+        );
+        let (_, lo, hi) = seeds.boxes(&[0; 3], &[2 * c + 1; 3]).next().unwrap();
+        let mut checked = 0;
+        for z in -m..=m {
+            for y in -m..=m {
+                for x in -m..=m {
+                    let d = [z, y, x];
+                    if near.contains(&d) {
+                        continue;
+                    }
+                    let p: Vec<usize> = d.iter().map(|&v| (v + m) as usize).collect();
+                    let ours = seeds.contains(&seeds.seeds[0], &p);
+                    assert_eq!(ours, inside.contains(&d), "{angles:?} {radius:?} {d:?}");
+                    if ours {
+                        assert!((0..3).all(|k| lo[k] <= p[k] && p[k] < hi[k]), "{p:?} box");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 0 && !inside.is_empty());
+    }
+}
+
+/// Through the command: the positions a seeded run searches around a tilted seed are pytme's
+/// oriented ellipsoid (the STAR's angles become the seed's pose).
+#[test]
+fn seeded_run_searches_the_oriented_ellipsoid() {
+    let dir = scratch("oriented");
+    let cases = pytme_ellipsoids();
+    let (angles, radius, inside, near) = &cases[2];
+    assert!(near.is_empty());
+    let target = ArrayD::from_shape_fn(IxDyn(&[20, 20, 20]), |i| {
+        ((i[0] * 7 + i[1] * 3 + i[2]) % 11) as f32
+    });
+    let (t, m) = (dir.join("t.npy"), dir.join("m.npy"));
+    ndarray_npy::write_npy(&t, &target).unwrap();
+    ndarray_npy::write_npy(&m, &template(7)).unwrap();
+    let star = dir.join("seed.star");
+    let seed = [9usize, 10, 11]; // (z, y, x)
+    std::fs::write(
+        &star,
+        format!(
+            "data_particles\nloop_\n_rlnCoordinateX\n_rlnCoordinateY\n_rlnCoordinateZ\n\
+             _rlnAngleRot\n_rlnAngleTilt\n_rlnAnglePsi\n{} {} {} {} {} {}\n",
+            seed[2], seed[1], seed[0], angles[0], angles[1], angles[2]
+        ),
+    )
+    .unwrap();
+    let out = dir.join("o");
+    let r = radius
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let s = |p: &Path| p.display().to_string();
+    ok(&[
+        "match",
+        "--target",
+        &s(&t),
+        "--template",
+        &s(&m),
+        "--orientations",
+        &s(&star),
+        "--orientations-cone",
+        "0",
+        "--angular-step",
+        "90",
+        "--orientations-uncertainty",
+        &r,
+        "--out",
+        &s(&out),
+    ]);
+    let scores: ArrayD<f32> = ndarray_npy::read_npy(out.join("scores.npy")).unwrap();
+    let mut searched: Vec<[i64; 3]> = scores
+        .indexed_iter()
+        .filter(|(_, v)| v.is_finite())
+        .map(|(i, _)| [0, 1, 2].map(|k| i[k] as i64 - seed[k] as i64))
+        .collect();
+    searched.sort();
+    let mut want = inside.clone();
+    want.sort();
+    assert_eq!(searched, want);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,6 +16,13 @@
 //! Outputs come back without a copy: the command hands the arrays its `.npy` files would hold
 //! to the session ([`Session::outputs`]) and each becomes a numpy array that owns the Rust
 //! buffer (`PyArray::from_owned_array`); with `--out (array)` no file is written at all.
+//!
+//! DLPack: another library's array (a torch tensor, anything with `__dlpack__`) is taken
+//! through the protocol by [`take_dlpack`] (its capsule consumed, the managed tensor checked
+//! by [`monomorph::dlpack`]) and a host one lent in place like a numpy array; results for such
+//! a caller come back as [`DLPackArray`]s (the command's buffers exported as DLPack capsules,
+//! no copy) that the caller's library's `from_dlpack` takes. Arrays on a GPU are not matched
+//! here yet: the Python layer refuses them before they reach this module.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
@@ -23,13 +30,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use monomorph::cli::embed::{self, Progress, Session};
+use monomorph::dlpack::{
+    DLManagedTensor, DLManagedTensorVersioned, Exported, ForeignArray, live_exports,
+};
 use monomorph::io::Volume;
 use monomorph::ndarray::ArrayD;
 use monomorph::{Borrowed, HostArray};
 use numpy::{Element, PyArray, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use pyo3::{IntoPyObjectExt, ffi};
 
 /// A C-ordered numpy array of element type `T` as an owned host array (one copy: the command
 /// owns its inputs), or `None` when `obj` holds another type.
@@ -73,6 +84,18 @@ fn host_array<'py>(
     let owner = || -> std::sync::Arc<dyn std::any::Any + Send + Sync> {
         std::sync::Arc::new(obj.clone().unbind())
     };
+    if let Ok(f) = obj.cast::<Foreign>() {
+        let taken = f.get().inner.lock().ok().and_then(|mut g| g.take());
+        let a = taken
+            .ok_or_else(|| PyValueError::new_err(format!("{flag}: a DLPack array given twice")))?;
+        let data = a
+            .into_host_array(|a| WithGil(Some(a)))
+            .map_err(|e| PyValueError::new_err(format!("{flag}: {e}")))?;
+        if let Some(b) = data.borrowed() {
+            lent.buffers.push((flag.to_string(), b.clone()));
+        }
+        return Ok(data);
+    }
     if let Some((a, ptr, shape)) = lend::<f32>(obj) {
         // SAFETY: `ptr` is the aligned, C-ordered data of `a` (`shape`'s product of f32), kept
         // allocated by `owner` (a reference to the array). The command only reads it; the
@@ -108,6 +131,211 @@ fn host_array<'py>(
     )))
 }
 
+/// Releases a [`ForeignArray`] (its producer's deleter) with the GIL held, whichever thread
+/// drops the last reader: a Python producer's deleter may touch reference counts.
+struct WithGil(Option<ForeignArray>);
+
+impl Drop for WithGil {
+    fn drop(&mut self) {
+        if let Some(a) = self.0.take() {
+            Python::attach(|_| drop(a));
+        }
+    }
+}
+
+/// Another library's array taken through DLPack ([`take_dlpack`]), not yet read: the
+/// command's input for the flag it is given to (lent in place when on the host). Its
+/// producer's buffer is released when this object and every reader are gone.
+#[pyclass(module = "monomorph._native", frozen)]
+struct Foreign {
+    inner: Mutex<Option<ForeignArray>>,
+    shape: Vec<usize>,
+    dtype: &'static str,
+    device: (i32, i32),
+}
+
+#[pymethods]
+impl Foreign {
+    /// The shape.
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        self.shape.clone()
+    }
+    /// Number of axes.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    /// numpy's name of the element type.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype
+    }
+    /// (DLPack device type, ordinal).
+    #[getter]
+    fn device(&self) -> (i32, i32) {
+        self.device
+    }
+}
+
+const DLTENSOR: &std::ffi::CStr = c"dltensor";
+const USED_DLTENSOR: &std::ffi::CStr = c"used_dltensor";
+const DLTENSOR_VERSIONED: &std::ffi::CStr = c"dltensor_versioned";
+const USED_DLTENSOR_VERSIONED: &std::ffi::CStr = c"used_dltensor_versioned";
+
+/// Takes `obj`'s array through DLPack (`obj.__dlpack__(max_version=(1, 0))`, or without the
+/// keyword for a producer older than DLPack 1.0): consumes the capsule (renamed
+/// `used_dltensor…`, so its destructor leaves the tensor to us) and checks the tensor.
+/// `ValueError` with what is wrong (the caller names the argument): a layout that is not
+/// C-contiguous, an element type the command does not read, misaligned data, another device.
+#[pyfunction]
+fn take_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Foreign> {
+    let kw = PyDict::new(py);
+    kw.set_item("max_version", (1, 0))?;
+    let cap = match obj.call_method("__dlpack__", (), Some(&kw)) {
+        Ok(c) => c,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => obj.call_method0("__dlpack__")?,
+        Err(e) => return Err(e),
+    };
+    let p = cap.as_ptr();
+    // SAFETY: `p` is a live object (`cap` holds it). `PyCapsule_IsValid` only reads it; a
+    // valid capsule of DLPack's name holds a managed tensor of that kind (the protocol), which
+    // becomes ours once the capsule is renamed "used_…": its destructor then leaves it alone
+    // (DLPack's rule), and `ForeignArray` calls its deleter once. The names are static.
+    let taken = unsafe {
+        if ffi::PyCapsule_IsValid(p, DLTENSOR_VERSIONED.as_ptr()) == 1 {
+            let m = ffi::PyCapsule_GetPointer(p, DLTENSOR_VERSIONED.as_ptr());
+            if m.is_null() || ffi::PyCapsule_SetName(p, USED_DLTENSOR_VERSIONED.as_ptr()) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            ForeignArray::from_versioned(m.cast::<DLManagedTensorVersioned>())
+        } else if ffi::PyCapsule_IsValid(p, DLTENSOR.as_ptr()) == 1 {
+            let m = ffi::PyCapsule_GetPointer(p, DLTENSOR.as_ptr());
+            if m.is_null() || ffi::PyCapsule_SetName(p, USED_DLTENSOR.as_ptr()) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            ForeignArray::from_legacy(m.cast::<DLManagedTensor>())
+        } else {
+            return Err(PyValueError::new_err(format!(
+                "__dlpack__ returned a {}, expected an unused DLPack capsule",
+                cap.get_type().name()?
+            )));
+        }
+    };
+    // An error has released the tensor already (dropped with the GIL held: we hold it).
+    let a = taken.map_err(PyValueError::new_err)?;
+    Ok(Foreign {
+        shape: a.shape().to_vec(),
+        dtype: a.dtype().name(),
+        device: a.device(),
+        inner: Mutex::new(Some(a)),
+    })
+}
+
+/// A result array lent to another library through DLPack: `from_dlpack(obj)` of numpy,
+/// PyTorch, CuPy, JAX… gives an array viewing the command's buffer (no copy), which lives
+/// until this object and every such array are gone. On the CPU (`__dlpack_device__` is
+/// `(1, 0)`).
+#[pyclass(module = "monomorph._native", frozen)]
+struct DLPackArray {
+    e: Arc<Exported>,
+}
+
+/// The destructor of [`DLPackArray::__dlpack__`]'s capsules: releases a tensor no consumer
+/// took (a consumer renames the capsule and calls the deleter itself).
+unsafe extern "C" fn drop_capsule(cap: *mut ffi::PyObject) {
+    // SAFETY: called by Python with the GIL held on a capsule made below; under its unused
+    // name it still holds the managed tensor made for it, released here once.
+    unsafe {
+        if ffi::PyCapsule_IsValid(cap, DLTENSOR.as_ptr()) == 1 {
+            let p = ffi::PyCapsule_GetPointer(cap, DLTENSOR.as_ptr()).cast::<DLManagedTensor>();
+            if let Some(d) = (*p).deleter {
+                d(p)
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl DLPackArray {
+    /// A DLPack capsule (`"dltensor"`) of the buffer, a new share of it. `stream` is ignored
+    /// (host memory); `dl_device` other than the CPU and `copy=False` are refused; `copy=True`
+    /// exports a copy. A legacy capsule whatever `max_version` (consumers take both).
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<Bound<'py, PyAny>>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = (stream, max_version);
+        if let Some(d) = dl_device
+            && d != (1, 0)
+        {
+            return Err(PyBufferError::new_err(format!(
+                "dl_device {d:?}: the array is on the CPU (1, 0) and is not copied to devices"
+            )));
+        }
+        let e = if copy == Some(true) {
+            Exported::copy_of(&self.e)
+        } else {
+            self.e.clone()
+        };
+        let p = e.managed();
+        // SAFETY: `p` is a fresh managed tensor owned by the new capsule (its destructor
+        // releases it unless a consumer took it); the name is static.
+        unsafe {
+            let cap = ffi::PyCapsule_New(p.cast(), DLTENSOR.as_ptr(), Some(drop_capsule));
+            if cap.is_null() {
+                if let Some(d) = (*p).deleter {
+                    d(p)
+                }
+                return Err(PyErr::fetch(py));
+            }
+            Ok(Bound::from_owned_ptr(py, cap))
+        }
+    }
+
+    /// `(1, 0)`: the CPU.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (1, 0)
+    }
+
+    /// The shape.
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        self.e.shape()
+    }
+
+    /// numpy's name of the element type.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.e.dtype()
+    }
+
+    /// The buffer's address (for tests that a consumer views it, not a copy).
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.e.data_ptr()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DLPackArray(shape={:?}, dtype={})",
+            self.e.shape(),
+            self.e.dtype()
+        )
+    }
+}
+
+/// How many exported tensors ([`DLPackArray::__dlpack__`]) their consumers have not released.
+#[pyfunction]
+fn dlpack_exports_alive() -> usize {
+    live_exports()
+}
+
 /// A host array handed back by the command as a numpy array owning its buffer (no copy).
 fn to_numpy<'py>(py: Python<'py>, a: HostArray) -> Bound<'py, PyAny> {
     match a {
@@ -132,9 +360,11 @@ type Outcome<'py> = (u8, String, String, Bound<'py, PyDict>, Bound<'py, PyDict>)
 /// path is `(array)/name` (`run.json` for `--match-run (array)`); `progress(done, total)` is
 /// called as rotations finish (an exception in it stops the run and is raised); `bar` shows
 /// the command's progress bar on stderr when it is a terminal. The output arrays (`scores`,
-/// `x`, …: what the `.npy` files hold) are numpy arrays owning the command's buffers.
+/// `x`, …: what the `.npy` files hold) are numpy arrays owning the command's buffers, or with
+/// `export` [`DLPackArray`]s lending them (for a DLPack caller's library). An array may be a
+/// [`Foreign`] ([`take_dlpack`]) instead of a numpy array.
 #[pyfunction]
-#[pyo3(signature = (args, arrays, progress=None, bar=false, documents=Vec::new()))]
+#[pyo3(signature = (args, arrays, progress=None, bar=false, documents=Vec::new(), export=false))]
 fn run_command<'py>(
     py: Python<'py>,
     args: Vec<String>,
@@ -142,6 +372,7 @@ fn run_command<'py>(
     progress: Option<Py<PyAny>>,
     bar: bool,
     documents: Vec<(String, String)>,
+    export: bool,
 ) -> PyResult<Outcome<'py>> {
     let stop = Arc::new(AtomicBool::new(false));
     let callback_error: Arc<Mutex<Option<PyErr>>> = Arc::new(Mutex::new(None));
@@ -227,7 +458,14 @@ fn run_command<'py>(
         Some(Ok((session, done))) => {
             let results = serde_json::Value::Object(session.results.into_iter().collect());
             for (name, a) in session.outputs {
-                out.set_item(name, to_numpy(py, a))?;
+                if export {
+                    let e = DLPackArray {
+                        e: Exported::new(a),
+                    };
+                    out.set_item(name, e.into_bound_py_any(py)?)?;
+                } else {
+                    out.set_item(name, to_numpy(py, a))?;
+                }
             }
             Ok(match done {
                 Ok(()) => (0, String::new(), results.to_string(), out, how),
@@ -278,5 +516,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_command, m)?)?;
     m.add_function(wrap_pyfunction!(devices_json, m)?)?;
     m.add_function(wrap_pyfunction!(help_text, m)?)?;
+    m.add_function(wrap_pyfunction!(take_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack_exports_alive, m)?)?;
+    m.add_class::<Foreign>()?;
+    m.add_class::<DLPackArray>()?;
     Ok(())
 }

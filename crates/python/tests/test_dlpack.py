@@ -1,12 +1,18 @@
-"""DLPack producers: read through the protocol (CPU producers in place) and results handed back
-as arrays of the same kind, on the same device. A small producer defined here stands in for a
-CPU torch tensor (this module's ``from_dlpack`` is its library's); numpy's own ``__dlpack__``
-carries the buffers both ways. With torch installed, a CPU tensor is checked too."""
+"""DLPack producers: taken through the protocol by the extension (the capsule consumed, the
+tensor checked there; CPU producers read in place) and results handed back as arrays of the
+same kind, exported as DLPack capsules (no copy). A small producer defined here stands in for
+a CPU torch tensor (this module's ``from_dlpack`` is its library's); numpy's own
+``__dlpack__`` (versioned and legacy) carries the buffers both ways. With torch installed, a
+CPU tensor is checked too."""
+
+import gc
+import sys
 
 import numpy as np
 import pytest
 
 import monomorph
+from monomorph import _native
 from conftest import FIXTURES
 
 D = FIXTURES / "matching" / "3d_flc"
@@ -28,6 +34,13 @@ class Tensor:
         return self.device
 
 
+class Legacy(Tensor):
+    """A producer older than DLPack 1.0: no ``max_version``, legacy capsules only."""
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__(stream=stream)
+
+
 made = []
 
 
@@ -41,17 +54,134 @@ def from_dlpack(x):
 def test_a_producer_is_read_in_place_and_its_results_are_of_its_kind():
     want = monomorph.match_template(T, P, template_mask=M, angular_step=90, score_stats=True)
     made.clear()
-    r = monomorph.match_template(Tensor(T), Tensor(P), template_mask=Tensor(M), angular_step=90, score_stats=True)
+    r = monomorph.match_template(Tensor(T), Tensor(P), template_mask=Legacy(M), angular_step=90, score_stats=True)
     assert r.inputs == {"target": "borrowed", "template": "borrowed", "template_mask": "borrowed"}
     for name in ("scores", "rotation_index", "rotations", "score_mean", "score_std", "score_z"):
         got = getattr(r, name)
         assert isinstance(got, Tensor), name
         assert got.device == (1, 0)
         assert got.a.tobytes() == getattr(want, name).tobytes(), name
-    # Zero copy: each result tensor views the buffer the command handed over.
-    assert made and all(np.shares_memory(src, t.a) for src, t in made)
+    # Zero copy: each result tensor views the buffer the command exported.
+    assert made and all(isinstance(src, _native.DLPackArray) for src, _ in made)
+    assert all(t.a.ctypes.data == src.data_ptr for src, t in made)
     # The results go on as inputs: peaks of a Tensor result equal the numpy ones.
     assert np.array_equal(r.peaks(min_distance=3).positions, want.peaks(min_distance=3).positions)
+
+
+def test_each_producer_tensor_is_released_once_and_left_untouched():
+    # numpy's capsule holds a reference to its array that the deleter drops: the count is back
+    # where it was (not higher: never released; not lower: released twice).
+    t, p, m = T.copy(), P.copy(), M.copy()
+    before = [sys.getrefcount(a) for a in (t, p, m)]
+    r = monomorph.match_template(Tensor(t), Legacy(p), template_mask=Tensor(m), angular_step=90)
+    gc.collect()
+    assert [sys.getrefcount(a) for a in (t, p, m)] == before
+    assert t.tobytes() == T.tobytes() and p.tobytes() == P.tobytes() and m.tobytes() == M.tobytes()
+    # A refused producer is released too.
+    c = T.astype(np.complex64)
+    n = sys.getrefcount(c)
+    with pytest.raises(monomorph.InputError):
+        monomorph.match_template(Tensor(c), P, angular_step=90)
+    gc.collect()
+    assert sys.getrefcount(c) == n
+    del r
+
+
+def test_exported_results_are_released_once_when_their_last_view_dies():
+    made.clear()  # this module's from_dlpack keeps what it made
+    gc.collect()
+    base = _native.dlpack_exports_alive()
+    r = monomorph.match_template(Tensor(T), P, template_mask=M, angular_step=90)
+    views = [r.scores, r.rotation_index, r.rotations]
+    assert _native.dlpack_exports_alive() == base + 3
+    del r
+    gc.collect()
+    assert _native.dlpack_exports_alive() == base + 3, "the views keep their buffers"
+    assert views[0].a.tobytes() == monomorph.match_template(T, P, template_mask=M, angular_step=90).scores.tobytes()
+    del views
+    made.clear()
+    gc.collect()
+    assert _native.dlpack_exports_alive() == base
+
+
+def test_an_exported_array_serves_several_consumers_and_unused_capsules():
+    made.clear()
+    gc.collect()
+    before = _native.dlpack_exports_alive()
+    got = monomorph.match_template(Tensor(T), P, angular_step=90)
+    base = _native.dlpack_exports_alive()
+    assert base == before + 3  # the three result tensors
+    e = next(src for src, t in made if t is got.scores)
+    assert e.__dlpack_device__() == (1, 0) and e.shape == [48, 48, 48] and e.dtype == "float32"
+    a, b = np.from_dlpack(e), np.from_dlpack(e)
+    assert np.shares_memory(a, b) and a.ctypes.data == e.data_ptr
+    assert _native.dlpack_exports_alive() == base + 2
+    # A capsule nobody consumes is released by its destructor.
+    cap = e.__dlpack__()
+    assert _native.dlpack_exports_alive() == base + 3
+    del cap
+    assert _native.dlpack_exports_alive() == base + 2
+    c = np.from_dlpack(e, copy=True)
+    assert not np.shares_memory(a, c) and c.tobytes() == a.tobytes()
+    with pytest.raises(BufferError):
+        e.__dlpack__(dl_device=(2, 0))
+    del a, b, c, got, e
+    made.clear()
+    gc.collect()
+    assert _native.dlpack_exports_alive() == before
+
+
+def test_other_dtypes_are_copied_or_converted_as_numpy_inputs_are():
+    want = monomorph.match_template(T, P, angular_step=90)
+    i = (T * 100).astype(np.int32)
+    r = monomorph.match_template(Tensor(i), P, angular_step=90)
+    assert r.inputs["target"] == "copied"
+    assert r.scores.a.tobytes() == monomorph.match_template(i, P, angular_step=90).scores.tobytes()
+    u = (T > 0).astype(np.uint8)
+    r = monomorph.match_template(Tensor(u), P, angular_step=90)
+    assert r.inputs["target"] == "converted"
+    assert r.scores.a.tobytes() == monomorph.match_template(u, P, angular_step=90).scores.tobytes()
+    # A read-only array: exported by numpy only as a versioned capsule (its read-only flag).
+    ro = T.copy()
+    ro.setflags(write=False)
+    r = monomorph.match_template(Tensor(ro), P, angular_step=90)
+    assert r.inputs["target"] == "borrowed" and r.scores.a.tobytes() == want.scores.tobytes()
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (T.astype(np.complex64), "DLPack dtype (code 5"),
+        (T.astype(np.float16), "DLPack dtype (code 2, 16 bits"),
+    ],
+)
+def test_dtypes_the_command_does_not_read_are_input_errors(bad, says):
+    with pytest.raises(monomorph.InputError) as e:
+        monomorph.match_template(Tensor(bad), P, angular_step=90)
+    msg = str(e.value)
+    assert msg.startswith("target: ") and says in msg and "\n" not in msg
+
+
+def test_producers_that_break_the_protocol_are_input_errors():
+    class NotACapsule(Tensor):
+        def __dlpack__(self, **kw):
+            return "a string"
+
+    with pytest.raises(monomorph.InputError) as e:
+        monomorph.match_template(T, NotACapsule(P), angular_step=90)
+    assert str(e.value).startswith("template: ") and "capsule" in str(e.value)
+
+    class Failing(Tensor):
+        def __dlpack__(self, **kw):
+            raise BufferError("cannot export")
+
+    with pytest.raises(monomorph.InputError) as e:
+        monomorph.match_template(T, P, template_mask=Failing(M), angular_step=90)
+    assert "template_mask" in str(e.value) and "cannot export" in str(e.value)
+    # A device that is neither the host nor CUDA (14: Metal).
+    with pytest.raises(monomorph.InputError) as e:
+        monomorph.match_template(Tensor(T, device=(14, 0)), P, angular_step=90)
+    assert "DLPack device type 14" in str(e.value)
 
 
 def test_numpy_producers_and_other_libraries_give_numpy_back():
@@ -65,18 +195,27 @@ def test_numpy_producers_and_other_libraries_give_numpy_back():
     assert isinstance(r.scores, np.ndarray) and r.inputs["target"] == "borrowed"
 
 
-def test_solve_gives_back_the_rhs_kind():
+def test_peaks_and_solve_take_producers_and_give_back_their_kind():
     rhs = np.arange(32, dtype=np.float64).reshape(2, 16)
     want = monomorph.solve(rhs, laplacian=(4, 4), periodic=False)
     got = monomorph.solve(Tensor(rhs), laplacian=(4, 4), periodic=False)
     assert isinstance(got.x, Tensor) and got.x.a.tobytes() == want.x.tobytes()
+    s = monomorph.match_template(T, P, angular_step=90).scores
+    a = monomorph.find_peaks(Tensor(s), min_distance=3)
+    b = monomorph.find_peaks(s, min_distance=3)
+    assert a.positions.shape[1] == 3 and np.array_equal(a.positions, b.positions)
 
 
 def test_a_gpu_producer_is_one_clear_error_naming_what_is_missing():
     with pytest.raises(monomorph.RunError) as e:
-        monomorph.match_template(Tensor(T, device=(2, 0)), P, angular_step=90)
+        monomorph.match_template(Tensor(T, device=(2, 1)), P, angular_step=90)
     msg = str(e.value)
-    assert "\n" not in msg and "target" in msg and "GPU" in msg and "not built yet" in msg
+    assert "\n" not in msg and "target" in msg and "GPU 1" in msg and "not built yet" in msg
+    # peaks and solve say the same, naming their argument.
+    with pytest.raises(monomorph.RunError, match="^scores: an array on GPU 0"):
+        monomorph.find_peaks(Tensor(T, device=(2, 0)))
+    with pytest.raises(monomorph.RunError, match="^rhs: an array on GPU 0"):
+        monomorph.solve(Tensor(np.ones((1, 16)), device=(2, 0)), laplacian=(4, 4))
 
 
 def test_torch_cpu_tensors_in_torch_tensors_out():
@@ -88,3 +227,30 @@ def test_torch_cpu_tensors_in_torch_tensors_out():
     assert isinstance(r.scores, torch.Tensor) and r.scores.device.type == "cpu"
     assert r.scores.numpy().tobytes() == want.scores.tobytes()
     assert isinstance(r.rotation_index, torch.Tensor)
+
+
+def test_array_api_strict_arrays_in_and_out():
+    # A real third-party producer (pure Python over numpy): its arrays are taken through the
+    # protocol and the results are its arrays.
+    xp = pytest.importorskip("array_api_strict")
+    want = monomorph.match_template(T, P, template_mask=M, angular_step=90)
+    r = monomorph.match_template(xp.asarray(T), xp.asarray(P), template_mask=xp.asarray(M), angular_step=90)
+    assert r.inputs == {"target": "borrowed", "template": "borrowed", "template_mask": "borrowed"}
+    assert type(r.scores) is type(xp.asarray(T)) and r.scores.device == xp.asarray(T).device
+    assert np.from_dlpack(r.scores).tobytes() == want.scores.tobytes()
+    assert np.from_dlpack(r.rotation_index).tobytes() == want.rotation_index.tobytes()
+
+
+@pytest.mark.parametrize(
+    "strided",
+    [np.ascontiguousarray(T).transpose(2, 1, 0), T[:, ::2, :], np.asfortranarray(T)],
+)
+def test_a_strided_producer_is_converted_once_as_a_numpy_view_is(strided):
+    """A transposed or sliced tensor (torch's ``.T``): read through numpy and converted once to
+    C order, the same scores as the numpy array of that layout, the producer untouched."""
+    before = strided.copy()
+    r = monomorph.match_template(Tensor(strided), P, angular_step=90)
+    want = monomorph.match_template(strided, P, angular_step=90)
+    assert r.inputs["target"] == "converted" == want.inputs["target"]
+    assert r.scores.a.tobytes() == want.scores.tobytes()
+    assert np.array_equal(strided, before)

@@ -97,7 +97,7 @@ def test_list_progress_and_errors(tmp_path):
     bad.write_text(f"{paths[0].name}\nmissing.npy\n")
     with pytest.raises(monomorph.InputError, match=r"target_list .*bad\.txt line 2"):
         monomorph.match_template(None, m, target_list=str(bad), rotations=r, score="cc")
-    with pytest.raises(monomorph.InputError, match="target_list"):
+    with pytest.raises(monomorph.InputError, match="target_list: an empty list"):
         monomorph.match_template(None, m, target_list=[], rotations=r, score="cc")
     with pytest.raises(monomorph.InputError, match="target_list"):
         monomorph.match_template(None, m, target_list=np.zeros((2, 2)), rotations=r, score="cc")

@@ -9,8 +9,10 @@ or a natural Python value: numbers, tuples (``wedge_axes=(2, 0)``, ``search_z=(1
 arrays in the command's (z, y, x) frame, or paths.
 
 Inputs are read in place where they can be (a C-ordered array of the working dtype), and
-results are handed over without a copy; a CPU DLPack producer (a torch CPU tensor) gets arrays
-of its own kind back.
+results are handed over without a copy; a DLPack producer on the CPU (a torch CPU tensor) is
+taken through the protocol and gets arrays of its own kind back (the results exported as
+DLPack capsules). One on a GPU raises :class:`RunError`: matching on the device it lives on is
+not built yet.
 
 Errors: :class:`InputError` (a ``ValueError``) where the command exits 2, naming the argument;
 :class:`RunError` (a ``RuntimeError``) where it exits 1. The GIL is released while computing and
@@ -101,26 +103,15 @@ _KEEP = {np.dtype(t) for t in ("float32", "float64", "int32", "int64")}
 _FLOAT = {np.dtype(t) for t in ("float32", "float64")}
 
 
-def _host(name: str, v: Any) -> tuple[np.ndarray, str]:
+def _host(name: str, v: Any) -> tuple[Any, str]:
     """``v`` as a C-ordered numpy array of a dtype the command reads, and how it was taken:
     ``"borrowed"`` for a float32/float64 one as it is (lent to the command and read in place
     where its dtype is the run's working type; the command says afterwards when it converted
     it instead), ``"copied"`` for an int32/int64 one (the command copies its buffer once),
     ``"converted"`` when numpy made a converted copy first (another dtype, or not C-ordered); a
-    DLPack producer on the CPU through numpy's ``from_dlpack`` (no copy)."""
+    DLPack producer is taken by :func:`_dlpack`."""
     if not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__"):
-        kind, dev = _dlpack_device(v)
-        if kind not in _HOST_DEVICES:
-            raise RunError(
-                f"{name}: an array on a GPU (DLPack device type {kind}, device {dev}): matching "
-                "on the device it lives on is not built yet (the CUDA backend cannot wrap a "
-                "caller's device pointer), expected a CPU array (copy it to the host first, "
-                "e.g. .cpu() or cupy.asnumpy)"
-            )
-        try:
-            v = np.from_dlpack(v)
-        except (TypeError, ValueError, RuntimeError, BufferError) as e:
-            raise InputError(f"{name}: not readable through DLPack ({e}), expected a CPU array") from None
+        return _dlpack(name, v)
     a = np.asarray(v)
     how = "borrowed" if a.dtype in _FLOAT else "copied"
     if a.dtype in _WIDEN:
@@ -139,6 +130,52 @@ def _host(name: str, v: Any) -> tuple[np.ndarray, str]:
 
 # DLPack device types read on the host: kDLCPU, kDLCUDAHost (pinned host memory).
 _HOST_DEVICES = (1, 3)
+_KDLCUDA = 2
+
+
+def _dlpack(name: str, v: Any) -> tuple[Any, str]:
+    """A DLPack producer (a torch tensor; not a numpy array) taken through the protocol by the
+    extension (its capsule consumed, the tensor checked there) and how it will be read: a
+    float32/float64 host array ``"borrowed"`` (read in place), int32/int64 ``"copied"``, the
+    small types ``"converted"`` (to float32), a strided (not C-contiguous) one ``"converted"``
+    once to C order through numpy, as a numpy array of that layout is. An array on a GPU is a
+    :class:`RunError` (not matched on its device yet); another device or an element type the
+    command does not read, an :class:`InputError` naming ``name``."""
+    kind, dev = _dlpack_device(v)
+    if kind == _KDLCUDA:
+        raise RunError(
+            f"{name}: an array on GPU {dev} (DLPack device type {kind}): matching on the device "
+            "it lives on is not built yet (the CUDA backend cannot adopt a caller's device "
+            "buffer), expected a CPU array (copy it to the host first, e.g. .cpu() or "
+            "cupy.asnumpy)"
+        )
+    if kind not in _HOST_DEVICES:
+        raise InputError(
+            f"{name}: an array on DLPack device type {kind} (device {dev}), expected a CPU array"
+        )
+    try:
+        f = _native.take_dlpack(v)
+    except ValueError as e:
+        if "not C-contiguous" in str(e):
+            # A strided host view (a transposed tensor): converted once to C order, as a
+            # numpy array of that layout is (its capsule was released, so it is exported again).
+            try:
+                a = np.from_dlpack(v)
+            except (TypeError, ValueError, RuntimeError, BufferError) as e2:
+                raise InputError(f"{name}: {e} (and not readable by numpy: {e2})") from None
+            return _host(name, a)
+        raise InputError(f"{name}: {e}") from None
+    except (TypeError, RuntimeError, BufferError) as e:
+        raise InputError(f"{name}: not readable through DLPack ({e}), expected a CPU array") from None
+    if f.device[0] not in _HOST_DEVICES:
+        # The capsule contradicts __dlpack_device__: read nothing from it.
+        raise InputError(
+            f"{name}: __dlpack_device__ says {kind} but the tensor is on DLPack device type "
+            f"{f.device[0]}, expected a CPU array"
+        )
+    if f.dtype in ("float32", "float64"):
+        return f, "borrowed"
+    return f, "copied" if f.dtype in ("int32", "int64") else "converted"
 
 
 def _dlpack_device(v: Any) -> tuple[int, int]:
@@ -170,9 +207,10 @@ def _kind(v: Any) -> Callable[[Any], Any] | None:
 
 def _like(kind: Callable[[Any], Any] | None, a: Any) -> Any:
     """A result array as an array of the input's kind (``kind``: its library's
-    ``from_dlpack``), zero copy: the new array views the result's buffer (numpy's own
-    ``__dlpack__``), on the CPU, where the input lived. ``a`` itself without a kind."""
-    if kind is None or not isinstance(a, np.ndarray):
+    ``from_dlpack``), zero copy: the new array views the command's buffer, exported by the
+    extension as a DLPack capsule (a ``_native.DLPackArray``), on the CPU, where the input
+    lived. ``a`` itself without a kind."""
+    if kind is None or not isinstance(a, (np.ndarray, _native.DLPackArray)):
         return a
     return kind(a)
 
@@ -204,7 +242,8 @@ class _Call:
     def __init__(self, sub: str):
         self.sub = sub
         self.args: list[str] = [sub, "--quiet"]
-        self.arrays: list[tuple[str, np.ndarray]] = []
+        # numpy arrays, or DLPack producers taken by the extension (`_native.Foreign`).
+        self.arrays: list[tuple[str, Any]] = []
         self.documents: list[tuple[str, str]] = []
         self.inputs: dict[str, str] = {}
         self.labels: dict[str, str] = {}
@@ -277,8 +316,9 @@ class _Call:
         cb = progress if callable(progress) else None
         if progress not in (True, False, None) and cb is None:
             raise InputError(f"progress: {progress!r}, expected True, False or a callable (done, total)")
+        # A DLPack caller's library (`kind`) gets the outputs as DLPack exports.
         code, message, results, arrays, read = _native.run_command(
-            self.args, self.arrays, cb, bar, self.documents
+            self.args, self.arrays, cb, bar, self.documents, self.kind is not None
         )
         self.arrays = []
         for key, taken in read.items():
@@ -363,9 +403,11 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     folder; without it no file is written; ``trace`` writes the command's Chrome/Perfetto
     trace of the run). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths; a
     C-ordered array of the run's working dtype is read in place. A DLPack producer on the CPU
-    (a torch CPU tensor) is read through the protocol and the result arrays come back as
-    arrays of the target's kind (its library's ``from_dlpack``, zero copy); one on a GPU
-    raises :class:`RunError` (not built yet).
+    (a torch CPU tensor) is taken through the protocol (its capsule consumed; C-ordered
+    float32/float64 read in place, a strided one converted once) and the result arrays come back
+    as arrays of the target's kind (its library's ``from_dlpack`` over the command's buffers
+    exported as DLPack capsules, zero copy); one on a GPU raises :class:`RunError` (not
+    matched on its device yet).
     ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
 
     ``target_list`` (with ``target=None``): a list file as ``--target-list`` reads it, or a
@@ -422,6 +464,8 @@ def _target_list(call: _Call, value: Any) -> None:
         raise InputError(
             f"target_list: {type(value).__name__}, expected a list file or a list of paths/arrays"
         )
+    if not value:
+        raise InputError("target_list: an empty list, expected one or more paths or arrays")
     lines = []
     for k, v in enumerate(value):
         if isinstance(v, (str, os.PathLike)):
@@ -504,7 +548,9 @@ def find_peaks(scores: Any, **flags: Any) -> Peaks:
     ``template_index`` (arrays or paths), ``match_run`` (a :class:`MatchResult`, a run.json
     dict or a folder),
     ``peak_oversampling``, ``allow_nan``, pytom's ``particle_diameter``, ``sampling_rate``, …;
-    ``out`` also writes the peak list."""
+    ``out`` also writes the peak list. Array arguments may be DLPack producers on the CPU
+    (read through the protocol, as in :func:`match_template`); one on a GPU raises
+    :class:`RunError` (not done on the device yet)."""
     keep = dict(flags)
     out = flags.pop("out", None)
     flags.pop("quiet", None)
@@ -573,7 +619,8 @@ def solve(rhs: Any, **flags: Any) -> SolveResult:
     ``periodic``, ``boundary``, ``spacing``, ``obstacles``); ``x0``, ``method`` ("cg",
     "cg-adaptive"), ``rtol``, ``atol``, ``max_iter``, ``preconditioner``, ``trajectory``,
     ``precision``, ``backend``; ``out`` also writes the command's output folder. With a CPU
-    DLPack producer as ``rhs`` (a torch CPU tensor), ``x``/``residual`` are of its kind."""
+    DLPack producer as ``rhs`` (a torch CPU tensor), ``x``/``residual`` are of its kind (zero
+    copy); one on a GPU raises :class:`RunError` (not solved on the device yet)."""
     flags.pop("quiet", None)
     call = _Call("solve")
     call.array("rhs", rhs)

@@ -27,7 +27,8 @@ class MatchResult:
     score_mean/std/z with score_stats=True; run (run.json); inputs (how each array input was
     taken: "borrowed" (read in place: C order, the run's working dtype), "copied" (int32/int64,
     copied once) or "converted" (another dtype or order, converted once)). The arrays are the .npy files' values, bit for bit,
-    handed over without a copy."""
+    handed over without a copy: numpy arrays, or with a DLPack producer as target (a torch CPU
+    tensor) arrays of its library (its from_dlpack over the exported buffers)."""
 
     scores: np.ndarray
     rotation_index: np.ndarray
@@ -146,8 +147,10 @@ def match_template(
     """Template matching, as `monomorph match` (every flag a keyword in snake_case). Several
     templates (a list, one shape) are matched in one pass: scores are the per-voxel best
     (ties to the first) and template_index says which. Without out= no file is written.
-    C-ordered arrays of the working dtype are read in place; a CPU DLPack producer (a torch
-    CPU tensor) as target gets result arrays of its kind (zero copy); a GPU one: RunError.
+    C-ordered arrays of the working dtype are read in place. Any DLPack producer on the CPU
+    (a torch CPU tensor) is taken through the protocol (C-ordered float read in place, a
+    strided one converted once) and as target gets result arrays of its kind (zero copy). One on a GPU
+    (kDLCUDA): RunError, not matched on its device yet (never run on a GPU).
 
     Keywords (the flags of `monomorph match`):
 
@@ -180,8 +183,10 @@ def match_template(
         each seed of --orientations searches only its own cone (the rotation set is each seed's own
         set in turn, seed by seed in file order, repeats kept, so rotation_index names the seed too;
         run.json `seeds` lists each seed's voxel and rotation range) at the positions within R
-        voxels of its position: the ellipsoid Σ((x − s)/R)² ≤ 1, one R or one per axis `Z,Y,X`
-        (array axes 0, 1, 2; an axis with R = 0: the seed's plane)
+        voxels of its position: the ellipsoid Σ(y/R)² ≤ 1, y the offset x − s in the seed
+        particle's own axes (its pose from the STAR's angles, as pytme orients its acceptance
+        ellipsoid; the same for one R), one R or one per axis `Z,Y,X` of the particle (an axis with R
+        = 0: the plane through the seed across it)
     euler: Euler angles, one `rot,tilt,psi` per line (3-D only), in RELION's convention as in STAR
         files: degrees, Rz(rot)·Ry(tilt)·Rz(psi) the rotation acting on (x, y, z) (intrinsic ZYZ;
         the transpose of RELION's Euler_angles2matrix; scipy's from_euler("ZYZ")), the same angles
@@ -336,7 +341,8 @@ def find_peaks(
     out: str | os.PathLike[str] | None = ...,
     **flags: Any,
 ) -> Peaks:
-    """Peak calling, as `monomorph peaks` (every flag a keyword in snake_case).
+    """Peak calling, as `monomorph peaks` (every flag a keyword in snake_case). Array
+    arguments may be CPU DLPack producers (read through the protocol); a GPU one: RunError.
 
     Keywords (the flags of `monomorph peaks`):
 
@@ -429,6 +435,8 @@ def solve(
     **flags: Any,
 ) -> SolveResult:
     """Batched conjugate gradient, as `monomorph solve` (every flag a keyword in snake_case).
+    With a CPU DLPack producer as rhs, x and residual are arrays of its kind (zero copy); a GPU
+    one: RunError.
 
     Keywords (the flags of `monomorph solve`):
 

@@ -12,9 +12,16 @@
 //! run's with those rotations (to FFT round-off) and the work is proportional to the boxes,
 //! not to the target.
 //!
-//! The neighbourhood of a seed at `s` with radii `r` is the ellipsoid `Σ ((x_k − s_k)/r_k)² ≤ 1`
-//! over the axes with `r_k > 0` (and `x_k = s_k` on an axis with `r_k = 0`), pytme's
-//! `--orientations-uncertainty` acceptance ellipsoid (axis-aligned, in the target's axes).
+//! The neighbourhood of a seed at `s` with radii `r` is the ellipsoid `Σ (y_k/r_k)² ≤ 1` over
+//! the axes with `r_k > 0` (and `y_k = 0` on an axis with `r_k = 0`), where `y = x − s` for a
+//! seed without a pose ([`Seed::pose`]), and `y = R·(x − s)` for a seed with pose `R` (a matrix
+//! of the set: the particle's own axes, so the radii lie along the particle's `z, y, x` axes
+//! `Rᵀ·e_k`, as the template rotated by `R` holds them). That is pytme's
+//! `--orientations-uncertainty` acceptance ellipsoid, which pytme orients by each seed's
+//! rotation when the radii differ (`create_mask(…, orientation=Rᵀ)`, `y = R·(x − s)` in pytme's
+//! pull-back convention, the one of [`RotationSet`](crate::algo::rotations::RotationSet)); a
+//! sphere is the same either way. With a pose, the test allows round-off of `1e-9` (a point on
+//! the surface of an axis-aligned pose stays inside).
 //! Where neighbourhoods overlap, the maps keep the one merge rule: the greater score, ties to
 //! the lower rotation index. Positions in no neighbourhood hold score −∞ and rotation index
 //! −1, as for the other restrictions. `ssum` is Σ score² over every box scored (each seed's
@@ -38,14 +45,61 @@ use super::search::Region;
 use super::state::ScoreState;
 use super::{MatchParams, MatchResult, Score, shift_windows, window_extension};
 
-/// One seed of a [`Seeds`] search: where it is and which rotations it searches.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One seed of a [`Seeds`] search: where it is, which rotations it searches and how its
+/// neighbourhood is oriented.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Seed {
     /// Its voxel, one index per axis of the target (array order, `(z, y, x)`).
     pub position: Vec<usize>,
     /// Its rotations: indices `start..end` into [`MatchParams::rotations`]. Seeds may share
     /// rotations (two particles seen alike).
     pub rotations: Range<usize>,
+    /// Its pose: a `d × d` rotation matrix, row-major, in array-index axes and the pull-back
+    /// convention of the rotation sets (the particle's pose, e.g. the seed's own rotation
+    /// before its cone). The neighbourhood's radii then lie along the particle's axes (module
+    /// docs); `None`: along the target's axes.
+    pub pose: Option<Vec<f64>>,
+}
+
+/// Round-off allowed by the neighbourhood test of a seed with a pose.
+const POSE_EPS: f64 = 1e-9;
+
+impl Seed {
+    /// `y = R·(x − s)` (or `x − s` without a pose) for a position `x`.
+    fn local(&self, x: &[usize]) -> Vec<f64> {
+        let d: Vec<f64> = x
+            .iter()
+            .zip(&self.position)
+            .map(|(&xk, &sk)| xk as f64 - sk as f64)
+            .collect();
+        match &self.pose {
+            None => d,
+            Some(r) => (0..d.len())
+                .map(|k| (0..d.len()).map(|j| r[k * d.len() + j] * d[j]).sum())
+                .collect(),
+        }
+    }
+
+    /// The half-widths of the bounding box of its neighbourhood with radii `radius`, per
+    /// axis: `⌊r_j⌋` without a pose, else `⌊√Σ_k (R_kj · r_k)²⌋` (the extent of the rotated
+    /// ellipsoid along axis `j`, with the test's round-off allowance).
+    fn half_widths(&self, radius: &[f64]) -> Vec<usize> {
+        match &self.pose {
+            None => radius.iter().map(|r| r.floor() as usize).collect(),
+            Some(m) => {
+                let n = radius.len();
+                (0..n)
+                    .map(|j| {
+                        let h = (0..n)
+                            .map(|k| (m[k * n + j] * radius[k]).powi(2))
+                            .sum::<f64>()
+                            .sqrt();
+                        (h * (1.0 + POSE_EPS) + POSE_EPS).floor() as usize
+                    })
+                    .collect()
+            }
+        }
+    }
 }
 
 /// A seeded search: every seed searches only its own rotations within `radius` of its
@@ -71,8 +125,8 @@ pub struct Seed {
 /// let rotations = RotationSet::from_matrices(2, &flat)?; // seed 0: 0..12, seed 1: 12..24
 /// let seeds = Seeds::new(
 ///     vec![
-///         Seed { position: vec![22, 12], rotations: 0..12 },
-///         Seed { position: vec![40, 40], rotations: 12..24 },
+///         Seed { position: vec![22, 12], rotations: 0..12, pose: None },
+///         Seed { position: vec![40, 40], rotations: 12..24, pose: None },
 ///     ],
 ///     vec![2.0, 2.0],
 /// );
@@ -115,6 +169,7 @@ impl Seeds {
                 (lo < hi).then(|| Seed {
                     position: s.position.clone(),
                     rotations: lo - range.start..hi - range.start,
+                    pose: s.pose.clone(),
                 })
             })
             .collect();
@@ -126,18 +181,19 @@ impl Seeds {
 
     /// The boxes the seeds search inside the searched box `lo..hi` (the whole target
     /// without a restriction; see [`searched_box`](super::searched_box)): each seed's
-    /// neighbourhood's bounding box (`position ± ⌊radius⌋` per axis) clipped to it, for every
-    /// seed with rotations whose clipped box is not empty, in seed order.
+    /// neighbourhood's bounding box (`position ± ⌊radius⌋` per axis without a pose, the rotated
+    /// ellipsoid's extent with one) clipped to it, for every seed with rotations whose clipped
+    /// box is not empty, in seed order.
     pub fn boxes<'a>(
         &'a self,
         lo: &'a [usize],
         hi: &'a [usize],
     ) -> impl Iterator<Item = (&'a Seed, Vec<usize>, Vec<usize>)> + 'a {
-        let half: Vec<usize> = self.radius.iter().map(|r| r.floor() as usize).collect();
         self.seeds.iter().filter_map(move |s| {
             if s.rotations.is_empty() {
                 return None;
             }
+            let half = s.half_widths(&self.radius);
             let blo: Vec<usize> = (0..lo.len())
                 .map(|k| s.position[k].saturating_sub(half[k]).max(lo[k]))
                 .collect();
@@ -149,20 +205,20 @@ impl Seeds {
         })
     }
 
-    /// `true` when position `x` lies in the neighbourhood of the seed at `s`.
-    pub fn contains(&self, s: &[usize], x: &[usize]) -> bool {
+    /// `true` when position `x` lies in the neighbourhood of `seed` (module docs).
+    pub fn contains(&self, seed: &Seed, x: &[usize]) -> bool {
+        let eps = if seed.pose.is_some() { POSE_EPS } else { 0.0 };
         let mut q = 0.0;
-        for ((&xk, &sk), &r) in x.iter().zip(s).zip(&self.radius) {
-            let d = xk as f64 - sk as f64;
+        for (y, &r) in seed.local(x).into_iter().zip(&self.radius) {
             if r <= 0.0 {
-                if d != 0.0 {
+                if y.abs() > eps {
                     return false;
                 }
             } else {
-                q += (d / r) * (d / r);
+                q += (y / r) * (y / r);
             }
         }
-        q <= 1.0
+        q <= 1.0 + eps
     }
 
     /// Checks the seeds against a target of shape `ts` and a set of `nrot` rotations.
@@ -193,6 +249,17 @@ impl Seeds {
                     ),
                 ));
             }
+            if let Some(m) = &s.pose
+                && !is_rotation(m, ts.len())
+            {
+                return Err(Error::invalid(
+                    "seeds",
+                    format!(
+                        "seed {k}: its pose {m:?} is not a {d} × {d} rotation matrix",
+                        d = ts.len()
+                    ),
+                ));
+            }
             if s.rotations.start > s.rotations.end || s.rotations.end > nrot {
                 return Err(Error::invalid(
                     "seeds",
@@ -205,6 +272,20 @@ impl Seeds {
         }
         Ok(())
     }
+}
+
+/// `true` for a `d × d` row-major matrix of finite values with orthonormal rows (within
+/// `1e-6`).
+fn is_rotation(m: &[f64], d: usize) -> bool {
+    if m.len() != d * d || m.iter().any(|v| !v.is_finite()) {
+        return false;
+    }
+    (0..d).all(|i| {
+        (0..d).all(|j| {
+            let dot: f64 = (0..d).map(|k| m[i * d + k] * m[j * d + k]).sum();
+            (dot - if i == j { 1.0 } else { 0.0 }).abs() <= 1e-6
+        })
+    })
 }
 
 /// Refuses what a seeded search cannot combine with: MCC (it normalises by maxima over the
@@ -328,7 +409,7 @@ pub(super) fn run<B: Backend>(
             }
             merge_box(
                 b,
-                (seeds, &seed.position),
+                (seeds, seed),
                 region,
                 job,
                 (&best, &best_index),
@@ -358,7 +439,7 @@ pub(super) fn run<B: Backend>(
 /// wins, ties to the lower index. Only the box crosses to the host.
 fn merge_box<B: Backend>(
     b: &B,
-    (seeds, at): (&Seeds, &[usize]),
+    (seeds, at): (&Seeds, &Seed),
     region: Option<&Region<B>>,
     job: &Job,
     (best, best_index): (&Arr<B, FloatOf<B>>, &Arr<B, IntOf<B>>),
@@ -413,17 +494,20 @@ mod tests {
                 Seed {
                     position: vec![5, 5, 5],
                     rotations: 0..4,
+                    pose: None,
                 },
                 Seed {
                     position: vec![1, 2, 3],
                     rotations: 4..10,
+                    pose: None,
                 },
             ],
             vec![2.0, 1.0, 0.0],
         );
-        assert!(s.contains(&[5, 5, 5], &[7, 5, 5]));
-        assert!(!s.contains(&[5, 5, 5], &[7, 6, 5]));
-        assert!(!s.contains(&[5, 5, 5], &[5, 5, 6]));
+        let s0 = &s.seeds[0];
+        assert!(s.contains(s0, &[7, 5, 5]));
+        assert!(!s.contains(s0, &[7, 6, 5]));
+        assert!(!s.contains(s0, &[5, 5, 6]));
         let r = s.for_range(3..6);
         assert_eq!(r.seeds[0].rotations, 0..1);
         assert_eq!(r.seeds[1].rotations, 1..3);
@@ -434,6 +518,74 @@ mod tests {
         let mut bad = s.clone();
         bad.radius[0] = f64::NAN;
         assert!(bad.check(&[8, 8, 8], 10).is_err());
+        let mut bad = s.clone();
+        bad.seeds[0].pose = Some(vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.0]);
+        assert!(bad.check(&[8, 8, 8], 10).is_err());
+        bad.seeds[0].pose = Some(vec![1.0; 4]);
+        assert!(bad.check(&[8, 8, 8], 10).is_err());
+    }
+
+    /// The ellipsoid of a seed with a pose lies along the particle's axes (pytme orients its
+    /// acceptance ellipsoid by the seed's rotation): radii (z, y, x) = (3, 1, 0) with the pose
+    /// `R` that takes array axis z to y (`y = R·d`: `y_z = d_y`, `y_y = −d_z`, `y_x = d_x`),
+    /// so the long radius lies along the target's y. Checked against every voxel of the box
+    /// by brute force, and the box is the rotated ellipsoid's.
+    #[test]
+    fn a_pose_orients_the_neighbourhood() {
+        let r = vec![0.0, 1.0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1.0];
+        let seed = |pose| Seed {
+            position: vec![5, 5, 5],
+            rotations: 0..1,
+            pose,
+        };
+        let s = Seeds::new(vec![seed(Some(r)), seed(None)], vec![3.0, 1.0, 0.0]);
+        assert!(s.check(&[12, 12, 12], 1).is_ok());
+        let (posed, plain) = (&s.seeds[0], &s.seeds[1]);
+        // Along the target's y up to 3, along z up to 1; none off the plane x = 5.
+        for (x, inside) in [
+            ([5, 8, 5], true),
+            ([5, 2, 5], true),
+            ([6, 5, 5], true),
+            ([7, 5, 5], false),
+            ([5, 9, 5], false),
+            ([5, 5, 6], false),
+            ([6, 7, 5], false), // (1/1)² + (2/3)² > 1
+        ] {
+            assert_eq!(s.contains(posed, &x), inside, "{x:?}");
+        }
+        // Without the pose, the long radius lies along z, as before.
+        assert!(s.contains(plain, &[8, 5, 5]) && !s.contains(plain, &[5, 8, 5]));
+        let boxes: Vec<_> = s.boxes(&[0, 0, 0], &[12, 12, 12]).collect();
+        assert_eq!(
+            (boxes[0].1.clone(), boxes[0].2.clone()),
+            (vec![4, 2, 5], vec![7, 9, 6])
+        );
+        assert_eq!(
+            (boxes[1].1.clone(), boxes[1].2.clone()),
+            (vec![2, 4, 5], vec![9, 7, 6])
+        );
+        // A general pose: the box holds every point of the neighbourhood, and its faces touch it.
+        let (a, b) = (0.7f64, 0.3f64);
+        let (ca, sa, cb, sb) = (a.cos(), a.sin(), b.cos(), b.sin());
+        let m = vec![ca, -sa * cb, sa * sb, sa, ca * cb, -ca * sb, 0.0, sb, cb];
+        let s = Seeds::new(vec![seed(Some(m))], vec![4.0, 2.5, 1.5]);
+        let (_, lo, hi) = s.boxes(&[0, 0, 0], &[12, 12, 12]).next().unwrap();
+        let mut touch = [[false; 2]; 3];
+        for z in 0..12 {
+            for y in 0..12 {
+                for x in 0..12 {
+                    let p = [z, y, x];
+                    if s.contains(&s.seeds[0], &p) {
+                        assert!((0..3).all(|k| lo[k] <= p[k] && p[k] < hi[k]), "{p:?}");
+                        for k in 0..3 {
+                            touch[k][0] |= p[k] == lo[k];
+                            touch[k][1] |= p[k] + 1 == hi[k];
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(touch, [[true; 2]; 3], "{lo:?}..{hi:?}");
     }
 
     #[test]
@@ -441,6 +593,7 @@ mod tests {
         let seed = |position: Vec<usize>, rotations| Seed {
             position,
             rotations,
+            pose: None,
         };
         let s = Seeds::new(
             vec![
