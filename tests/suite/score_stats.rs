@@ -355,6 +355,177 @@ fn moments_are_the_exact_sums_of_each_rotations_scores() {
     exact_moments(&Cpu::<Double>::new(), 3, &rotations(3));
 }
 
+/// The first `k` of `rots` with rotation `of` repeated right after it (`k + 1` rotations);
+/// returns the repeat's index too (its scores tie with rotation `of`'s everywhere, so it
+/// never wins). Repeating rotation 0 makes a pair of tied rotations; rotation 1 (with `k`
+/// even), a tie between a pair and a rotation scored alone.
+fn with_repeat(d: usize, rots: &RotationSet, k: usize, of: usize) -> (RotationSet, usize) {
+    let mut flat = Vec::new();
+    for i in 0..k {
+        flat.extend_from_slice(rots.matrix(i));
+        if i == of {
+            flat.extend_from_slice(rots.matrix(i));
+        }
+    }
+    (RotationSet::from_matrices(d, &flat).unwrap(), of + 1)
+}
+
+/// A run with statistics (its rotations scored in pairs on the CPU backend, the last one
+/// alone for an odd count) against each rotation run alone and folded in order: the best
+/// score and its rotation (strict `>`: the repeat of rotation 1 never wins), every Σ score²
+/// part and the moment words, bit for bit; untiled and tiled.
+fn pairs_against_single_rotations<B: Backend>(
+    b: &B,
+    d: usize,
+    score: Score,
+    (rots, repeat): &(RotationSet, usize),
+    tile: Option<Vec<usize>>,
+) {
+    use monomorph::backend::host::moments_add;
+    let (target, template, mask) = inputs(d);
+    let (t, p, m) = (up(b, &target), up(b, &template), up(b, &mask));
+    let mut q = MatchParams::new(score, rots.clone());
+    q.template_mask = Some(&m);
+    q.score_stats = true;
+    q.tile_shape = tile.clone();
+    let r = match_template(b, &t, &p, &q).unwrap();
+    let (best, index) = (
+        b.download(&r.scores).unwrap(),
+        b.download(&r.rotation_index).unwrap(),
+    );
+    let mo = r.moments.unwrap();
+    let got = b.download(&mo.acc).unwrap();
+    let n = rots.len();
+    let mut want_best =
+        ArrayD::from_elem(best.raw_dim(), FloatOf::<B>::from_f64(f64::NEG_INFINITY));
+    let mut want_index = ArrayD::from_elem(best.raw_dim(), -1i64);
+    let mut want = ArrayD::<i64>::zeros(got.raw_dim());
+    let mut want_parts = vec![f64::NAN; r.ssum_parts.len()];
+    for k in 0..n {
+        let mut one = MatchParams::new(
+            score,
+            RotationSet::from_matrices(d, rots.matrix(k)).unwrap(),
+        );
+        one.template_mask = Some(&m);
+        one.tile_shape = tile.clone();
+        let r1 = match_template(b, &t, &p, &one).unwrap();
+        let s = b.download(&r1.scores).unwrap();
+        for ((w, bi), &v) in want_best
+            .iter_mut()
+            .zip(want_index.iter_mut())
+            .zip(s.iter())
+        {
+            if v > *w {
+                *w = v;
+                *bi = k as i64;
+            }
+        }
+        let words = want.as_slice_mut().unwrap().chunks_exact_mut(4);
+        for (w, &v) in words.zip(s.iter()) {
+            moments_add(w, v.as_f64(), mo.scale);
+        }
+        // Parts: tiles outer, rotations inner.
+        for (j, &part) in r1.ssum_parts.iter().enumerate() {
+            want_parts[j * n + k] = part;
+        }
+    }
+    let what = format!(
+        "{d}-D {score}, {n} rotations, tiles {tile:?} ({} jobs)",
+        r.tiles
+    );
+    assert!(tile.is_none() || r.tiles > 1, "{what}: not tiled");
+    let bits = |a: &ArrayD<FloatOf<B>>| a.iter().map(|v| v.as_f64().to_bits()).collect::<Vec<_>>();
+    assert!(
+        bits(&best) == bits(&want_best),
+        "{what}: best scores differ"
+    );
+    let index: Vec<i64> = index.iter().map(|v| v.as_f64() as i64).collect();
+    assert!(
+        index == want_index.iter().copied().collect::<Vec<_>>(),
+        "{what}: indices differ"
+    );
+    assert!(
+        !index.contains(&(*repeat as i64)),
+        "{what}: the repeat won a tie"
+    );
+    assert!(got == want, "{what}: moments differ");
+    let pbits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        pbits(&r.ssum_parts),
+        pbits(&want_parts),
+        "{what}: Σ score² parts"
+    );
+}
+
+#[test]
+fn rotations_scored_in_pairs_give_each_rotations_own_results() {
+    let r3 = rotations(3);
+    // 7 rotations (three pairs, the last alone) and 6 (pairs only); the repeat in a pair with
+    // its original, in the next pair, or alone after the last pair.
+    for (k, of, tile) in [(6, 0, None), (5, 1, None), (6, 3, Some(vec![9, 18, 18]))] {
+        let rots = with_repeat(3, &r3, k, of);
+        pairs_against_single_rotations(&Cpu::<Single>::new(), 3, Score::FLC, &rots, tile);
+    }
+    let rots = with_repeat(3, &r3, 4, 0);
+    pairs_against_single_rotations(
+        &Cpu::<Single>::new(),
+        3,
+        Score::FLCSphericalMask,
+        &rots,
+        None,
+    );
+    let r2 = rotations(2);
+    let rots = with_repeat(2, &r2, 8, 2);
+    pairs_against_single_rotations(&Cpu::<Double>::new(), 2, Score::CC, &rots, None);
+    let rots = with_repeat(2, &r2, 8, 4);
+    pairs_against_single_rotations(
+        &Cpu::<Single>::new(),
+        2,
+        Score::NCC,
+        &rots,
+        Some(vec![20, 40]),
+    );
+}
+
+/// Progress is reported once per rotation, in order, when rotations are scored in pairs; a
+/// cancel after the first rotation of a pair stops there (the second's count is not reported).
+#[test]
+fn progress_counts_every_rotation_of_a_pair_and_cancels_between_them() {
+    use std::ops::ControlFlow;
+    use std::sync::Mutex;
+    let b = Cpu::<Single>::new();
+    let (target, template, mask) = inputs(3);
+    let (t, p, m) = (up(&b, &target), up(&b, &template), up(&b, &mask));
+    let (rots, _) = with_repeat(3, &rotations(3), 6, 0);
+    for stop in [None, Some(3), Some(4)] {
+        let seen = Mutex::new(Vec::new());
+        let cb = |done: usize, total: usize| {
+            seen.lock().unwrap().push((done, total));
+            if Some(done) == stop {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let mut q = MatchParams::new(Score::FLC, rots.clone());
+        q.template_mask = Some(&m);
+        q.score_stats = true;
+        q.progress = Some(&cb);
+        let r = match_template(&b, &t, &p, &q);
+        let last = stop.unwrap_or(7);
+        let want: Vec<(usize, usize)> = (1..=last).map(|d| (d, 7)).collect();
+        assert_eq!(*seen.lock().unwrap(), want, "stop at {stop:?}");
+        match stop {
+            None => assert!(r.is_ok()),
+            Some(s) => assert!(
+                matches!(r, Err(monomorph::Error::Cancelled { done, total: 7 }) if done == s),
+                "stop at {s}: {:?}",
+                r.err()
+            ),
+        }
+    }
+}
+
 #[cfg(feature = "cli")]
 mod cli {
     use std::path::Path;

@@ -781,16 +781,22 @@ const SINK_BYTES: usize = 1 << 19;
 /// (deterministic for any thread count). (Transforming each fused slab from a copy, so that the
 /// input's cache lines stay clean, measured 5% slower: the copy costs more than the
 /// write-back it saves.)
+///
+/// The inputs come in one or two *groups* of `group` spectra (the products of one rotation;
+/// two: a pair of rotations scored in one pass), and `consume` returns one partial sum per
+/// group, summed per group. The pieces are those of one group, whatever the number of groups,
+/// so that each group's sum is added in the same order as when it is transformed alone.
 pub(crate) fn inverse_consume<T: FftFloat>(
     g: &Geometry,
     k: &Kernels<T>,
+    group: usize,
     inputs: &mut [&mut [Complex<T>]],
-    consume: &(dyn Fn(usize, &[&[T]]) -> Result<f64> + Sync),
-) -> Result<f64> {
+    consume: &(dyn Fn(usize, &[&[T]]) -> Result<[f64; 2]> + Sync),
+) -> Result<[f64; 2]> {
     let ns = inputs.len();
     assert!(
-        (1..=3).contains(&ns) && g.r_inner == 1,
-        "inverse_consume: 1 to 3 inputs, r2c axis last"
+        (1..=3).contains(&group) && (ns == group || ns == 2 * group) && g.r_inner == 1,
+        "inverse_consume: 1 or 2 groups of 1 to 3 inputs, r2c axis last"
     );
     let fuse = fused::<T>(g);
     let skip = usize::from(fuse.is_some());
@@ -808,7 +814,7 @@ pub(crate) fn inverse_consume<T: FftFloat>(
     let (pieces, rows) = match fuse {
         Some(p0) => (p0.outer, g.r_outer / p0.outer),
         None => {
-            let by_cache = (SINK_BYTES / (ns * n * std::mem::size_of::<T>())).max(1);
+            let by_cache = (SINK_BYTES / (group * n * std::mem::size_of::<T>())).max(1);
             let rpt = rows_per_task(g.r_outer, n).min(by_cache);
             (g.r_outer.div_ceil(rpt), rpt)
         }
@@ -818,12 +824,12 @@ pub(crate) fn inverse_consume<T: FftFloat>(
         .map(|x| SharedMut(x.as_mut_ptr()))
         .collect();
     let m = g.m;
-    let parts: Vec<f64> = (0..pieces)
+    let parts: Vec<[f64; 2]> = (0..pieces)
         .into_par_iter()
         .map(|piece| {
             let r0 = piece * rows;
             let r = rows.min(g.r_outer - r0);
-            T::with_scratch(|s| -> Result<f64> {
+            T::with_scratch(|s| -> Result<[f64; 2]> {
                 let mut sink = std::mem::take(&mut s.sink);
                 grow(&mut sink, ns * r * n);
                 let mut res = Ok(());
@@ -846,7 +852,7 @@ pub(crate) fn inverse_consume<T: FftFloat>(
                     }
                 }
                 let out = res.and_then(|()| {
-                    let mut outs: [&[T]; 3] = [&[]; 3];
+                    let mut outs: [&[T]; 6] = [&[]; 6];
                     for (j, o) in outs.iter_mut().enumerate().take(ns) {
                         *o = &sink[j * r * n..(j + 1) * r * n];
                     }
@@ -857,5 +863,8 @@ pub(crate) fn inverse_consume<T: FftFloat>(
             })
         })
         .collect::<Result<_>>()?;
-    Ok(parts.iter().sum())
+    Ok([
+        parts.iter().map(|p| p[0]).sum(),
+        parts.iter().map(|p| p[1]).sum(),
+    ])
 }

@@ -454,25 +454,28 @@ pub(crate) fn consumable(plan: &CpuFftPlan) -> bool {
     plan.geom.r_inner == 1
 }
 
-/// Inverse transforms of 1 to 3 spectra of `plan`, each handed to `consume` a group of real
-/// rows at a time while in cache instead of being written out (see `exec::inverse_consume`).
-/// Returns the partial sums of `consume` added in a fixed order. The inputs are clobbered.
+/// Inverse transforms of 1 to 3 spectra of `plan` (or two groups of `group` spectra: a pair
+/// of rotations), each handed to `consume` a group of real rows at a time while in cache
+/// instead of being written out (see `exec::inverse_consume`). Returns the partial sums of
+/// `consume` added in a fixed order, one per group (the second 0 for one group). The inputs
+/// are clobbered.
 pub(crate) fn inverse_consume<F: bytemuck::Pod>(
     plan: &CpuFftPlan,
+    group: usize,
     in_shapes: &[&[usize]],
     inputs: &mut [&mut [Complex<F>]],
-    consume: &(dyn Fn(usize, &[&[F]]) -> Result<f64> + Sync),
-) -> Result<f64> {
+    consume: &(dyn Fn(usize, &[&[F]]) -> Result<[f64; 2]> + Sync),
+) -> Result<[f64; 2]> {
     let g = &plan.geom;
     for s in in_shapes {
         plan.check(Dir::Inverse, &g.real_shape, s)?;
     }
-    if !consumable(plan) || !(1..=3).contains(&inputs.len()) {
+    let n = inputs.len();
+    if !consumable(plan) || !(1..=3).contains(&group) || (n != group && n != 2 * group) {
         return Err(Error::invalid(
             "fused inverse",
             format!(
-                "1 to 3 spectra with the r2c axis last, got {} over {}",
-                inputs.len(),
+                "1 or 2 groups of 1 to 3 spectra with the r2c axis last, got {n} in groups of {group} over {}",
                 g.describe()
             ),
         ));
@@ -480,28 +483,29 @@ pub(crate) fn inverse_consume<F: bytemuck::Pod>(
     fn run<T: kernels::FftFloat, F: bytemuck::Pod>(
         g: &Geometry,
         k: &Kernels<T>,
+        group: usize,
         inputs: &mut [&mut [Complex<F>]],
-        consume: &(dyn Fn(usize, &[&[F]]) -> Result<f64> + Sync),
-    ) -> Result<f64> {
+        consume: &(dyn Fn(usize, &[&[F]]) -> Result<[f64; 2]> + Sync),
+    ) -> Result<[f64; 2]> {
         let mut xs: Vec<&mut [Complex<T>]> = inputs
             .iter_mut()
             .map(|x| bytemuck::cast_slice_mut(x))
             .collect();
         let back = |r0: usize, outs: &[&[T]]| {
-            let mut o: [&[F]; 3] = [&[]; 3];
+            let mut o: [&[F]; 6] = [&[]; 6];
             for (d, s) in o.iter_mut().zip(outs) {
                 *d = bytemuck::cast_slice(s);
             }
             consume(r0, &o[..outs.len()])
         };
-        exec::inverse_consume(g, k, &mut xs, &back)
+        exec::inverse_consume(g, k, group, &mut xs, &back)
     }
     match &plan.kernels {
         TypedKernels::F32(k) if TypeId::of::<F>() == TypeId::of::<f32>() => {
-            run(g, k, inputs, consume)
+            run(g, k, group, inputs, consume)
         }
         TypedKernels::F64(k) if TypeId::of::<F>() == TypeId::of::<f64>() => {
-            run(g, k, inputs, consume)
+            run(g, k, group, inputs, consume)
         }
         _ => Err(plan.wrong_float::<F>(Dir::Inverse)),
     }

@@ -1,10 +1,10 @@
 use monomorph_core::backend::host;
 use monomorph_core::{
-    CorrSpectrum, CorrWindow, Correlate, Element, FftPlan, Float, Index, Precision, Result,
-    RunningMax, ScoreNorm, SpectralNorm, WindowExtension, check_combine_masked_correlations,
-    check_gather_window, check_insert_block, check_inverse_denominator,
-    check_irfft_score_max_update, check_rfft_pruned_mul_conj, check_score_max_update,
-    check_write_corner,
+    CorrSpectrum, CorrWindow, Correlate, Element, FftPlan, Float, Index, PairedPass, Precision,
+    Result, RunningMax, ScoreNorm, SpectralNorm, WindowExtension,
+    check_combine_masked_correlations, check_gather_window, check_insert_block,
+    check_inverse_denominator, check_irfft_score_max_update, check_rfft_pruned_mul_conj,
+    check_score_max_update, check_write_corner,
 };
 use ndarray::ArrayD;
 use rayon::prelude::*;
@@ -56,6 +56,21 @@ widest_simd! {
     ) -> () = host::score_line;
 }
 
+widest_simd! {
+    /// [`host::score_line_pair`] at the widest vector width (the fused inverse's score pass
+    /// for a pair of rotations).
+    fn score_line_pair<T: Float, I: Index>(
+        c: [&[T]; 2],
+        norm: [&host::Norm<'_, T>; 2],
+        segs: &[(usize, usize, usize)],
+        best: &mut [T],
+        best_index: &mut [I],
+        index: [I; 2],
+        acc: &mut [[f64; host::LANES]; 2],
+        moments: Option<(&mut [i64], [f64; 2])>,
+    ) -> bool = host::score_line_pair;
+}
+
 /// The output line (flat index over all axes but the last) that the FFT-grid row `row` (flat
 /// over the same axes) lands in, `x = (i − shift) mod fast` per axis, or `None` when it falls
 /// outside `out`.
@@ -99,6 +114,149 @@ fn moment_line(shape: &[usize]) -> usize {
     match shape {
         [.., nl, _] => *nl,
         _ => 1,
+    }
+}
+
+impl<P: Precision> Cpu<P> {
+    /// The fused inverse and score pass of one rotation (`second` `None`) or of a pair
+    /// ([`host::score_line_pair`]): the products of each rotation (then its mask correlations)
+    /// transformed together, each FFT-grid row scored while in cache. Arguments checked.
+    fn fused_score<I: Index>(
+        &self,
+        plan: &CpuFftPlan,
+        (spec, norm): (&mut CorrSpectrum<Self>, SpectralNorm<'_, Self>),
+        second: Option<PairedPass<'_, Self, I>>,
+        window: CorrWindow<'_>,
+        rm: RunningMax<'_, Self, F<P>, I>,
+    ) -> Result<()> {
+        let fast = plan.real_shape().to_vec();
+        let d = fast.len();
+        let RunningMax {
+            best,
+            best_index,
+            index,
+            ssum,
+            moments,
+        } = rm;
+        let oshape = best.shape().to_vec();
+        // The products transformed together: per rotation `spec`, then the normalisation's
+        // mask correlations, which the score pass reads as `outs[q]` at their index `q` here.
+        let mut specs: Vec<&mut ArrayD<C<P>>> = vec![spec.layout_mut()];
+        let norm = norm.try_map(
+            |den| data("inv_den", den),
+            |c| {
+                specs.push(c.layout_mut());
+                Ok(specs.len() - 1)
+            },
+        )?;
+        let group = specs.len();
+        let (second, ssum2) = match second {
+            Some(PairedPass {
+                spec,
+                norm,
+                index,
+                ssum,
+            }) => {
+                specs.push(spec.layout_mut());
+                let norm = norm.try_map(
+                    |den| data("inv_den", den),
+                    |c| {
+                        specs.push(c.layout_mut());
+                        Ok(specs.len() - 1)
+                    },
+                )?;
+                (Some((group, norm, index)), Some(ssum))
+            }
+            None => (None, None),
+        };
+        let shapes: Vec<Vec<usize>> = specs.iter().map(|x| x.shape().to_vec()).collect();
+        let shape_refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+        let mut inputs: Vec<&mut [C<P>]> = specs
+            .into_iter()
+            .map(|x| data_mut("spectrum of irfft_score_max_update", x))
+            .collect::<Result<_>>()?;
+        let maps = host::index_maps(&fast, window.shift, &oshape)?;
+        let segs = host::line_runs(&maps[d - 1]);
+        let (n, nl) = (fast[d - 1], oshape[d - 1]);
+        let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
+        let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
+        let (mp, msc) = match moments {
+            Some(m) => (
+                Some(SharedMut(data_mut("moments", m.acc)?.as_mut_ptr())),
+                m.scale,
+            ),
+            None => (None, [1.0; 2]),
+        };
+        let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<[f64; 2]> {
+            let mut acc = [[0.0f64; host::LANES]; 2];
+            let rows = outs[0].len() / n;
+            for r in 0..rows {
+                let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
+                    continue;
+                };
+                // The next line's moment words that its pass reads first (the low parts, the
+                // first half of the line's words in the working form), fetched while this
+                // line is scored.
+                if let Some(p) = mp.as_ref()
+                    && r + 1 < rows
+                    && let Some(next) = output_line(r0 + r + 1, &fast, window.shift, &oshape)
+                {
+                    prefetch(p.get().wrapping_add(4 * next * nl), 2 * nl);
+                }
+                let o = line * nl;
+                let row = r * n..(r + 1) * n;
+                let ln: host::Norm<'_, F<P>> =
+                    norm.map(|den| &den[o..o + nl], |q| &outs[q][row.clone()]);
+                // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
+                // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
+                // Distinct FFT-grid rows map to distinct output lines (per axis,
+                // x = (i − shift) mod fast is injective in i), and each row is consumed once,
+                // so no two calls touch the same line.
+                let (b, bi) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(bp.get().add(o), nl),
+                        std::slice::from_raw_parts_mut(bip.get().add(o), nl),
+                    )
+                };
+                let m = mp.as_ref().map(|p| {
+                    // SAFETY: as for `best` above, with 4 moment words per voxel of the
+                    // line (the moments' shape is checked).
+                    let s = unsafe { std::slice::from_raw_parts_mut(p.get().add(4 * o), 4 * nl) };
+                    (s, msc)
+                });
+                match &second {
+                    None => score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc[0], m),
+                    Some((g, norm2, index2)) => {
+                        let ln2: host::Norm<'_, F<P>> =
+                            norm2.map(|den| &den[o..o + nl], |q| &outs[q][row.clone()]);
+                        let c = [&outs[0][row.clone()], &outs[*g][row.clone()]];
+                        let same = score_line_pair(
+                            c,
+                            [&ln, &ln2],
+                            &segs,
+                            b,
+                            bi,
+                            [index, *index2],
+                            &mut acc,
+                            m,
+                        );
+                        if !same {
+                            return Err(monomorph_core::Error::invalid(
+                                "irfft_score_max_update_pair",
+                                "the two rotations' normalisations differ",
+                            ));
+                        }
+                    }
+                }
+            }
+            Ok([host::fold_lanes(&acc[0]), host::fold_lanes(&acc[1])])
+        };
+        let total = fft::inverse_consume(plan, group, &shape_refs, &mut inputs, &consume)?;
+        data_mut("ssum", ssum)?[0] += total[0];
+        if let Some(s2) = ssum2 {
+            data_mut("ssum", s2)?[0] += total[1];
+        }
+        Ok(())
     }
 }
 
@@ -326,95 +484,53 @@ impl<P: Precision> Correlate for Cpu<P> {
         rm: RunningMax<'_, Self, F<P>, I>,
     ) -> Result<()> {
         check_irfft_score_max_update(plan, spec, &norm, work, window, &rm)?;
-        self.install(|| {
-            let fast = plan.real_shape().to_vec();
-            let d = fast.len();
-            if d < 2 || !fft::consumable(plan) {
-                // Nothing to fuse over (1-D) or batch axes after the r2c axis: the unfused sequence.
-                return monomorph_core::irfft_then_score(self, plan, spec, norm, work, window, rm);
-            }
-            let RunningMax {
-                best,
-                best_index,
-                index,
-                ssum,
-                moments,
-            } = rm;
-            let oshape = best.shape().to_vec();
-            // The products transformed together: `spec`, then the normalisation's mask
-            // correlations, which the score pass reads as `outs[q]` at their index `q` here.
-            let mut specs: Vec<&mut ArrayD<C<P>>> = vec![spec.layout_mut()];
-            let norm = norm.try_map(
-                |den| data("inv_den", den),
-                |c| {
-                    specs.push(c.layout_mut());
-                    Ok(specs.len() - 1)
-                },
-            )?;
-            let shapes: Vec<Vec<usize>> = specs.iter().map(|x| x.shape().to_vec()).collect();
-            let shape_refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
-            let mut inputs: Vec<&mut [C<P>]> = specs
-                .into_iter()
-                .map(|x| data_mut("spectrum of irfft_score_max_update", x))
-                .collect::<Result<_>>()?;
-            let maps = host::index_maps(&fast, window.shift, &oshape)?;
-            let segs = host::line_runs(&maps[d - 1]);
-            let (n, nl) = (fast[d - 1], oshape[d - 1]);
-            let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
-            let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
-            let (mp, msc) = match moments {
-                Some(m) => (
-                    Some(SharedMut(data_mut("moments", m.acc)?.as_mut_ptr())),
-                    m.scale,
-                ),
-                None => (None, [1.0; 2]),
+        let fast = plan.real_shape();
+        if fast.len() < 2 || !fft::consumable(plan) {
+            // Nothing to fuse over (1-D) or batch axes after the r2c axis: the unfused sequence.
+            return self.install(|| {
+                monomorph_core::irfft_then_score(self, plan, spec, norm, work, window, rm)
+            });
+        }
+        self.install(|| self.fused_score(plan, (spec, norm), None, window, rm))
+    }
+
+    fn pairs_score_passes(&self) -> bool {
+        true
+    }
+
+    fn irfft_score_max_update_pair<I: Index>(
+        &self,
+        plan: &CpuFftPlan,
+        spec: &mut CorrSpectrum<Self>,
+        norm: SpectralNorm<'_, Self>,
+        second: PairedPass<'_, Self, I>,
+        work: &mut [ArrayD<F<P>>],
+        window: CorrWindow<'_>,
+        mut rm: RunningMax<'_, Self, F<P>, I>,
+    ) -> Result<()> {
+        check_irfft_score_max_update(plan, spec, &norm, work, window, &rm)?;
+        let fast = plan.real_shape();
+        if fast.len() < 2 || !fft::consumable(plan) {
+            // The unfused sequence, one rotation after the other.
+            self.irfft_score_max_update(plan, spec, norm, work, window, rm.reborrow())?;
+            let rm2 = RunningMax {
+                index: second.index,
+                ssum: second.ssum,
+                ..rm
             };
-            let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<f64> {
-                let mut acc = [0.0f64; host::LANES];
-                let rows = outs[0].len() / n;
-                for r in 0..rows {
-                    let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
-                        continue;
-                    };
-                    // The next line's moment words that its pass reads first (the low parts, the
-                    // first half of the line's words in the working form), fetched while this
-                    // line is scored.
-                    if let Some(p) = mp.as_ref()
-                        && r + 1 < rows
-                        && let Some(next) = output_line(r0 + r + 1, &fast, window.shift, &oshape)
-                    {
-                        prefetch(p.get().wrapping_add(4 * next * nl), 2 * nl);
-                    }
-                    let o = line * nl;
-                    let row = r * n..(r + 1) * n;
-                    let ln: host::Norm<'_, F<P>> =
-                        norm.map(|den| &den[o..o + nl], |q| &outs[q][row.clone()]);
-                    // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
-                    // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
-                    // Distinct FFT-grid rows map to distinct output lines (per axis,
-                    // x = (i − shift) mod fast is injective in i), and each row is consumed once,
-                    // so no two calls touch the same line.
-                    let (b, bi) = unsafe {
-                        (
-                            std::slice::from_raw_parts_mut(bp.get().add(o), nl),
-                            std::slice::from_raw_parts_mut(bip.get().add(o), nl),
-                        )
-                    };
-                    let m = mp.as_ref().map(|p| {
-                        // SAFETY: as for `best` above, with 4 moment words per voxel of the
-                        // line (the moments' shape is checked).
-                        let s =
-                            unsafe { std::slice::from_raw_parts_mut(p.get().add(4 * o), 4 * nl) };
-                        (s, msc)
-                    });
-                    score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc, m);
-                }
-                Ok(host::fold_lanes(&acc))
+            return self.irfft_score_max_update(plan, second.spec, second.norm, work, window, rm2);
+        }
+        {
+            let rm2 = RunningMax {
+                best: &mut *rm.best,
+                best_index: &mut *rm.best_index,
+                index: second.index,
+                ssum: &mut *second.ssum,
+                moments: None,
             };
-            let total = fft::inverse_consume(plan, &shape_refs, &mut inputs, &consume)?;
-            data_mut("ssum", ssum)?[0] += total;
-            Ok(())
-        })
+            check_irfft_score_max_update(plan, second.spec, &second.norm, work, window, &rm2)?;
+        }
+        self.install(|| self.fused_score(plan, (spec, norm), Some(second), window, rm))
     }
 
     fn combine_masked_correlations<T: Float>(

@@ -720,6 +720,40 @@ fn sizing<B: Backend>(
     Ok((scales, sizing))
 }
 
+/// Whether job `job` may score its rotations in pairs: the backend pairs
+/// ([`Correlate::pairs_score_passes`](crate::backend::Correlate::pairs_score_passes)) and the
+/// pair's extra products ([`state::pair_counts`]) fit in the memory limit beside the job's
+/// planned bytes (the plan itself does not count them, so it tiles as without pairing).
+fn pair_fits<B: Backend>(
+    b: &B,
+    params: &MatchParams<'_, B>,
+    ts: &[usize],
+    job: &Job,
+    sizing: &seeded::Sizing,
+) -> Result<bool> {
+    if !b.pairs_score_passes() {
+        return Ok(false);
+    }
+    let (fsize, per_voxel) = sizing.sizes;
+    let planned = plan::estimate_sized(
+        params.score,
+        ts,
+        &job.out_shape,
+        &job.fast,
+        fsize,
+        per_voxel,
+        sizing.fixed,
+    )?;
+    let axes: Vec<usize> = (0..job.fast.len()).collect();
+    let c = crate::shape::rfft_shape(&job.fast, &axes)
+        .iter()
+        .product::<usize>() as u64
+        * 2
+        * fsize as u64;
+    let extra = state::pair_counts(params.score) * c;
+    Ok(planned.saturating_add(extra) <= sizing.limit)
+}
+
 /// The jobs of an unseeded run and whether they are the tiles of a restricted search (whose
 /// outside is marked afterwards). A score that is never tiled runs the whole target.
 fn plan_run<B: Backend>(
@@ -809,6 +843,7 @@ fn run_templates<B: Backend>(
     // The mask-dependent target statistics: remade for a template whose mask differs.
     let mask_state = matches!(params.score, Score::CAM | Score::FLCSphericalMask);
     for (j, job) in jobs.iter().enumerate() {
+        let pair = scales.is_some() && pair_fits(b, params, &ts, job, &sizing)?;
         let mut run = |m: &mut JobMaps<B>, prep: &mut prepare::Prepared<B>| -> Result<()> {
             prep.current = 0;
             let (mut grid, mut state, _) =
@@ -833,6 +868,7 @@ fn run_templates<B: Backend>(
                     (&mut ssum, &mut ssum_parts),
                     m.background.as_mut(),
                     &progress,
+                    pair,
                 )?;
             }
             Ok(())

@@ -1,11 +1,12 @@
 //! The loop: every rotation of one job through its score's [`ScoreState`].
 
 use crate::backend::host::MOMENT_PASSES;
-use crate::backend::{Arr, ArrayMeta, Backend, CorrWindow, FloatOf, IntOf, Moments};
+use crate::backend::{AccumOf, Arr, ArrayMeta, Backend, CorrWindow, FloatOf, IntOf, Moments};
 use crate::dtype::Index;
 use crate::error::{Error, Result};
 
 use super::MatchParams;
+use super::filter::TemplateFilterBuffers;
 use super::job::Job;
 use super::prepare::{Prepared, pull_back};
 use super::state::{Grid, RunningMax, ScoreState};
@@ -17,7 +18,11 @@ use super::state::{Grid, RunningMax, ScoreState};
 /// several templates run in turn keep the first best (template, rotation) pair) and the
 /// moments (its shape + `[4]`, with their scales) when given, and pushing one Σ score² per
 /// rotation to `ssum_parts` (each summed into the zeroed 1-element `ssum`, kept on the device
-/// and read back once per job, not once per rotation).
+/// and read back once per job, not once per rotation). With `pair` (and score statistics, no
+/// background, a score other than MCC) the rotations are scored two at a time
+/// ([`ScoreState::score_pair`]), with the same results bit for bit; the caller asks for it
+/// only on a backend that pairs and where the pair's products fit
+/// ([`super::state::pair_counts`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_job<B: Backend>(
     b: &B,
@@ -36,9 +41,9 @@ pub(super) fn run_job<B: Backend>(
     (ssum, ssum_parts): (&mut Arr<B, f64>, &mut Vec<f64>),
     mut background: Option<&mut Arr<B, FloatOf<B>>>,
     progress: &dyn Fn(usize) -> Result<()>,
+    pair: bool,
 ) -> Result<()> {
     let window = CorrWindow { shift: &job.shift };
-    let single = std::mem::size_of::<FloatOf<B>>() == 4;
     let mut tbox = b.zeros::<FloatOf<B>>(tshape)?;
     let mut scratch = b.zeros::<FloatOf<B>>(tshape)?;
     let mut parts = b.zeros::<f64>(&[rots.len()])?;
@@ -52,12 +57,22 @@ pub(super) fn run_job<B: Backend>(
         (Some(bg), Some(_)) => Some((b.zeros::<IntOf<B>>(bg.shape())?, b.zeros::<f64>(&[1])?)),
         _ => None,
     };
+    // Rotations in pairs when asked (score statistics on a backend that pairs, no
+    // background): one score pass updates the maps and the moments for two rotations.
+    let pairs = pair && moments.is_some() && background.is_none() && state.pairable();
+    let mut pairing = if pairs && rots.len() >= 2 {
+        Some((state.pair_slot(b, grid)?, b.zeros::<f64>(&[1])?))
+    } else {
+        None
+    };
     // The backend's working form of the moments, reopened every MOMENT_PASSES passes (one
-    // pass per rotation), canonical again after the loop.
+    // pass per rotation; a pair starts at an even pass, so never straddles a reopening),
+    // canonical again after the loop.
     if let Some((acc, _)) = moments.as_mut() {
         b.moments_open(acc)?;
     }
-    for r in rots.clone() {
+    let mut r = rots.start;
+    while r < rots.end {
         let done = r - rots.start;
         if done > 0
             && done.is_multiple_of(MOMENT_PASSES)
@@ -66,27 +81,40 @@ pub(super) fn run_job<B: Backend>(
             b.moments_close(acc)?;
             b.moments_open(acc)?;
         }
-        let (m, off) = pull_back(p.rotations.matrix(r), tshape, single, p.pytme_frame);
-        // Rotated template (and the score's mask) in the template box.
-        match &p.prerotated {
-            Some(pr) => b.copy(&pr.templates[r], &mut tbox)?,
-            None => b.affine_transform_reversed_in(
-                &prep.side().template_src,
-                &m,
-                &off,
-                p.interpolation,
-                p.pytme_frame,
-                &mut tbox,
-            )?,
+        let mut rot = Rotation {
+            b,
+            prep,
+            p,
+            tshape,
+            tbox: &mut tbox,
+            scratch: &mut scratch,
+            filter_bufs: filter_bufs.as_mut(),
+        };
+        let (n, m, off) = rot.prepare(r, state, grid)?;
+        if let Some((slot, ssum2)) = pairing.as_mut().filter(|_| r + 1 < rots.end) {
+            state.pair_first(b, grid, tshape)?;
+            let (n2, _, _) = rot.prepare(r + 1, state, grid)?;
+            b.fill(ssum, 0.0)?;
+            b.fill(ssum2, 0.0)?;
+            let rm = RunningMax {
+                best: &mut *best,
+                best_index: &mut *best_index,
+                index: idx::<B>(base + r)?,
+                ssum: &mut *ssum,
+                moments: moments.as_mut().map(|(acc, scale)| Moments {
+                    acc: &mut **acc,
+                    scale: *scale,
+                }),
+            };
+            let second = (idx::<B>(base + r + 1)?, &mut *ssum2);
+            state.score_pair(b, grid, tshape, slot, [n, n2], window, rm, second)?;
+            b.insert_block(ssum, &[done], &mut parts)?;
+            b.insert_block(ssum2, &[done + 1], &mut parts)?;
+            progress(done + 1)?;
+            progress(done + 2)?;
+            r += 2;
+            continue;
         }
-        // The template filter acts on the rotated template (the wedge is fixed in the target's
-        // frame), before the score's normalisation; the mask is not filtered.
-        if let (Some(f), Some(bufs)) = (&prep.template_filter, filter_bufs.as_mut()) {
-            f.apply(b, bufs, &mut tbox)?;
-        }
-        let n = state.rotate_mask(b, p, prep, r, (&m, &off))?;
-        state.standardize(b, prep, &mut tbox, n, &mut scratch)?;
-        b.write_corner(&tbox, &mut grid.tpad)?;
         // Each scoring call adds its Σ score² to a zeroed accumulator (one part per call).
         b.fill(ssum, 0.0)?;
         let rm = RunningMax {
@@ -131,6 +159,7 @@ pub(super) fn run_job<B: Backend>(
             state.score(b, grid, tshape, &mut tbox, n, window, rm)?;
         }
         progress(done + 1)?;
+        r += 1;
     }
     if let Some((acc, _)) = moments.as_mut() {
         b.moments_close(acc)?;
@@ -142,4 +171,53 @@ pub(super) fn run_job<B: Backend>(
 fn idx<B: Backend>(r: usize) -> Result<IntOf<B>> {
     IntOf::<B>::from_usize(r)
         .ok_or_else(|| Error::invalid("rotations", format!("index {r} overflows the index type")))
+}
+
+/// What preparing a rotation's template uses (the loop's buffers).
+struct Rotation<'a, 'p, B: Backend> {
+    b: &'a B,
+    prep: &'a Prepared<B>,
+    p: &'a MatchParams<'p, B>,
+    tshape: &'a [usize],
+    tbox: &'a mut Arr<B, FloatOf<B>>,
+    scratch: &'a mut Arr<B, FloatOf<B>>,
+    filter_bufs: Option<&'a mut TemplateFilterBuffers<B>>,
+}
+
+impl<B: Backend> Rotation<'_, '_, B> {
+    /// Rotation `r`'s template (and the score's mask) rotated, filtered and standardised, its
+    /// box written into the grid's FFT buffer; returns the mask sum and the rotation's
+    /// pull-back `(matrix, offset)`.
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &mut self,
+        r: usize,
+        state: &mut ScoreState<B>,
+        grid: &mut Grid<B>,
+    ) -> Result<(AccumOf<B>, Vec<f64>, Vec<f64>)> {
+        let (b, p, prep) = (self.b, self.p, self.prep);
+        let single = std::mem::size_of::<FloatOf<B>>() == 4;
+        let (m, off) = pull_back(p.rotations.matrix(r), self.tshape, single, p.pytme_frame);
+        // Rotated template (and the score's mask) in the template box.
+        match &p.prerotated {
+            Some(pr) => b.copy(&pr.templates[r], self.tbox)?,
+            None => b.affine_transform_reversed_in(
+                &prep.side().template_src,
+                &m,
+                &off,
+                p.interpolation,
+                p.pytme_frame,
+                self.tbox,
+            )?,
+        }
+        // The template filter acts on the rotated template (the wedge is fixed in the target's
+        // frame), before the score's normalisation; the mask is not filtered.
+        if let (Some(f), Some(bufs)) = (&prep.template_filter, self.filter_bufs.as_deref_mut()) {
+            f.apply(b, bufs, self.tbox)?;
+        }
+        let n = state.rotate_mask(b, p, prep, r, (&m, &off))?;
+        state.standardize(b, prep, self.tbox, n, self.scratch)?;
+        b.write_corner(self.tbox, &mut grid.tpad)?;
+        Ok((n, m, off))
+    }
 }

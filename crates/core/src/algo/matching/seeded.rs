@@ -399,6 +399,8 @@ pub(super) fn run<B: Backend>(
                     (&mut ssum, &mut parts),
                     None,
                     &progress,
+                    // Seeded runs have no score statistics: nothing to pair.
+                    false,
                 )?;
                 step += rots.len();
                 for (r, p) in rots.clone().zip(parts) {

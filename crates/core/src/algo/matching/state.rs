@@ -11,7 +11,7 @@
 
 use crate::backend::{
     AccumOf, Arr, Backend, ComplexOf, CorrSpectrum, CorrWindow, FloatOf, IntOf, Normalization,
-    UnaryOp, WindowExtension,
+    PairedPass, UnaryOp, WindowExtension,
 };
 use crate::dtype::{Float, Real};
 use crate::error::{Error, Result};
@@ -39,6 +39,24 @@ pub(super) fn buffer_counts(score: Score) -> (u64, u64) {
         // target mask and of f² (complex).
         Score::MCC => (9, 5),
     }
+}
+
+/// Complex FFT-grid arrays a job allocates besides [`buffer_counts`] when it scores its
+/// rotations in pairs ([`ScoreState::pair_slot`]): the second rotation's `C(f, t̂)`, and for
+/// FLC its two mask correlations. Not counted by the plan: the loop pairs only where these
+/// fit beside the planned job.
+pub(super) fn pair_counts(score: Score) -> u64 {
+    match score {
+        Score::FLC => 3,
+        Score::MCC => 0,
+        _ => 1,
+    }
+}
+
+/// The second rotation's products of a pair (see [`ScoreState::score_pair`]).
+pub(super) struct PairSlot<B: Backend> {
+    y: CorrSpectrum<B>,
+    masks: Option<(CorrSpectrum<B>, CorrSpectrum<B>)>,
 }
 
 /// The FFT-grid arrays of a job, allocated through a count of them.
@@ -310,6 +328,140 @@ impl<B: Backend> ScoreState<B> {
                 standardize_masked(b, t, Some((mask, n)), scratch)
             }
         }
+    }
+
+    /// `true` for the scores whose rotations can be scored in pairs
+    /// ([`ScoreState::score_pair`]): all but MCC, which combines whole grids.
+    pub(super) fn pairable(&self) -> bool {
+        !matches!(self, ScoreState::Mcc { .. })
+    }
+
+    /// The products a pair's second rotation needs besides the grid's own: `C(f, t̂)` and, for
+    /// FLC, the two mask correlations (what [`pair_counts`] counts).
+    pub(super) fn pair_slot(&self, b: &B, g: &Grid<B>) -> Result<PairSlot<B>> {
+        let masks = match self {
+            ScoreState::Local { .. } => {
+                Some((b.corr_spectrum(&g.plan)?, b.corr_spectrum(&g.plan)?))
+            }
+            _ => None,
+        };
+        Ok(PairSlot {
+            y: b.corr_spectrum(&g.plan)?,
+            masks,
+        })
+    }
+
+    /// The forward products of one rotation (not MCC): `C(f, t̂)` from the template's box in
+    /// `g.tpad` into `g.y` (or `slot.y`), and for FLC the mask correlations of the rotated
+    /// mask into the state's `c1`, `c2` (or the slot's).
+    fn forward(
+        &mut self,
+        b: &B,
+        g: &mut Grid<B>,
+        tshape: &[usize],
+        slot: Option<&mut PairSlot<B>>,
+    ) -> Result<()> {
+        let (y, masks) = match slot {
+            Some(PairSlot { y, masks }) => (y, masks.as_mut().map(|(a, c)| (a, c))),
+            None => (&mut g.y, None),
+        };
+        b.rfft_pruned_mul_conj(&g.plan, &g.tpad, tshape, &mut g.x, &[&g.spec_f], &mut [y])?;
+        if let ScoreState::Local {
+            spec_f2,
+            c1,
+            c2,
+            mask,
+        } = self
+        {
+            let (c1, c2) = masks.unwrap_or((c1, c2));
+            b.write_corner(mask, &mut g.tpad)?;
+            b.rfft_pruned_mul_conj(
+                &g.plan,
+                &g.tpad,
+                tshape,
+                &mut g.x,
+                &[&g.spec_f, spec_f2],
+                &mut [c1, c2],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The first of a pair of rotations (not MCC): its forward products, kept in the grid and
+    /// the state until [`ScoreState::score_pair`]. The template's box is in `g.tpad`.
+    pub(super) fn pair_first(&mut self, b: &B, g: &mut Grid<B>, tshape: &[usize]) -> Result<()> {
+        self.forward(b, g, tshape, None)
+    }
+
+    /// The second of a pair: its forward products into `slot`, then both rotations scored in
+    /// one pass
+    /// ([`Correlate::irfft_score_max_update_pair`](crate::backend::Correlate::irfft_score_max_update_pair)): `n` the mask sums of the first
+    /// and the second, `rm` the first's running maximum and `(index, ssum)` the second's.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn score_pair(
+        &mut self,
+        b: &B,
+        g: &mut Grid<B>,
+        tshape: &[usize],
+        slot: &mut PairSlot<B>,
+        n: [AccumOf<B>; 2],
+        window: CorrWindow<'_>,
+        rm: RunningMax<'_, B>,
+        (index, ssum): (IntOf<B>, &mut Arr<B, f64>),
+    ) -> Result<()> {
+        self.forward(b, g, tshape, Some(slot))?;
+        let scale = g.scale;
+        let PairSlot { y, masks } = slot;
+        let (norm, norm2) = match self {
+            ScoreState::Plain { scale, .. } => (
+                Normalization::Scaled { scale: *scale },
+                Normalization::Scaled { scale: *scale },
+            ),
+            ScoreState::Denominator { inv_den } => (
+                Normalization::Denominator {
+                    scale,
+                    inv_den: &*inv_den,
+                },
+                Normalization::Denominator {
+                    scale,
+                    inv_den: &*inv_den,
+                },
+            ),
+            ScoreState::Local { c1, c2, .. } => {
+                let (d1, d2) = masks
+                    .as_mut()
+                    .ok_or_else(|| Error::invalid("pair", "FLC pair without mask products"))?;
+                (
+                    Normalization::Local {
+                        scale,
+                        c1,
+                        c2,
+                        n: F::<B>::from_f64(n[0].as_f64()),
+                        eps: F::<B>::EPS,
+                    },
+                    Normalization::Local {
+                        scale,
+                        c1: d1,
+                        c2: d2,
+                        n: F::<B>::from_f64(n[1].as_f64()),
+                        eps: F::<B>::EPS,
+                    },
+                )
+            }
+            ScoreState::Mcc { .. } => {
+                return Err(Error::invalid(
+                    "pair",
+                    "MCC rotations are scored one at a time",
+                ));
+            }
+        };
+        let second = PairedPass {
+            spec: y,
+            norm: norm2,
+            index,
+            ssum,
+        };
+        b.irfft_score_max_update_pair(&g.plan, &mut g.y, norm, second, &mut g.work, window, rm)
     }
 
     /// Scores one rotation: the template's box already in `g.tpad` (and `t`, the standardised

@@ -216,6 +216,207 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
     }
 }
 
+/// Two rotations scored in one pass (`irfft_score_max_update_pair`) give, bit for bit, what
+/// two `irfft_score_max_update` calls in order give: the running maximum (the first rotation
+/// winning a tie: a second rotation with the first's very products never wins), each
+/// rotation's Σ score², and the moment words (from non-zero sums, in the working form, with
+/// scales that keep every term on the fast path and scales that send many terms beyond it,
+/// past `MOMENT_LIMIT` too), for every normalisation, on geometries that take each CPU path
+/// (fused slabs or rows, 2-D and 3-D, circular and shifted windows).
+pub fn fused_pair_equals_two_passes<B: Backend>(b: &B) {
+    #[allow(clippy::type_complexity)]
+    let cases: [(&[usize], &[usize], &[usize], &[isize]); 5] = [
+        (&[24, 20, 18], &[7, 5, 6], &[24, 20, 18], &[-3, -2, -4]),
+        (&[24, 20, 18], &[7, 5, 6], &[13, 15, 9], &[5, -7, 2]),
+        (&[48, 40, 36], &[12, 12, 12], &[30, 35, 25], &[20, -5, 7]),
+        (&[1024, 520], &[40, 33], &[1024, 520], &[-20, -16]),
+        (&[40, 36], &[9, 8], &[21, 30], &[3, 33]),
+    ];
+    let mut rng = Lcg::new(92);
+    for (fast, nz, out, shift) in cases {
+        let axes: Vec<usize> = (0..fast.len()).collect();
+        let plan = b.fft_plan(fast, &axes).expect("plan");
+        let cs = plan.complex_shape().to_vec();
+        let f = host::<B>(&mut rng, fast);
+        let f2 = f.mapv(|v| v * v);
+        let (sf, sf2) = (spectrum(b, &plan, &f), spectrum(b, &plan, &f2));
+        let ts = [
+            up(b, &boxed::<B>(&mut rng, fast, nz)),
+            up(b, &boxed::<B>(&mut rng, fast, nz)),
+        ];
+        let ms = [
+            up(b, &boxed::<B>(&mut rng, fast, nz).mapv(|v| v.abs())),
+            up(b, &boxed::<B>(&mut rng, fast, nz).mapv(|v| v.abs())),
+        ];
+        let den = up(b, &host::<B>(&mut rng, out));
+        let window = CorrWindow { shift };
+        let scale = FloatOf::<B>::from_f64(1.0 / f.len() as f64);
+        let e = FloatOf::<B>::from_f64(1e-3);
+        let ns = [FloatOf::<B>::from_f64(30.0), FloatOf::<B>::from_f64(17.0)];
+        let mut mshape = out.to_vec();
+        mshape.push(4);
+        let start: ArrayD<i64> = ArrayD::from_shape_fn(IxDyn(&mshape), |i| {
+            let v =
+                (ndarray::Dimension::slice(&i).iter().sum::<usize>() as i64 * 7919) % 1001 - 500;
+            if i[out.len()] % 2 == 1 {
+                -(v & 1)
+            } else {
+                v << 40
+            }
+        });
+        let zeros = || b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
+        let corr = || b.corr_spectrum(&plan).expect("corr_spectrum");
+        let (i1, i2) = (IntOf::<B>::from_f64(3.0), IntOf::<B>::from_f64(4.0));
+        for kind in 0..3 {
+            for tie in [false, true] {
+                for msc in [
+                    [2f64.powi(12), 2f64.powi(10)],
+                    [2f64.powi(60), 2f64.powi(56)],
+                ] {
+                    let run = |paired: bool| {
+                        let mut x = zeros();
+                        let mut prods: Vec<[CorrSpectrum<B>; 3]> = Vec::new();
+                        for q in 0..2 {
+                            let q = if tie { 0 } else { q };
+                            // (A tie: the second rotation is the first, mask sum included.)
+                            let [mut y, mut y1, mut y2] = [corr(), corr(), corr()];
+                            b.rfft_pruned_mul_conj(
+                                &plan,
+                                &ts[q],
+                                nz,
+                                &mut x,
+                                &[&sf],
+                                &mut [&mut y],
+                            )
+                            .expect("rfft_pruned_mul_conj");
+                            if kind == 2 {
+                                b.rfft_pruned_mul_conj(
+                                    &plan,
+                                    &ms[q],
+                                    nz,
+                                    &mut x,
+                                    &[&sf, &sf2],
+                                    &mut [&mut y1, &mut y2],
+                                )
+                                .expect("rfft_pruned_mul_conj");
+                            }
+                            prods.push([y, y1, y2]);
+                        }
+                        let mut work: Vec<Arr<B, FloatOf<B>>> =
+                            (0..3).map(|_| b.zeros(fast).expect("zeros")).collect();
+                        let mut best = up(b, &host::<B>(&mut Lcg::new(5), out));
+                        let mut idx = b
+                            .full::<IntOf<B>>(out, IntOf::<B>::from_f64(0.0))
+                            .expect("full");
+                        let mut ssum = [
+                            b.full::<f64>(&[1], 0.5).expect("full"),
+                            b.full::<f64>(&[1], 0.25).expect("full"),
+                        ];
+                        let mut acc = up(b, &start);
+                        b.moments_open(&mut acc).expect("moments_open");
+                        let [p1, p2] = &mut prods[..] else {
+                            unreachable!()
+                        };
+                        let [y, y1, y2] = p1;
+                        let [z, z1, z2] = p2;
+                        let norm = |n, c1, c2| match kind {
+                            0 => Normalization::Scaled { scale },
+                            1 => Normalization::Denominator {
+                                scale,
+                                inv_den: &den,
+                            },
+                            _ => Normalization::Local {
+                                scale,
+                                c1,
+                                c2,
+                                n,
+                                eps: e,
+                            },
+                        };
+                        let [s1, s2] = &mut ssum;
+                        let mut rm = RunningMax {
+                            best: &mut best,
+                            best_index: &mut idx,
+                            index: i1,
+                            ssum: s1,
+                            moments: Some(Moments {
+                                acc: &mut acc,
+                                scale: msc,
+                            }),
+                        };
+                        if paired {
+                            let second = PairedPass {
+                                spec: z,
+                                norm: norm(ns[usize::from(!tie)], z1, z2),
+                                index: i2,
+                                ssum: s2,
+                            };
+                            b.irfft_score_max_update_pair(
+                                &plan,
+                                y,
+                                norm(ns[0], y1, y2),
+                                second,
+                                &mut work,
+                                window,
+                                rm,
+                            )
+                            .expect("irfft_score_max_update_pair");
+                        } else {
+                            b.irfft_score_max_update(
+                                &plan,
+                                y,
+                                norm(ns[0], y1, y2),
+                                &mut work,
+                                window,
+                                rm.reborrow(),
+                            )
+                            .expect("irfft_score_max_update");
+                            rm.index = i2;
+                            rm.ssum = s2;
+                            b.irfft_score_max_update(
+                                &plan,
+                                z,
+                                norm(ns[usize::from(!tie)], z1, z2),
+                                &mut work,
+                                window,
+                                rm,
+                            )
+                            .expect("irfft_score_max_update");
+                        }
+                        b.moments_close(&mut acc).expect("moments_close");
+                        (
+                            down(b, &best),
+                            down(b, &idx),
+                            [down(b, &ssum[0])[[0]], down(b, &ssum[1])[[0]]],
+                            down(b, &acc),
+                        )
+                    };
+                    let (pb, pi, ps, pm) = run(true);
+                    let (ub, ui, us, um) = run(false);
+                    let what = format!(
+                        "pair (norm {kind}, tie {tie}, scales {msc:?}) on {fast:?} box {nz:?} → {out:?}"
+                    );
+                    assert!(flat(&pi) == flat(&ui), "{what}: indices differ");
+                    let bits = |a: &ArrayD<FloatOf<B>>| -> Vec<u64> {
+                        a.iter().map(|v| v.as_f64().to_bits()).collect()
+                    };
+                    assert!(bits(&pb) == bits(&ub), "{what}: best differs");
+                    assert_eq!(ps.map(f64::to_bits), us.map(f64::to_bits), "{what}: ssum");
+                    assert!(pm == um, "{what}: moment words differ");
+                    assert!(pm != start, "{what}: moments untouched");
+                    let has = |i: IntOf<B>| pi.iter().any(|&v| v == i);
+                    assert!(has(i1), "{what}: the first rotation never wins");
+                    assert_eq!(
+                        has(i2),
+                        !tie,
+                        "{what}: the second rotation wins where it may"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// `gather_window` equals the host kernel for both extensions, negative and past-the-end
 /// starts and a window shorter than the destination, on a volume large enough to be split.
 pub fn gather_window_matches_host<B: Backend>(b: &B) {

@@ -325,6 +325,41 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
         irfft_then_score(self, plan, spec, norm, work, window, rm)
     }
 
+    /// `true` when [`Correlate::irfft_score_max_update_pair`] scores a pair of rotations in
+    /// one pass (fewer bytes moved than two calls of [`Correlate::irfft_score_max_update`]),
+    /// so that the matching loop spends a second set of products on pairing. Default: `false`
+    /// (the default pair is the two calls).
+    fn pairs_score_passes(&self) -> bool {
+        false
+    }
+
+    /// [`Correlate::irfft_score_max_update`] of two rotations of the same score, plan and
+    /// window: `spec`/`norm` the first's products (index `rm.index`, Σ score² into
+    /// `rm.ssum`), `second` the second's ([`PairedPass`]). The results are those of the two
+    /// calls in order, bit for bit: `best`/`best_index` keep the first best (the first
+    /// rotation wins a tie), each Σ score² is summed as alone, the moments get both passes
+    /// (two of the [`host::MOMENT_PASSES`] of an opening). Default: the two calls. Checks:
+    /// [`check_irfft_score_max_update`] for each.
+    #[allow(clippy::too_many_arguments)]
+    fn irfft_score_max_update_pair<I: Index>(
+        &self,
+        plan: &Self::Fft,
+        spec: &mut CorrSpectrum<Self>,
+        norm: SpectralNorm<'_, Self>,
+        second: PairedPass<'_, Self, I>,
+        work: &mut [Arr<Self, FloatOf<Self>>],
+        window: CorrWindow<'_>,
+        mut rm: RunningMax<'_, Self, FloatOf<Self>, I>,
+    ) -> Result<()> {
+        self.irfft_score_max_update(plan, spec, norm, work, window, rm.reborrow())?;
+        let rm2 = RunningMax {
+            index: second.index,
+            ssum: second.ssum,
+            ..rm
+        };
+        self.irfft_score_max_update(plan, second.spec, second.norm, work, window, rm2)
+    }
+
     /// pytme's MCC (Padfield masked NCC) on the whole FFT grid, written into `c_ft`. Inputs are
     /// unnormalised correlations (multiplied by `scale` here): `c_ft = C(f·T, t̂)`,
     /// `c_fm = C(f·T, m_R)`, `c_tt = C(T, t̂)`, `c_f2m = C((f·T)², m_R)`, `c_tt2 = C(T, t̂²)`,
