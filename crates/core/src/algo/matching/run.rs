@@ -91,31 +91,8 @@ pub(super) fn run_job<B: Backend>(
             filter_bufs: filter_bufs.as_mut(),
         };
         let (n, m, off) = rot.prepare(r, state, grid)?;
-        if let Some((slot, ssum2)) = pairing.as_mut().filter(|_| r + 1 < rots.end) {
-            state.pair_first(b, grid, tshape)?;
-            let (n2, _, _) = rot.prepare(r + 1, state, grid)?;
-            b.fill(ssum, 0.0)?;
-            b.fill(ssum2, 0.0)?;
-            let rm = RunningMax {
-                best: &mut *best,
-                best_index: &mut *best_index,
-                index: idx::<B>(base + r)?,
-                ssum: &mut *ssum,
-                moments: moments.as_mut().map(|(acc, scale)| Moments {
-                    acc: &mut **acc,
-                    scale: *scale,
-                }),
-            };
-            let second = (idx::<B>(base + r + 1)?, &mut *ssum2);
-            state.score_pair(b, grid, tshape, slot, [n, n2], window, rm, second)?;
-            b.insert_block(ssum, &[done], &mut parts)?;
-            b.insert_block(ssum2, &[done + 1], &mut parts)?;
-            progress(done + 1)?;
-            progress(done + 2)?;
-            r += 2;
-            continue;
-        }
-        // Each scoring call adds its Σ score² to a zeroed accumulator (one part per call).
+        // Each scoring call adds its Σ score² to a zeroed accumulator (one part per rotation);
+        // the running maps of rotation r, alone or as the first of a pair.
         b.fill(ssum, 0.0)?;
         let rm = RunningMax {
             best: &mut *best,
@@ -127,6 +104,19 @@ pub(super) fn run_job<B: Backend>(
                 scale: *scale,
             }),
         };
+        if let Some((slot, ssum2)) = pairing.as_mut().filter(|_| r + 1 < rots.end) {
+            state.pair_first(b, grid, tshape)?;
+            let (n2, _, _) = rot.prepare(r + 1, state, grid)?;
+            b.fill(ssum2, 0.0)?;
+            let second = (idx::<B>(base + r + 1)?, &mut *ssum2);
+            state.score_pair(b, grid, tshape, slot, [n, n2], window, rm, second)?;
+            b.insert_block(ssum, &[done], &mut parts)?;
+            b.insert_block(ssum2, &[done + 1], &mut parts)?;
+            progress(done + 1)?;
+            progress(done + 2)?;
+            r += 2;
+            continue;
+        }
         state.score(b, grid, tshape, &mut tbox, n, window, rm)?;
         b.insert_block(ssum, &[done], &mut parts)?;
         // The scrambled template, rotated, filtered, standardised and scored like the template
