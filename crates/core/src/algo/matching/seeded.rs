@@ -65,18 +65,16 @@ pub struct Seed {
 const POSE_EPS: f64 = 1e-9;
 
 impl Seed {
-    /// `y = R·(x − s)` (or `x − s` without a pose) for a position `x`.
-    fn local(&self, x: &[usize]) -> Vec<f64> {
-        let d: Vec<f64> = x
-            .iter()
-            .zip(&self.position)
-            .map(|(&xk, &sk)| xk as f64 - sk as f64)
-            .collect();
+    /// Component `k` of `y = R·(x − s)` (or of `x − s` without a pose) for a position `x`
+    /// (computed in place: the test runs per voxel of a box).
+    fn local(&self, x: &[usize], k: usize) -> f64 {
+        let d = |j: usize| x[j] as f64 - self.position[j] as f64;
         match &self.pose {
-            None => d,
-            Some(r) => (0..d.len())
-                .map(|k| (0..d.len()).map(|j| r[k * d.len() + j] * d[j]).sum())
-                .collect(),
+            None => d(k),
+            Some(r) => {
+                let n = x.len();
+                (0..n).map(|j| r[k * n + j] * d(j)).sum()
+            }
         }
     }
 
@@ -209,7 +207,8 @@ impl Seeds {
     pub fn contains(&self, seed: &Seed, x: &[usize]) -> bool {
         let eps = if seed.pose.is_some() { POSE_EPS } else { 0.0 };
         let mut q = 0.0;
-        for (y, &r) in seed.local(x).into_iter().zip(&self.radius) {
+        for (k, &r) in self.radius.iter().enumerate().take(x.len()) {
+            let y = seed.local(x, k);
             if r <= 0.0 {
                 if y.abs() > eps {
                     return false;
