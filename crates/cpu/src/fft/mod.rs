@@ -471,7 +471,7 @@ pub(crate) fn inverse_consume<F: bytemuck::Pod>(
         plan.check(Dir::Inverse, &g.real_shape, s)?;
     }
     let n = inputs.len();
-    let groups = if group == 0 { 0 } else { n / group };
+    let groups = n.checked_div(group).unwrap_or(0);
     if !consumable(plan)
         || !(1..=3).contains(&group)
         || n != groups * group
