@@ -171,7 +171,16 @@ pub type AccumOf<B> = <<B as BackendTypes>::Precision as Precision>::Accum;
 /// # Ok::<(), monomorph::Error>(())
 /// ```
 pub trait Backend:
-    BackendTypes + Memory + Elementwise + Reduce + Spectral + Resample + Filter + Linalg + Correlate
+    BackendTypes
+    + Memory
+    + Foreign
+    + Elementwise
+    + Reduce
+    + Spectral
+    + Resample
+    + Filter
+    + Linalg
+    + Correlate
 {
     /// Short backend name: `"cpu"` or `"cuda"` (what errors and the command's outputs record);
     /// [`Backend::label`] adds the precision.
