@@ -457,7 +457,10 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     job.precision = g.dispatch(None).precision;
     job.pytme_frame = frame;
     let n_rot = job.rotations.len();
-    let mirrored = a.check_hand.map(|_| Arc::new(mirrored_job(&job)));
+    let mirrored = match a.check_hand {
+        Some(_) => Some(Arc::new(mirrored_job(&job)?)),
+        None => None,
+    };
     check_outputs_not_inputs(a, &resolved)?;
     Ok((
         Prepared {
@@ -547,12 +550,16 @@ fn run_voxel_sizes(
 
 /// `--check-hand`: the same job with the template (and its mask) mirrored; only its scores
 /// are read, so it computes no statistics.
-fn mirrored_job(job: &MatchJob) -> MatchJob {
+/// The template is mirrored on the host: a template on a device is refused.
+fn mirrored_job(job: &MatchJob) -> CliResult<MatchJob> {
     let mut m = job.clone();
     m.score_stats = false;
-    m.template = super::templates::mirror(&m.template);
+    let t = m.template.host().ok_or_else(|| {
+        CliError::input("--check-hand: the template must be host data (it is mirrored on the host)")
+    })?;
+    m.template = super::templates::mirror(t).into();
     m.template_mask = m.template_mask.as_ref().map(super::templates::mirror);
-    m
+    Ok(m)
 }
 
 /// Refuses an input that is also one of the files `--out` would write (`target`: the target
