@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
+use crate::backend::{ExportedBuffer, ForeignBuffer, Location};
 use crate::host_array::{Borrowed, HostArray};
 
 /// `kDLCPU`: host memory.
@@ -445,6 +446,46 @@ impl ForeignArray {
     }
 }
 
+impl ForeignArray {
+    /// A float32/float64 array as a [`ForeignBuffer`] for a backend to adopt on the device it
+    /// lives on (a GPU array's values are never read on the host), kept alive by `own(self)`
+    /// (the producer's deleter runs when the last holder is done). Another element type is
+    /// an error.
+    pub fn into_foreign_buffer<O: Any + Send + Sync>(
+        self,
+        own: impl FnOnce(ForeignArray) -> O,
+    ) -> Result<ForeignBuffer, String> {
+        let dtype = match self.dtype {
+            Dtype::F32 => crate::DType::F32,
+            Dtype::F64 => crate::DType::F64,
+            other => {
+                let (kind, id) = self.device();
+                return Err(format!(
+                    "an array of {} (DLPack device type {kind}, device {id}), expected float32 \
+                     or float64 for an array matched on its device",
+                    other.name()
+                ));
+            }
+        };
+        let location = if self.on_host() {
+            Location::Host
+        } else {
+            let id = usize::try_from(self.device.device_id)
+                .map_err(|_| format!("CUDA device {}", self.device.device_id))?;
+            Location::Cuda(id)
+        };
+        let (addr, shape) = (self.ptr as usize, self.shape.clone());
+        #[allow(unsafe_code)]
+        // SAFETY: checked at construction: `ptr` (in the memory of `device`) holds `shape`'s
+        // product of aligned C-ordered values of `dtype`, kept allocated and unwritten by the
+        // producer until its deleter runs, which is when the owner (holding `self`) is
+        // dropped. On a GPU the producer ordered its work before the stream the capsule was
+        // requested with, and the adopting backend synchronises its context before reading.
+        unsafe { ForeignBuffer::new(addr, dtype, shape, location, Arc::new(own(self))) }
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Whether `strides` (elements) describe a C-ordered compact layout of `shape` (the stride of
 /// an axis of extent 1 does not matter; nor do any of an empty array).
 fn c_contiguous(shape: &[usize], strides: &[i64]) -> bool {
@@ -459,6 +500,19 @@ fn c_contiguous(shape: &[usize], strides: &[i64]) -> bool {
         want = want.saturating_mul(n as i64);
     }
     true
+}
+
+/// C-order strides (elements) of `shape`.
+fn c_strides(shape: &[usize]) -> Vec<i64> {
+    let mut strides = vec![1i64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * shape[k + 1].max(1) as i64;
+    }
+    strides
+}
+
+fn shape_usize(shape: &[i64]) -> Vec<usize> {
+    shape.iter().map(|&d| d as usize).collect()
 }
 
 /// Managed tensors of [`Exported`] arrays not yet released by their consumer, in this process.
@@ -476,7 +530,9 @@ pub fn live_exports() -> usize {
 pub struct Exported {
     /// Owns the buffer (not moved again, read only by [`Exported::copy_of`]: consumers may
     /// write through `data`, as they may through any DLPack view).
-    buffer: HostArray,
+    buffer: Keep,
+    /// Where the buffer lives.
+    device: DLDevice,
     data: *mut c_void,
     dtype: DLDataType,
     shape: Vec<i64>,
@@ -490,6 +546,17 @@ impl std::fmt::Debug for Exported {
             .field("shape", &self.shape)
             .finish()
     }
+}
+
+/// What owns an [`Exported`] buffer.
+enum Keep {
+    /// A host array.
+    Host(HostArray),
+    /// A backend's array ([`ExportedBuffer::owner`]): dropping it frees it (on its device).
+    Backend {
+        /// Dropped with the last share, never read.
+        _owner: Box<dyn Any + Send + Sync>,
+    },
 }
 
 // SAFETY: `data` points into `buffer`'s heap buffer, which is owned (moved in, never touched
@@ -568,12 +635,13 @@ impl Exported {
             }
             HostArray::Borrowed(_) => unreachable!("into_owned gives an owned array"),
         };
-        let mut strides = vec![1i64; shape.len()];
-        for k in (0..shape.len().saturating_sub(1)).rev() {
-            strides[k] = strides[k + 1] * shape[k + 1].max(1);
-        }
+        let strides = c_strides(&shape_usize(&shape));
         Arc::new(Exported {
-            buffer: keep,
+            buffer: Keep::Host(keep),
+            device: DLDevice {
+                device_type: CPU,
+                device_id: 0,
+            },
             data,
             dtype,
             shape,
@@ -581,9 +649,74 @@ impl Exported {
         })
     }
 
-    /// A new export of a copy of `e`'s values (DLPack's `copy=True`).
-    pub fn copy_of(e: &Exported) -> Arc<Self> {
-        Exported::new(e.buffer.clone())
+    /// Takes a backend's array handed over by [`Foreign::export`](crate::Foreign::export)
+    /// (host or GPU memory; float32/float64/int32/int64) for export, without a copy: the
+    /// managed tensors describe it where it lives, and the last share drops its owner (which
+    /// frees it on its own device).
+    pub fn from_backend(e: ExportedBuffer) -> Result<Arc<Self>, String> {
+        let (code, bits) = match e.dtype {
+            crate::DType::F32 => (2, 32),
+            crate::DType::F64 => (2, 64),
+            crate::DType::I32 => (0, 32),
+            crate::DType::I64 => (0, 64),
+            other => return Err(format!("an array of {} for export", other.name())),
+        };
+        let device = match e.location {
+            Location::Host => DLDevice {
+                device_type: CPU,
+                device_id: 0,
+            },
+            Location::Cuda(n) => DLDevice {
+                device_type: CUDA,
+                device_id: i32::try_from(n).map_err(|_| format!("CUDA device {n}"))?,
+            },
+        };
+        Ok(Arc::new(Exported {
+            device,
+            data: e.addr as *mut c_void,
+            dtype: DLDataType {
+                code,
+                bits,
+                lanes: 1,
+            },
+            shape: e.shape.iter().map(|&d| d as i64).collect(),
+            strides: c_strides(&e.shape),
+            buffer: Keep::Backend { _owner: e.owner },
+        }))
+    }
+
+    /// A new export of a copy of `e`'s values (DLPack's `copy=True`) when they are in host
+    /// memory; `None` for a GPU array (copied by its own library, not here).
+    pub fn copy_of(e: &Exported) -> Option<Arc<Self>> {
+        match &e.buffer {
+            Keep::Host(h) => Some(Exported::new(h.clone())),
+            Keep::Backend { .. } if e.device.device_type == CPU => {
+                let n: usize = e.shape().iter().product();
+                let shape = IxDyn(&e.shape());
+                #[allow(unsafe_code)]
+                fn read<T: Copy>(p: *mut c_void, n: usize) -> Vec<T> {
+                    if n == 0 {
+                        return Vec::new();
+                    }
+                    // SAFETY: a host export's `data` holds `n` compact values of its type
+                    // (`T`, matched by the caller), alive while the export is borrowed.
+                    unsafe { std::slice::from_raw_parts(p.cast::<T>(), n) }.to_vec()
+                }
+                let h = match (e.dtype.code, e.dtype.bits) {
+                    (2, 32) => HostArray::F32(ArrayD::from_shape_vec(shape, read(e.data, n)).ok()?),
+                    (2, 64) => HostArray::F64(ArrayD::from_shape_vec(shape, read(e.data, n)).ok()?),
+                    (0, 32) => HostArray::I32(ArrayD::from_shape_vec(shape, read(e.data, n)).ok()?),
+                    _ => HostArray::I64(ArrayD::from_shape_vec(shape, read(e.data, n)).ok()?),
+                };
+                Some(Exported::new(h))
+            }
+            Keep::Backend { .. } => None,
+        }
+    }
+
+    /// Where the buffer lives: (DLPack device type, ordinal), `(1, 0)` for the host.
+    pub fn device(&self) -> (i32, i32) {
+        (self.device.device_type, self.device.device_id)
     }
 
     /// The shape.
@@ -606,7 +739,7 @@ impl Exported {
         self.data as usize
     }
 
-    /// A new managed tensor over the buffer (`kDLCPU`, C order, strides given), holding a
+    /// A new managed tensor over the buffer (where it lives, C order, strides given), holding a
     /// share of it until its deleter is called — by the consumer, once; or by whoever drops
     /// it unconsumed (a capsule's destructor).
     pub fn managed(self: &Arc<Self>) -> *mut DLManagedTensor {
@@ -614,10 +747,7 @@ impl Exported {
             tensor: DLManagedTensor {
                 dl_tensor: DLTensor {
                     data: self.data,
-                    device: DLDevice {
-                        device_type: CPU,
-                        device_id: 0,
-                    },
+                    device: self.device,
                     ndim: self.shape.len() as i32,
                     dtype: self.dtype,
                     // Consumers only read shape and strides (DLPack); the vectors live as
@@ -911,5 +1041,100 @@ mod tests {
         assert_eq!(h.float_view::<f64>().unwrap().as_ptr(), data.as_ptr());
         drop(h);
         assert_eq!(N.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn backend_arrays_export_where_they_live_and_foreign_ones_adopt_on_their_device() {
+        use crate::{Cpu, Foreign, Memory, Single};
+        let b = Cpu::<Single>::new();
+        let h = ArrayD::from_shape_vec(vec![2, 3], vec![1.0f32, -2.0, 3.5, 4.0, 5.0, 6.0]).unwrap();
+        let e = Exported::from_backend(b.export(b.upload(h.view()).unwrap()).unwrap()).unwrap();
+        assert_eq!(
+            (e.device(), e.shape(), e.dtype()),
+            ((CPU, 0), vec![2, 3], "float32")
+        );
+        let copy = Exported::copy_of(&e).expect("host memory is copied");
+        assert_ne!(copy.data_ptr(), e.data_ptr());
+        let p = e.managed();
+        // SAFETY: a fresh managed tensor of `e`, released once when the buffer drops.
+        let f = unsafe { ForeignArray::from_legacy(p) }.unwrap();
+        let buf = f.into_foreign_buffer(|f| f).unwrap();
+        assert_eq!((buf.location(), buf.addr()), (Location::Host, e.data_ptr()));
+        assert_eq!(b.download(&b.adopt(&buf).unwrap()).unwrap(), h);
+        assert_eq!(Arc::strong_count(&e), 2, "the buffer holds the share");
+        drop(buf);
+        assert_eq!(Arc::strong_count(&e), 1);
+
+        // A GPU array: described on its device, never read here; the CPU backend refuses it.
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = legacy(floats(&[1.0, 2.0]), F32, vec![2], None, 0, CUDA, &N);
+        // SAFETY: made above; released once when `buf` drops.
+        let buf = unsafe { ForeignArray::from_legacy(p) }
+            .unwrap()
+            .into_foreign_buffer(|f| f)
+            .unwrap();
+        assert_eq!(buf.location(), Location::Cuda(0));
+        let err = b.adopt(&buf).err().unwrap().to_string();
+        assert!(err.contains("CUDA device 0"), "{err}");
+        drop(buf);
+        let p = legacy(
+            vec![0; 8],
+            DLDataType {
+                code: 0,
+                bits: 32,
+                lanes: 1,
+            },
+            vec![2],
+            None,
+            0,
+            CUDA,
+            &N,
+        );
+        // SAFETY: as above.
+        let err = unsafe { ForeignArray::from_legacy(p) }
+            .unwrap()
+            .into_foreign_buffer(|f| f)
+            .unwrap_err();
+        assert!(
+            err.contains("int32") && err.contains("float32 or float64"),
+            "{err}"
+        );
+        assert_eq!(N.load(Ordering::SeqCst), 2, "each released once");
+
+        // A backend array on a GPU exports as kDLCUDA on its ordinal; its owner is dropped with
+        // the last share; it is not copied on the host.
+        let owner = Arc::new(7u8);
+        let e = Exported::from_backend(ExportedBuffer {
+            addr: 4096,
+            location: Location::Cuda(3),
+            shape: vec![4, 2],
+            dtype: crate::DType::I64,
+            owner: Box::new(owner.clone()),
+        })
+        .unwrap();
+        assert_eq!((e.device(), e.dtype()), ((CUDA, 3), "int64"));
+        assert!(Exported::copy_of(&e).is_none());
+        let p = e.managed();
+        // SAFETY: a fresh managed tensor; only its description is read, then it is released.
+        unsafe {
+            assert_eq!(
+                (*p).dl_tensor.device,
+                DLDevice {
+                    device_type: CUDA,
+                    device_id: 3
+                }
+            );
+            assert_eq!(
+                std::slice::from_raw_parts((*p).dl_tensor.strides, 2),
+                &[2, 1]
+            );
+            ((*p).deleter.unwrap())(p);
+        }
+        drop(e);
+        assert_eq!(
+            Arc::strong_count(&owner),
+            1,
+            "the owner dropped with the last share"
+        );
     }
 }

@@ -272,14 +272,17 @@ impl DLPackArray {
     ) -> PyResult<Bound<'py, PyAny>> {
         let _ = (stream, max_version);
         if let Some(d) = dl_device
-            && d != (1, 0)
+            && d != self.e.device()
         {
             return Err(PyBufferError::new_err(format!(
-                "dl_device {d:?}: the array is on the CPU (1, 0) and is not copied to devices"
+                "dl_device {d:?}: the array is on {:?} and is not copied to other devices",
+                self.e.device()
             )));
         }
         let e = if copy == Some(true) {
-            Exported::copy_of(&self.e)
+            Exported::copy_of(&self.e).ok_or_else(|| {
+                PyBufferError::new_err("copy=True: a GPU array is copied by its own library")
+            })?
         } else {
             self.e.clone()
         };
@@ -298,9 +301,9 @@ impl DLPackArray {
         }
     }
 
-    /// `(1, 0)`: the CPU.
+    /// Where the buffer lives: `(1, 0)` for the CPU, `(2, n)` for CUDA device `n`.
     fn __dlpack_device__(&self) -> (i32, i32) {
-        (1, 0)
+        self.e.device()
     }
 
     /// The shape.
