@@ -67,14 +67,39 @@ impl JobArray {
     }
 
     /// The array on `b` in its float type: host data uploaded from its own buffer (the stored
-    /// type as it is; another converted once and handed over), a foreign buffer adopted.
-    pub fn to_backend<B: Backend>(&self, b: &B) -> Result<Arr<B, FloatOf<B>>> {
+    /// type as it is; another converted once and handed over), a foreign buffer adopted and
+    /// checked there (`what` names it): a NaN or infinite value, or a float64 value beyond
+    /// the float32 range in single precision (infinite once converted), is an
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) — the checks the command
+    /// makes on the host for host data, made by a reduction on the device.
+    pub fn to_backend<B: Backend>(&self, b: &B, what: &str) -> Result<Arr<B, FloatOf<B>>> {
         match self {
             JobArray::Host(h) => match h.float_view::<FloatOf<B>>() {
                 Some(v) => b.upload(v),
                 None => b.upload_owned(h.to_float::<FloatOf<B>>()),
             },
-            JobArray::Foreign(f) => b.adopt(f),
+            JobArray::Foreign(f) => {
+                let a = b.adopt(f)?;
+                let count = b.count_nonfinite(&a)?;
+                if count > 0 {
+                    let single = <FloatOf<B> as crate::Element>::DTYPE == DType::F32;
+                    let beyond = if f.dtype() == DType::F64 && single {
+                        " (float64 values beyond the float32 range count too: use double \
+                         precision)"
+                    } else {
+                        ""
+                    };
+                    return Err(crate::Error::invalid(
+                        what,
+                        format!(
+                            "{count} NaN or infinite value(s) in the array in {}, expected \
+                             finite values{beyond}",
+                            f.location()
+                        ),
+                    ));
+                }
+                Ok(a)
+            }
         }
     }
 }

@@ -156,7 +156,10 @@ impl MatchJob {
             // The command's `--trace` shows the inputs' upload as its own span.
             #[cfg(feature = "cli")]
             let _s = tracing::info_span!("upload").entered();
-            (self.target.to_backend(b)?, self.template.to_backend(b)?)
+            (
+                self.target.to_backend(b, "target")?,
+                self.template.to_backend(b, "template")?,
+            )
         };
         let template_mask = self.template_mask.as_ref().map(up).transpose()?;
         let more = self
