@@ -2,8 +2,10 @@
 //! JAX), without Python: the C structs of `dlpack.h` (v1.x), a [`ForeignArray`] that takes
 //! ownership of another library's managed tensor (legacy `DLManagedTensor` or
 //! `DLManagedTensorVersioned`), checks it and lends a host one to a job as a
-//! [`HostArray::Borrowed`] buffer read in place, and [`Exported`]: an owned result array handed
-//! to another library as managed tensors whose deleter frees it.
+//! [`HostArray::Borrowed`] buffer read in place, or describes a float one (host or GPU) as a
+//! [`ForeignBuffer`] for the backend of its device to adopt; and [`Exported`]: an owned result
+//! array (host, or a backend's array on its device) handed to another library as managed
+//! tensors whose deleter frees it.
 //!
 //! The Python package moves the capsules (`__dlpack__`); everything that reads or writes the
 //! structs lives here, so that it is tested without an interpreter.

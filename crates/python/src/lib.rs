@@ -21,8 +21,10 @@
 //! through the protocol by [`take_dlpack`] (its capsule consumed, the managed tensor checked
 //! by [`monomorph::dlpack`]) and a host one lent in place like a numpy array; results for such
 //! a caller come back as [`DLPackArray`]s (the command's buffers exported as DLPack capsules,
-//! no copy) that the caller's library's `from_dlpack` takes. Arrays on a GPU are not matched
-//! here yet: the Python layer refuses them before they reach this module.
+//! no copy) that the caller's library's `from_dlpack` takes. A `match` target/template the
+//! Python layer names in `run_command`'s `adopt` is handed over as a buffer on its device
+//! (`Session::foreign`: a GPU tensor never read on the host); its maps come back as
+//! [`DLPackArray`]s of that device (`Session::exported`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
