@@ -57,7 +57,7 @@ pub struct Session {
     /// The command line, for run.json's `command`.
     pub argv: Vec<String>,
     /// Set by the command (leave it default): while a run of many targets writes one, what
-    /// [`hand_over`] and [`emit`] get is kept apart under `targets/K/NAME` (K its 0-based
+    /// `hand_over` and `emit` get is kept apart under `targets/K/NAME` (K its 0-based
     /// place in the list), and arrays only when `keep`, i.e. no file holds them.
     pub target: Option<(usize, bool)>,
     /// Set by the command (leave it default): in a run of many targets, arrays read for a
