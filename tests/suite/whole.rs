@@ -163,8 +163,15 @@ fn foreign_inputs_are_adopted_and_match_as_host_data_does() {
     let mut nan = noise(&[22, 20, 18], 1);
     nan[[3, 4, 5]] = f32::NAN;
     job.target = foreign(nan, Location::Host).into();
-    let err = job.run_whole(&b, &Control::new(), 0).err().unwrap().to_string();
-    assert!(err.contains("`target`: 1 NaN or infinite value(s)"), "{err}");
+    let err = job
+        .run_whole(&b, &Control::new(), 0)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("`target`: 1 NaN or infinite value(s)"),
+        "{err}"
+    );
     // A buffer on a GPU is refused by the CPU backend, naming where it lives.
     let (_, mut job) = jobs().remove(0);
     job.target = foreign(noise(&[22, 20, 18], 1), Location::Cuda(1)).into();
