@@ -126,9 +126,9 @@ pub use host_array::{Borrowed, HostArray};
 pub use monomorph_core::{
     Arr, ArrayMeta, Backend, BackendTypes, BinaryOp, BorderMode, Boundary, ComplexOf, Correlate,
     CsrMatrix, DType, DeviceInfo, DeviceKind, Double, Element, Elementwise, Error, FftPlan, Filter,
-    Float, FloatOf, Index, IntOf, Interpolation, Linalg, Memory, PadMode, Precision, Real, Reduce,
-    Resample, Result, Single, Spectral, Transfer, UnaryOp, algo, backend, device, dtype, error,
-    fast_shape, is_fast_len, next_fast_len, shape,
+    Float, FloatOf, Foreign, Index, IntOf, Interpolation, Linalg, Memory, PadMode, Precision, Real,
+    Reduce, Resample, Result, Single, Spectral, Transfer, UnaryOp, algo, backend, device, dtype,
+    error, fast_shape, is_fast_len, next_fast_len, shape,
 };
 // Everything else of the core root (implementer-only items), reachable but off this page.
 #[doc(hidden)]

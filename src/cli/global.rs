@@ -97,6 +97,22 @@ impl Global {
         self.for_inputs(&[(flag, path, data)])
     }
 
+    /// [`Global::for_input`] for an input that lives on a device: `--precision auto` from its
+    /// type (float64: double). Its values are not read here: the backend that adopts it
+    /// refuses non-finite values, and float64 values beyond the float32 range become infinite
+    /// in single precision and are refused there ([`monomorph::work::JobArray::to_backend`]).
+    pub fn for_device_input(&self, f: &monomorph::backend::ForeignBuffer) -> Global {
+        let mut g = self.clone();
+        if self.precision == PrecisionArg::Auto {
+            g.precision = if f.dtype() == monomorph::DType::F64 {
+                PrecisionArg::Double
+            } else {
+                PrecisionArg::Single
+            };
+        }
+        g
+    }
+
     /// [`Global::for_input`] for a command with several float inputs (`solve`'s rhs, x0 and
     /// operator): under `--precision auto` one float64 input makes the run double, so no
     /// input is narrowed silently; the float32 range check applies to every input.

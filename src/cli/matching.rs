@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use monomorph::algo::matching::{MatchResult, Score};
+use monomorph::backend::ExportedBuffer;
 use monomorph::dispatch::{BackendChoice, DefaultBackend, DispatchOptions};
 use monomorph::io::{HostArray, write_mrc, write_npy, write_png};
-use monomorph::work::{FailAfter, MatchJob, Part, Restriction};
+use monomorph::work::{FailAfter, JobArray, MatchJob, Part, Restriction};
 use monomorph::{AxisOrder, Backend, BackendTask, FloatOf, Interpolation};
 use ndarray::{Array3, ArrayD};
 use serde_json::json;
@@ -216,6 +217,9 @@ pub struct Matched {
     pub template_index: Option<ArrayD<i32>>,
     /// `--check-hand`: run.json's `check_hand`.
     pub check_hand: Option<serde_json::Value>,
+    /// A target on a device: the maps kept on the backend, by file stem (handed over where
+    /// they live); the host maps above are then empty unless files are written.
+    pub exported: Vec<(&'static str, ExportedBuffer)>,
 }
 
 impl Job {
@@ -225,6 +229,18 @@ impl Job {
         b: &B,
         r: MatchResult<B>,
         match_s: f64,
+    ) -> monomorph::Result<Matched> {
+        self.matched_as(b, r, match_s, None)
+    }
+
+    /// [`Job::matched`]; with `kept` (`Some(files)`: a target on a device) the maps are
+    /// exported where they live ([`Matched::exported`]), and downloaded only for `files`.
+    pub fn matched_as<B: Backend>(
+        &self,
+        b: &B,
+        r: MatchResult<B>,
+        match_s: f64,
+        kept: Option<bool>,
     ) -> monomorph::Result<Matched> {
         let t1 = std::time::Instant::now();
         let called = match &self.peaks {
@@ -245,23 +261,43 @@ impl Job {
         };
         let (peaks, false_alarm) = called.map_or((Vec::new(), None), |c| (c.peaks, c.false_alarm));
         let peaks_s = t1.elapsed().as_secs_f64();
+        let mut exported = Vec::new();
+        let mut out = |name, a: &monomorph::Arr<B, FloatOf<B>>| {
+            let host = |v: FloatOf<B>| super::output::f64_of(v) as f32;
+            super::kept::map_out(b, a, host, kept, name, &mut exported)
+        };
         let stats = match r.statistics(b)? {
             Some(st) => {
-                let down = |a: &monomorph::Arr<B, FloatOf<B>>| -> monomorph::Result<ArrayD<f32>> {
-                    Ok(b.download(a)?.mapv(|v| super::output::f64_of(v) as f32))
-                };
-                Some([down(&st.mean)?, down(&st.std)?, down(&st.z)?])
+                let [m, s, z] = STATS_NAMES;
+                Some([out(m, &st.mean)?, out(s, &st.std)?, out(z, &st.z)?])
             }
             None => None,
         };
         let _s = info_span!("download").entered();
+        let scores = out("scores", &r.scores)?;
+        let index = |v: monomorph::IntOf<B>| super::output::f64_of(v) as i32;
+        let rotation_index = super::kept::map_out(
+            b,
+            &r.rotation_index,
+            index,
+            kept,
+            "rotation_index",
+            &mut exported,
+        )?;
+        let template_index = match &r.template_index {
+            Some(t) => Some(super::kept::map_out(
+                b,
+                t,
+                index,
+                kept,
+                "template_index",
+                &mut exported,
+            )?),
+            None => None,
+        };
         Ok(Matched {
-            scores: b
-                .download(&r.scores)?
-                .mapv(|v| super::output::f64_of(v) as f32),
-            rotation_index: b
-                .download(&r.rotation_index)?
-                .mapv(|v| super::output::f64_of(v) as i32),
+            scores,
+            rotation_index,
             rotations: r.rotations.to_array(),
             ssum: r.ssum,
             // A seeded run's searches are its seed boxes, whatever its executor merged.
@@ -278,11 +314,9 @@ impl Job {
             dist: None,
             stats,
             devices: None,
-            template_index: match &r.template_index {
-                Some(t) => Some(b.download(t)?.mapv(|v| super::output::f64_of(v) as i32)),
-                None => None,
-            },
+            template_index,
             check_hand: None,
+            exported,
         })
     }
 }
@@ -378,17 +412,29 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     let (metadata, resolved) = super::project::resolve(&a.metadata, a.target.as_deref())?;
     let resolved = resolved.unwrap_or_default();
     let target_path = resolved.as_path();
-    let target = timings.time("read", || read_input("--target", target_path, &[2, 3]))?;
-    let g = g.for_input("--target", target_path, &target.data)?;
-    let tshape = target.data.shape().to_vec();
+    let (target, g) = match super::session::take_foreign("--target", target_path) {
+        // On a device: checked by shape here, by value where it lives (`JobArray::to_backend`).
+        Some(f) => {
+            super::kept::check_device_input("--target", &f, &[2, 3])?;
+            super::kept::check_kept_run(g, a)?;
+            let g = g.for_device_input(&f);
+            let v = (JobArray::Foreign(f), None);
+            (v, g)
+        }
+        None => {
+            let t = timings.time("read", || read_input("--target", target_path, &[2, 3]))?;
+            let g = g.for_input("--target", target_path, &t.data)?;
+            ((JobArray::Host(t.data), t.voxel_size), g)
+        }
+    };
+    let tshape = target.0.shape().to_vec();
     let d = tshape.len();
     let exclusive = [
         ("--score-stats", a.score_stats),
         ("--background-correction", a.background_correction.is_some()),
         ("--check-hand", a.check_hand.is_some()),
     ];
-    let (template, more, template_mask) =
-        super::templates::read_templates(&a.template, &a.template_mask, &exclusive, &tshape)?;
+    let (template, more, template_mask) = super::kept::read_job_templates(a, &exclusive, &tshape)?;
     let target_mask = match &a.target_mask {
         Some(p) => {
             let m = read_input("--target-mask", p, &[2, 3])?;
@@ -409,13 +455,13 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
              background differs from its own score); use flc",
         ));
     }
-    let png_query = a.png.then(|| png_query(template.data.shape()));
+    let png_query = a.png.then(|| png_query(template.0.shape()));
     let (fvoxel, seed_voxel) = run_voxel_sizes(
         &g,
         a,
         metadata.as_ref(),
-        (target_path, target.voxel_size, &tshape),
-        template.voxel_size,
+        (target_path, target.1, &tshape),
+        template.1,
     )?;
     let (rotations, seeds) =
         super::rotation_set::choose(&a.rotation, &tshape, seed_voxel, metadata.as_ref())?;
@@ -424,11 +470,19 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     let filters_json = super::filters::to_json(&a.filters, filters.as_ref(), metadata.as_ref());
     let search = a.search.check(&tshape)?;
     let search_json = a.search.to_json(&search);
-    let voxel_size = target.voxel_size;
-    let target = if a.filters.invert_target_contrast {
-        super::filters::negate(target.data)
-    } else {
-        target.data
+    let voxel_size = target.1;
+    let target = match target.0 {
+        JobArray::Host(h) if a.filters.invert_target_contrast => {
+            JobArray::Host(super::filters::negate(h))
+        }
+        JobArray::Foreign(_) if a.filters.invert_target_contrast => {
+            return Err(CliError::input(
+                "--invert-target-contrast: not with a target on a device (its values are not \
+                 negated on the host), expected a host array or the target negated by its \
+                 library",
+            ));
+        }
+        t => t,
     };
     if let Some(flag) = seeds.as_ref().and(seeded_conflict(a)) {
         return Err(CliError::input(format!(
@@ -436,7 +490,7 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
         )));
     }
     let seeds_json = seeds.as_ref().map(super::rotation_set::seeds_json);
-    let mut job = MatchJob::new(target, template.data, score, rotations);
+    let mut job = MatchJob::new(target, template.0, score, rotations);
     job.seeds = seeds;
     job.template_mask = template_mask;
     job.more_templates = more;
@@ -457,7 +511,10 @@ pub fn prepare(g: &Global, a: &MatchArgs) -> CliResult<(Prepared, Job)> {
     job.precision = g.dispatch(None).precision;
     job.pytme_frame = frame;
     let n_rot = job.rotations.len();
-    let mirrored = a.check_hand.map(|_| Arc::new(mirrored_job(&job)));
+    let mirrored = match a.check_hand {
+        Some(_) => Some(Arc::new(mirrored_job(&job)?)),
+        None => None,
+    };
     check_outputs_not_inputs(a, &resolved)?;
     Ok((
         Prepared {
@@ -547,12 +604,16 @@ fn run_voxel_sizes(
 
 /// `--check-hand`: the same job with the template (and its mask) mirrored; only its scores
 /// are read, so it computes no statistics.
-fn mirrored_job(job: &MatchJob) -> MatchJob {
+/// The template is mirrored on the host: a template on a device is refused.
+fn mirrored_job(job: &MatchJob) -> CliResult<MatchJob> {
     let mut m = job.clone();
     m.score_stats = false;
-    m.template = super::templates::mirror(&m.template);
+    let t = m.template.host().ok_or_else(|| {
+        CliError::input("--check-hand: the template must be host data (it is mirrored on the host)")
+    })?;
+    m.template = super::templates::mirror(t).into();
     m.template_mask = m.template_mask.as_ref().map(super::templates::mirror);
-    m
+    Ok(m)
 }
 
 /// Refuses an input that is also one of the files `--out` would write (`target`: the target
@@ -866,6 +927,11 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
             );
         }
         o.insert("tiles".into(), json!(m.tiles));
+        if !m.exported.is_empty() {
+            // A target on a device: the maps kept on the backend that computed them.
+            let kept: Vec<&str> = m.exported.iter().map(|(n, _)| *n).collect();
+            o.insert("kept_on_device".into(), json!(kept));
+        }
         let mut t = timings.to_json();
         if let Some(tm) = t.as_object_mut() {
             tm.insert("match_s".into(), json!(m.match_s));
@@ -903,18 +969,30 @@ pub fn write(a: &MatchArgs, p: Prepared, mut out: Outputs, m: Matched) -> CliRes
 }
 
 /// Embedded (the Python package): the arrays the .npy files hold, moved to it.
+/// Maps kept on their backend ([`Matched::exported`]) are handed over where they live.
 fn hand_over(m: Matched) {
     use super::session::hand_over as hand;
-    hand("scores", || HostArray::F32(m.scores));
-    hand("rotation_index", || HostArray::I32(m.rotation_index));
-    if let Some(t) = m.template_index {
+    let kept: Vec<&str> = m.exported.iter().map(|(n, _)| *n).collect();
+    let host = |name: &str| !kept.contains(&name);
+    if host("scores") {
+        hand("scores", || HostArray::F32(m.scores));
+    }
+    if host("rotation_index") {
+        hand("rotation_index", || HostArray::I32(m.rotation_index));
+    }
+    if let Some(t) = m.template_index.filter(|_| host("template_index")) {
         hand("template_index", || HostArray::I32(t));
     }
     hand("rotations", || {
         HostArray::F32(m.rotations.mapv(|v| v as f32).into_dyn())
     });
     for (name, arr) in STATS_NAMES.iter().zip(m.stats.into_iter().flatten()) {
-        hand(name, || HostArray::F32(arr));
+        if host(name) {
+            hand(name, || HostArray::F32(arr));
+        }
+    }
+    for (name, e) in m.exported {
+        super::session::hand_over_exported(name, e);
     }
 }
 

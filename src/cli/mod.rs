@@ -30,6 +30,7 @@ mod error;
 mod filters;
 mod global;
 mod hand;
+mod kept;
 mod list;
 #[cfg(feature = "mpi")]
 mod list_mpi;

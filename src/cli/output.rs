@@ -216,6 +216,11 @@ impl Outputs {
         Ok(out)
     }
 
+    /// Whether the outputs go to the embedding program only (no file is written).
+    pub fn in_memory(&self) -> bool {
+        self.memory
+    }
+
     /// Writes output `name` (a file name inside the output folder of [`Outputs::in_dir`]) with
     /// `write`, which gets the temporary path to write to.
     pub fn stage(

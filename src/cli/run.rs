@@ -193,6 +193,12 @@ fn run_one(g: &Global, a: &MatchArgs, exec: &Exec) -> CliResult<()> {
             hooks.progress(d, t);
         })
         .with_poll(|| hooks.stopped());
+    if job.job.target.host().is_none() {
+        // A target on a device: matched there, the result kept there.
+        let ran = super::kept::run_kept(a, p, &job, out, &control);
+        pb.finish_and_clear();
+        return ran;
+    }
     // --check-hand: the mirrored template is a second job of the same plan.
     let mut jobs = vec![job.job.clone()];
     jobs.extend(job.mirrored.iter().cloned());

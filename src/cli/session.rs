@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use monomorph::backend::{ExportedBuffer, ForeignBuffer};
 use monomorph::io::{HostArray, Volume};
 
 use super::error::{CliError, CliResult};
@@ -29,6 +30,14 @@ pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 pub struct Session {
     /// In-memory inputs by flag (`--target`), read where the flag's value is [`ARRAY`].
     pub arrays: HashMap<String, Volume>,
+    /// Inputs that live on a device (or are to be matched as if they did) by flag: buffers
+    /// another program owns, read where the flag's value is [`ARRAY`] before
+    /// [`Session::arrays`]. `match` adopts them on the backend of their device and keeps its
+    /// result there ([`Session::exported`]); its values are never read on the host.
+    pub foreign: HashMap<String, ForeignBuffer>,
+    /// Output arrays kept on the backend that computed them (a run over [`Session::foreign`]
+    /// inputs), by file stem, handed over where they live (no download).
+    pub exported: HashMap<String, ExportedBuffer>,
     /// Called with (done, total) as the matching proceeds.
     pub progress: Option<Progress>,
     /// Show the command's progress bar on stderr (when it is a terminal).
@@ -193,6 +202,27 @@ pub fn take_array(flag: &str, path: &Path) -> Option<CliResult<Volume>> {
             "{flag} {ARRAY}: no array given for this flag, expected an array or a path"
         ))
     }))
+}
+
+/// The device buffer registered for `flag` when `path` is [`ARRAY`] ([`Session::foreign`]),
+/// taken out of the session; `None` otherwise (then the flag's host array, if any, is read).
+pub fn take_foreign(flag: &str, path: &Path) -> Option<ForeignBuffer> {
+    if under_array(path)?.is_empty() {
+        with(|s| s?.foreign.remove(flag))
+    } else {
+        None
+    }
+}
+
+/// Hands an output array kept on its backend to the embedding program under `name` (dropped,
+/// which frees it, outside a session).
+pub fn hand_over_exported(name: &str, e: ExportedBuffer) {
+    with(|s| {
+        if let Some(s) = s {
+            let key = key_of(s, name);
+            s.exported.insert(key, e);
+        }
+    });
 }
 
 /// The hooks of the session running on this thread (none outside one): progress, stop, bar.

@@ -16,6 +16,7 @@ use crate::host_array::HostArray;
 use crate::{Arr, AxisOrder, Backend, Error, FloatOf, Index, IntOf, Interpolation, Real, Result};
 
 use super::control::Control;
+use super::input::JobArray;
 use super::part::{Maps, Part};
 
 /// Where a job searches: a target-shaped binary scheduling mask and/or one `start..stop` per
@@ -43,10 +44,11 @@ pub struct ExtraTemplate {
 /// [`MatchJob::finish`].
 #[derive(Debug, Clone)]
 pub struct MatchJob {
-    /// The target (2-D or 3-D).
-    pub target: HostArray,
-    /// The template (as many axes as the target, no larger).
-    pub template: HostArray,
+    /// The target (2-D or 3-D): host data, or a foreign buffer adopted on the device it lives
+    /// on ([`JobArray`]).
+    pub target: JobArray,
+    /// The template (as many axes as the target, no larger), host data or a foreign buffer.
+    pub template: JobArray,
     /// Template mask ([`MatchParams::template_mask`]).
     pub template_mask: Option<HostArray>,
     /// Templates 1, 2, … matched in the same pass as `template` (template 0, with
@@ -105,14 +107,19 @@ impl MatchJob {
     /// filter, no limit, no statistics, no background, the whole target, the arrays in pytme's
     /// order ([`AxisOrder::Pytme`]); double precision for float64/int64 targets, else single
     /// ([`PrecisionChoice::of_input`]).
+    ///
+    /// `target` and `template` are host data ([`HostArray`]) or foreign buffers
+    /// ([`ForeignBuffer`](crate::backend::ForeignBuffer): the job then runs on the backend of
+    /// their device, [`MatchJob::run_whole`] keeping the result there).
     pub fn new(
-        target: HostArray,
-        template: HostArray,
+        target: impl Into<JobArray>,
+        template: impl Into<JobArray>,
         score: Score,
         rotations: RotationSet,
     ) -> Self {
+        let (target, template) = (target.into(), template.into());
         MatchJob {
-            precision: PrecisionChoice::of_input(&target),
+            precision: target.precision(),
             target,
             template,
             template_mask: None,
@@ -132,7 +139,8 @@ impl MatchJob {
         }
     }
 
-    /// Uploads the job's arrays to `b` in its float type and builds the filters there.
+    /// Uploads the job's arrays to `b` in its float type (foreign buffers adopted on their
+    /// device: [`JobArray::to_backend`]) and builds the filters there.
     pub fn upload<B: Backend>(&self, b: &B) -> Result<Uploaded<B>> {
         // One host copy per array: the stored type is uploaded from its own buffer (a
         // borrowed buffer, `HostArray::Borrowed`, read in place where its owner put it);
@@ -148,7 +156,10 @@ impl MatchJob {
             // The command's `--trace` shows the inputs' upload as its own span.
             #[cfg(feature = "cli")]
             let _s = tracing::info_span!("upload").entered();
-            (up(&self.target)?, up(&self.template)?)
+            (
+                self.target.to_backend(b, "target")?,
+                self.template.to_backend(b, "template")?,
+            )
         };
         let template_mask = self.template_mask.as_ref().map(up).transpose()?;
         let more = self
@@ -229,6 +240,58 @@ impl MatchJob {
         if range.is_empty() {
             return Ok(Part::empty());
         }
+        let r = self.run_raw(b, range.clone(), control, worker)?;
+        let widen = |a: ArrayD<FloatOf<B>>| a.iter().map(|v| v.as_f64()).collect::<Vec<f64>>();
+        let scores = widen(b.download(&r.scores)?);
+        // Several templates: the part's index is the (template, rotation) pair's,
+        // `template · rotations + rotation` over the whole set, so that the one merge rule
+        // (greatest score, then the lower index) ties to the lower template, then rotation.
+        let templates = match &r.template_index {
+            Some(t) => b.download(t)?.iter().map(|v| v.to_usize()).collect(),
+            None => vec![Some(0); scores.len()],
+        };
+        let index = b
+            .download(&r.rotation_index)?
+            .iter()
+            .zip(templates)
+            .map(|(v, t)| match (v.to_usize(), t) {
+                (Some(u), Some(t)) => (t * nrot + u + range.start) as i64,
+                _ => -1,
+            })
+            .collect();
+        let moments = match &r.moments {
+            Some(m) => Some((b.download(&m.acc)?.iter().copied().collect(), m.scale)),
+            None => None,
+        };
+        let background = match &r.background {
+            Some(bg) => Some((widen(b.download(&bg.map)?), bg.count)),
+            None => None,
+        };
+        let maps = Maps {
+            scores,
+            index,
+            moments,
+            background,
+        };
+        Ok(Part::new(range, r.ssum_parts, maps))
+    }
+
+    /// Rotations `range` (non-empty, checked by the callers) of the job on `b`: the raw result
+    /// (background not yet subtracted, indices into the range's rotations), kept on `b`.
+    fn run_raw<B: Backend>(
+        &self,
+        b: &B,
+        range: Range<usize>,
+        control: &Control<'_>,
+        worker: usize,
+    ) -> Result<MatchResult<B>> {
+        let nrot = self.rotations.len();
+        if range.end > nrot || range.start >= range.end {
+            return Err(Error::invalid(
+                "range",
+                format!("rotations {range:?} of a set of {nrot}"),
+            ));
+        }
         // The target moves into the run (its working target: no copy of the upload).
         let Uploaded {
             target,
@@ -265,40 +328,36 @@ impl MatchJob {
         if templates.len() > 1 {
             params.template_mask = None;
         }
-        let r = match_templates_raw_owned(b, target, &templates, &params)?;
-        let widen = |a: ArrayD<FloatOf<B>>| a.iter().map(|v| v.as_f64()).collect::<Vec<f64>>();
-        let scores = widen(b.download(&r.scores)?);
-        // Several templates: the part's index is the (template, rotation) pair's,
-        // `template · rotations + rotation` over the whole set, so that the one merge rule
-        // (greatest score, then the lower index) ties to the lower template, then rotation.
-        let templates = match &r.template_index {
-            Some(t) => b.download(t)?.iter().map(|v| v.to_usize()).collect(),
-            None => vec![Some(0); scores.len()],
-        };
-        let index = b
-            .download(&r.rotation_index)?
-            .iter()
-            .zip(templates)
-            .map(|(v, t)| match (v.to_usize(), t) {
-                (Some(u), Some(t)) => (t * nrot + u + range.start) as i64,
-                _ => -1,
-            })
-            .collect();
-        let moments = match &r.moments {
-            Some(m) => Some((b.download(&m.acc)?.iter().copied().collect(), m.scale)),
-            None => None,
-        };
-        let background = match &r.background {
-            Some(bg) => Some((widen(b.download(&bg.map)?), bg.count)),
-            None => None,
-        };
-        let maps = Maps {
-            scores,
-            index,
-            moments,
-            background,
-        };
-        Ok(Part::new(range, r.ssum_parts, maps))
+        match_templates_raw_owned(b, target, &templates, &params)
+    }
+
+    /// Runs every rotation of the job on `b` (one item, one device) and keeps the result
+    /// there: no [`Part`], the maps never downloaded, the inputs adopted on `b`'s device when
+    /// they are foreign buffers. Bit for bit what [`MatchJob::finish`] of
+    /// [`MatchJob::run_range`] over all rotations gives (scores, indices, Σ score², tiles,
+    /// moments, background). Progress and stop as worker `worker` of `control`.
+    pub fn run_whole<B: Backend>(
+        &self,
+        b: &B,
+        control: &Control<'_>,
+        worker: usize,
+    ) -> Result<MatchResult<B>> {
+        let nrot = self.rotations.len();
+        control.set_total(nrot as u64);
+        let mut r = self.run_raw(b, 0..nrot, control, worker)?;
+        control.item_done(worker, nrot);
+        // What `finish` computes from the one part: the partials folded in the loop's order
+        // (one range covering every rotation: the order they were made in).
+        let ntemplates = 1 + self.more_templates.len();
+        let sum = r.ssum_parts.iter().fold(0.0f64, |a, &p| a + p);
+        let voxels: usize = self.target.shape().iter().product();
+        r.ssum = sum / (voxels as f64 * nrot as f64 * ntemplates as f64);
+        r.tiles = r.ssum_parts.len() / nrot / ntemplates;
+        r.rotations = self.rotations.clone();
+        r.n_rotations = nrot;
+        r.background_shift = None;
+        r.apply_background(b)?;
+        Ok(r)
     }
 
     /// The job's result from the merge of parts covering every rotation once: what

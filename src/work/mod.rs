@@ -88,12 +88,14 @@
 
 mod control;
 mod exec;
+mod input;
 mod job;
 mod part;
 mod plan;
 
 pub use control::{Control, FailAfter, Failure, PollFn, ProgressFn};
 pub use exec::{Done, JobSource, Loader, Ran, RunError, Serial, Threads};
+pub use input::JobArray;
 pub use job::{ExtraTemplate, MatchJob, Restriction, RunRange, Uploaded};
 pub use part::{Maps, Part, merge_best, replaces};
 pub use plan::{Item, JobSize, Plan, rotation_range};

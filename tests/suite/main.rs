@@ -64,3 +64,4 @@ mod search;
 mod symmetry;
 #[cfg(feature = "cli")]
 mod tilt_files;
+mod whole;

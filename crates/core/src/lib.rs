@@ -24,7 +24,9 @@
 //! `testing`).
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![forbid(unsafe_code)]
+// `deny`, not `forbid`: `ForeignBuffer::new` is declared `unsafe` (its caller promises what
+// an address holds) and opts out; core has no `unsafe` block.
+#![deny(unsafe_code)]
 
 pub mod algo;
 pub mod backend;
@@ -42,8 +44,8 @@ pub use num_complex;
 
 pub use backend::{
     AccumOf, Arr, ArrayMeta, Backend, BackendTypes, BinaryOp, BorderMode, Boundary, ComplexOf,
-    Correlate, CsrMatrix, Elementwise, FftPlan, Filter, FloatOf, IntOf, Interpolation, Linalg,
-    Memory, PadMode, Reduce, Resample, Spectral, Transfer, UnaryOp,
+    Correlate, CsrMatrix, Elementwise, FftPlan, Filter, FloatOf, Foreign, IntOf, Interpolation,
+    Linalg, Memory, PadMode, Reduce, Resample, Spectral, Transfer, UnaryOp,
 };
 pub use device::{DeviceInfo, DeviceKind};
 pub use dtype::{DType, Double, Element, Float, Index, Precision, Real, Single};
@@ -72,8 +74,8 @@ pub mod prelude {
     pub use crate::algo::rotations::RotationSet;
     pub use crate::backend::{
         AccumOf, Arr, ArrayMeta, Backend, BackendTypes, BinaryOp, BorderMode, Boundary, ComplexOf,
-        Correlate, CsrMatrix, Elementwise, FftPlan, Filter, FloatOf, IntOf, Interpolation, Linalg,
-        Memory, PadMode, Reduce, Resample, Spectral, Transfer, UnaryOp,
+        Correlate, CsrMatrix, Elementwise, FftPlan, Filter, FloatOf, Foreign, IntOf, Interpolation,
+        Linalg, Memory, PadMode, Reduce, Resample, Spectral, Transfer, UnaryOp,
     };
     pub use crate::dtype::{Double, Element, Float, Index, Precision, Real, Single};
     pub use crate::error::{Error, Result};

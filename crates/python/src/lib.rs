@@ -21,8 +21,10 @@
 //! through the protocol by [`take_dlpack`] (its capsule consumed, the managed tensor checked
 //! by [`monomorph::dlpack`]) and a host one lent in place like a numpy array; results for such
 //! a caller come back as [`DLPackArray`]s (the command's buffers exported as DLPack capsules,
-//! no copy) that the caller's library's `from_dlpack` takes. Arrays on a GPU are not matched
-//! here yet: the Python layer refuses them before they reach this module.
+//! no copy) that the caller's library's `from_dlpack` takes. A `match` target/template the
+//! Python layer names in `run_command`'s `adopt` is handed over as a buffer on its device
+//! (`Session::foreign`: a GPU tensor never read on the host); its maps come back as
+//! [`DLPackArray`]s of that device (`Session::exported`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
@@ -188,13 +190,28 @@ const USED_DLTENSOR_VERSIONED: &std::ffi::CStr = c"used_dltensor_versioned";
 /// `used_dltensor…`, so its destructor leaves the tensor to us) and checks the tensor.
 /// `ValueError` with what is wrong (the caller names the argument): a layout that is not
 /// C-contiguous, an element type the command does not read, misaligned data, another device.
+///
+/// `stream` is passed on as `__dlpack__(stream=…)` when given: for a CUDA array the caller
+/// passes 1 (the legacy default stream; DLPack: the producer orders its pending work before
+/// that stream), and the backend adopting it synchronises its context before reading anyway.
 #[pyfunction]
-fn take_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Foreign> {
+#[pyo3(signature = (obj, stream=None))]
+fn take_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Foreign> {
     let kw = PyDict::new(py);
     kw.set_item("max_version", (1, 0))?;
+    if let Some(s) = stream {
+        kw.set_item("stream", s)?;
+    }
     let cap = match obj.call_method("__dlpack__", (), Some(&kw)) {
         Ok(c) => c,
-        Err(e) if e.is_instance_of::<PyTypeError>(py) => obj.call_method0("__dlpack__")?,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => match stream {
+            Some(s) => {
+                let legacy = PyDict::new(py);
+                legacy.set_item("stream", s)?;
+                obj.call_method("__dlpack__", (), Some(&legacy))?
+            }
+            None => obj.call_method0("__dlpack__")?,
+        },
         Err(e) => return Err(e),
     };
     let p = cap.as_ptr();
@@ -272,14 +289,17 @@ impl DLPackArray {
     ) -> PyResult<Bound<'py, PyAny>> {
         let _ = (stream, max_version);
         if let Some(d) = dl_device
-            && d != (1, 0)
+            && d != self.e.device()
         {
             return Err(PyBufferError::new_err(format!(
-                "dl_device {d:?}: the array is on the CPU (1, 0) and is not copied to devices"
+                "dl_device {d:?}: the array is on {:?} and is not copied to other devices",
+                self.e.device()
             )));
         }
         let e = if copy == Some(true) {
-            Exported::copy_of(&self.e)
+            Exported::copy_of(&self.e).ok_or_else(|| {
+                PyBufferError::new_err("copy=True: a GPU array is copied by its own library")
+            })?
         } else {
             self.e.clone()
         };
@@ -298,9 +318,9 @@ impl DLPackArray {
         }
     }
 
-    /// `(1, 0)`: the CPU.
+    /// Where the buffer lives: `(1, 0)` for the CPU, `(2, n)` for CUDA device `n`.
     fn __dlpack_device__(&self) -> (i32, i32) {
-        (1, 0)
+        self.e.device()
     }
 
     /// The shape.
@@ -363,8 +383,13 @@ type Outcome<'py> = (u8, String, String, Bound<'py, PyDict>, Bound<'py, PyDict>)
 /// `x`, …: what the `.npy` files hold) are numpy arrays owning the command's buffers, or with
 /// `export` [`DLPackArray`]s lending them (for a DLPack caller's library). An array may be a
 /// [`Foreign`] ([`take_dlpack`]) instead of a numpy array.
+///
+/// `adopt` names flags whose array (a [`Foreign`]) is handed to the command as a buffer that
+/// lives on its device (`Session::foreign`): `match` adopts it on the backend of that device
+/// and keeps its result there; those outputs come back as [`DLPackArray`]s of that device.
 #[pyfunction]
-#[pyo3(signature = (args, arrays, progress=None, bar=false, documents=Vec::new(), export=false))]
+#[pyo3(signature = (args, arrays, progress=None, bar=false, documents=Vec::new(), export=false, adopt=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
 fn run_command<'py>(
     py: Python<'py>,
     args: Vec<String>,
@@ -373,6 +398,7 @@ fn run_command<'py>(
     bar: bool,
     documents: Vec<(String, String)>,
     export: bool,
+    adopt: Vec<String>,
 ) -> PyResult<Outcome<'py>> {
     let stop = Arc::new(AtomicBool::new(false));
     let callback_error: Arc<Mutex<Option<PyErr>>> = Arc::new(Mutex::new(None));
@@ -383,7 +409,22 @@ fn run_command<'py>(
         ..Session::default()
     };
     let mut lent = Lent::default();
+    let mut adopted = Vec::new();
     for (flag, obj) in &arrays {
+        if adopt.contains(flag)
+            && let Ok(f) = obj.cast::<Foreign>()
+        {
+            let taken = f.get().inner.lock().ok().and_then(|mut g| g.take());
+            let a = taken.ok_or_else(|| {
+                PyValueError::new_err(format!("{flag}: a DLPack array given twice"))
+            })?;
+            let buf = a
+                .into_foreign_buffer(|a| WithGil(Some(a)))
+                .map_err(|e| PyValueError::new_err(format!("{flag}: {e}")))?;
+            session.foreign.insert(flag.clone(), buf);
+            adopted.push(flag.clone());
+            continue;
+        }
         let data = host_array(flag, obj, &mut lent)?;
         session.arrays.insert(
             flag.clone(),
@@ -446,6 +487,9 @@ fn run_command<'py>(
         };
         how.set_item(flag, taken)?;
     }
+    for flag in adopted {
+        how.set_item(flag, "adopted")?;
+    }
     drop(lent);
     if let Some(e) = interrupted {
         return Err(e);
@@ -457,6 +501,10 @@ fn run_command<'py>(
     match outcome {
         Some(Ok((session, done))) => {
             let results = serde_json::Value::Object(session.results.into_iter().collect());
+            for (name, e) in session.exported {
+                let e = Exported::from_backend(e).map_err(PyValueError::new_err)?;
+                out.set_item(name, DLPackArray { e }.into_bound_py_any(py)?)?;
+            }
             for (name, a) in session.outputs {
                 if export {
                     let e = DLPackArray {
@@ -496,6 +544,22 @@ fn run_command<'py>(
     }
 }
 
+/// Why CUDA device `ordinal` cannot run a match (the CUDA backend's own probe: driver,
+/// device, NVRTC, cuFFT), in one line; `None` when it can.
+#[pyfunction]
+fn cuda_unavailable(py: Python<'_>, ordinal: usize) -> Option<String> {
+    py.detach(|| {
+        #[cfg(feature = "cuda")]
+        let why = monomorph::Cuda::<monomorph::Single>::new(ordinal)
+            .err()
+            .map(|e| e.to_string());
+        #[cfg(not(feature = "cuda"))]
+        let why = Some(monomorph::Error::NotCompiled("cuda").to_string());
+        let _ = ordinal;
+        why
+    })
+}
+
 /// What `monomorph devices` prints, as JSON: one object per backend.
 #[pyfunction]
 fn devices_json(py: Python<'_>) -> String {
@@ -517,6 +581,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(devices_json, m)?)?;
     m.add_function(wrap_pyfunction!(help_text, m)?)?;
     m.add_function(wrap_pyfunction!(take_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_unavailable, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_exports_alive, m)?)?;
     m.add_class::<Foreign>()?;
     m.add_class::<DLPackArray>()?;

@@ -1,6 +1,9 @@
 """DLPack producers: taken through the protocol by the extension (the capsule consumed, the
-tensor checked there; CPU producers read in place) and results handed back as arrays of the
-same kind, exported as DLPack capsules (no copy). A small producer defined here stands in for
+tensor checked there) and results handed back as arrays of the same kind, exported as DLPack
+capsules (no copy). A producer's float target and template take the device path (adopted by
+the backend of their device, the run kept there, the maps exported from the backend: on the
+CPU backend for CPU producers, so the GPU path's protocol runs in CI); other inputs are read
+on the host (in place where they can be). A small producer defined here stands in for
 a CPU torch tensor (this module's ``from_dlpack`` is its library's); numpy's own
 ``__dlpack__`` (versioned and legacy) carries the buffers both ways. With torch installed, a
 CPU tensor is checked too."""
@@ -55,7 +58,10 @@ def test_a_producer_is_read_in_place_and_its_results_are_of_its_kind():
     want = monomorph.match_template(T, P, template_mask=M, angular_step=90, score_stats=True)
     made.clear()
     r = monomorph.match_template(Tensor(T), Tensor(P), template_mask=Legacy(M), angular_step=90, score_stats=True)
-    assert r.inputs == {"target": "borrowed", "template": "borrowed", "template_mask": "borrowed"}
+    assert r.inputs == {"target": "adopted", "template": "adopted", "template_mask": "borrowed"}
+    # The device path was taken: the maps were kept on the backend and exported from it.
+    assert r.run["kept_on_device"] == ["score_mean", "score_std", "score_z", "scores", "rotation_index"]
+    assert "kept_on_device" not in want.run
     for name in ("scores", "rotation_index", "rotations", "score_mean", "score_std", "score_z"):
         got = getattr(r, name)
         assert isinstance(got, Tensor), name
@@ -145,7 +151,7 @@ def test_other_dtypes_are_copied_or_converted_as_numpy_inputs_are():
     ro = T.copy()
     ro.setflags(write=False)
     r = monomorph.match_template(Tensor(ro), P, angular_step=90)
-    assert r.inputs["target"] == "borrowed" and r.scores.a.tobytes() == want.scores.tobytes()
+    assert r.inputs["target"] == "adopted" and r.scores.a.tobytes() == want.scores.tobytes()
 
 
 @pytest.mark.parametrize(
@@ -192,7 +198,9 @@ def test_numpy_producers_and_other_libraries_give_numpy_back():
 
     Bare.__module__ = "no_such_library_here"
     r = monomorph.match_template(Bare(T), P, template_mask=M, angular_step=90)
-    assert isinstance(r.scores, np.ndarray) and r.inputs["target"] == "borrowed"
+    assert isinstance(r.scores, np.ndarray) and r.inputs["target"] == "adopted"
+    want = monomorph.match_template(T, P, template_mask=M, angular_step=90)
+    assert r.scores.tobytes() == want.scores.tobytes()
 
 
 def test_peaks_and_solve_take_producers_and_give_back_their_kind():
@@ -207,10 +215,23 @@ def test_peaks_and_solve_take_producers_and_give_back_their_kind():
 
 
 def test_a_gpu_producer_is_one_clear_error_naming_what_is_missing():
+    # Matched on its GPU: without one, the CUDA backend's own probe says why, in one line
+    # (the capsule is not taken: the producer's __dlpack__ is never called).
+    class NoCapsule(Tensor):
+        def __dlpack__(self, **kw):
+            raise AssertionError("the capsule must not be requested")
+
     with pytest.raises(monomorph.RunError) as e:
-        monomorph.match_template(Tensor(T, device=(2, 1)), P, angular_step=90)
+        monomorph.match_template(NoCapsule(T, device=(2, 1)), P, angular_step=90)
     msg = str(e.value)
-    assert "\n" not in msg and "target" in msg and "GPU 1" in msg and "not built yet" in msg
+    assert "\n" not in msg and msg.startswith("target: an array on GPU 1: ") and "CUDA" in msg
+    assert "not built yet" not in msg
+    # An explicit CPU backend with a GPU array is the caller's mistake, naming `backend`.
+    with pytest.raises(monomorph.InputError, match="^backend: 'cpu' with target on GPU 0"):
+        monomorph.match_template(NoCapsule(T, device=(2, 0)), P, angular_step=90, backend="cpu")
+    # A template on another device than the target's, naming the template.
+    with pytest.raises(monomorph.InputError, match="^template: an array on GPU 0, expected the target's device"):
+        monomorph.match_template(Tensor(T), NoCapsule(P, device=(2, 0)), angular_step=90)
     # peaks and solve say the same, naming their argument.
     with pytest.raises(monomorph.RunError, match="^scores: an array on GPU 0"):
         monomorph.find_peaks(Tensor(T, device=(2, 0)))
@@ -223,7 +244,7 @@ def test_torch_cpu_tensors_in_torch_tensors_out():
     want = monomorph.match_template(T, P, template_mask=M, angular_step=90)
     t = torch.from_numpy(T.copy())
     r = monomorph.match_template(t, torch.from_numpy(P), template_mask=M, angular_step=90)
-    assert r.inputs["target"] == "borrowed"
+    assert r.inputs["target"] == "adopted" and "kept_on_device" in r.run
     assert isinstance(r.scores, torch.Tensor) and r.scores.device.type == "cpu"
     assert r.scores.numpy().tobytes() == want.scores.tobytes()
     assert isinstance(r.rotation_index, torch.Tensor)
@@ -235,7 +256,8 @@ def test_array_api_strict_arrays_in_and_out():
     xp = pytest.importorskip("array_api_strict")
     want = monomorph.match_template(T, P, template_mask=M, angular_step=90)
     r = monomorph.match_template(xp.asarray(T), xp.asarray(P), template_mask=xp.asarray(M), angular_step=90)
-    assert r.inputs == {"target": "borrowed", "template": "borrowed", "template_mask": "borrowed"}
+    assert r.inputs == {"target": "adopted", "template": "adopted", "template_mask": "borrowed"}
+    assert r.run["kept_on_device"] == ["scores", "rotation_index"]
     assert type(r.scores) is type(xp.asarray(T)) and r.scores.device == xp.asarray(T).device
     assert np.from_dlpack(r.scores).tobytes() == want.scores.tobytes()
     assert np.from_dlpack(r.rotation_index).tobytes() == want.rotation_index.tobytes()
@@ -254,3 +276,41 @@ def test_a_strided_producer_is_converted_once_as_a_numpy_view_is(strided):
     assert r.inputs["target"] == "converted" == want.inputs["target"]
     assert r.scores.a.tobytes() == want.scores.tobytes()
     assert np.array_equal(strided, before)
+
+
+def test_the_device_path_gives_the_numpy_paths_bits_and_checks_values_where_they_live():
+    # numpy's own __dlpack__ (through a producer that is not a numpy array), float64 and
+    # float32, with statistics: identical to the numpy path, map for map.
+    for dt in (np.float32, np.float64):
+        t, p = T.astype(dt), P.astype(dt)
+        want = monomorph.match_template(t, p, template_mask=M, angular_step=90, score_stats=True)
+        got = monomorph.match_template(Bare(t), Bare(p), template_mask=M, angular_step=90, score_stats=True)
+        assert got.inputs["target"] == "adopted" and "kept_on_device" in got.run
+        for name in ("scores", "rotation_index", "rotations", "score_mean", "score_std", "score_z"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (dt, name)
+        assert got.run["ssum"] == want.run["ssum"]
+    # out= still writes the files (downloaded for them), the same bytes.
+    # Non-finite values are found where the array lives (a reduction), an InputError naming it.
+    bad = T.copy()
+    bad[1, 2, 3] = np.nan
+    with pytest.raises(monomorph.InputError, match="`target`: 1 NaN or infinite value.s. in the array in host memory"):
+        monomorph.match_template(Bare(bad), P, angular_step=90)
+    # The options a device target does not take are input errors naming them.
+    with pytest.raises(monomorph.InputError, match="^invert_target_contrast"):
+        monomorph.match_template(Bare(T), P, angular_step=90, invert_target_contrast=True)
+
+
+class Bare(Tensor):
+    """A producer whose library has no from_dlpack: results come back as numpy arrays."""
+
+
+Bare.__module__ = "no_such_library_here"
+
+
+def test_the_device_path_writes_files_as_the_host_path_does(tmp_path):
+    want = monomorph.match_template(T, P, template_mask=M, angular_step=90, out=tmp_path / "host")
+    got = monomorph.match_template(Bare(T), P, template_mask=M, angular_step=90, out=tmp_path / "dev")
+    for f in ("scores.npy", "rotation_index.npy", "rotations.npy"):
+        assert (tmp_path / "dev" / f).read_bytes() == (tmp_path / "host" / f).read_bytes(), f
+    assert got.scores.tobytes() == want.scores.tobytes()

@@ -38,7 +38,7 @@
 //!
 //! | family | the contract (core) | the backend implements | conformance tests |
 //! |---|---|---|---|
-//! | memory | `crates/core/src/backend/ops/memory.rs` | `src/ops/memory.rs` | `testing/ops/memory.rs` |
+//! | memory | `crates/core/src/backend/ops/memory.rs` (+ `foreign.rs`: other programs' buffers in, arrays out) | `src/ops/memory.rs`, `src/ops/foreign.rs` | `testing/ops/memory.rs` |
 //! | elementwise | `backend/ops/elementwise.rs` | `src/ops/elementwise.rs` | `testing/ops/elementwise.rs` |
 //! | reduce | `backend/ops/reduce.rs` | `src/ops/reduce.rs` | `testing/ops/reduce.rs` |
 //! | spectral | `backend/ops/spectral.rs` | `src/ops/spectral.rs` (+ its FFT plans) | `testing/ops/spectral.rs` |
@@ -171,7 +171,16 @@ pub type AccumOf<B> = <<B as BackendTypes>::Precision as Precision>::Accum;
 /// # Ok::<(), monomorph::Error>(())
 /// ```
 pub trait Backend:
-    BackendTypes + Memory + Elementwise + Reduce + Spectral + Resample + Filter + Linalg + Correlate
+    BackendTypes
+    + Memory
+    + Foreign
+    + Elementwise
+    + Reduce
+    + Spectral
+    + Resample
+    + Filter
+    + Linalg
+    + Correlate
 {
     /// Short backend name: `"cpu"` or `"cuda"` (what errors and the command's outputs record);
     /// [`Backend::label`] adds the precision.

@@ -125,7 +125,7 @@ macro_rules! backend_test_suite {
 macro_rules! conformance_family {
     (memory, $make:path) => {
         $crate::conformance_family!(@mod memory, $make;
-            memory_roundtrip, memory_errors, cast_roundtrip);
+            memory_roundtrip, memory_errors, cast_roundtrip, foreign_roundtrip);
     };
     (elementwise, $make:path) => {
         $crate::conformance_family!(@mod elementwise, $make;

@@ -3,6 +3,7 @@
 mod correlate;
 mod elementwise;
 mod filter;
+mod foreign;
 mod linalg;
 mod memory;
 mod reduce;

@@ -9,10 +9,11 @@ or a natural Python value: numbers, tuples (``wedge_axes=(2, 0)``, ``search_z=(1
 arrays in the command's (z, y, x) frame, or paths.
 
 Inputs are read in place where they can be (a C-ordered array of the working dtype), and
-results are handed over without a copy; a DLPack producer on the CPU (a torch CPU tensor) is
+results are handed over without a copy; a DLPack producer (a torch tensor, a CuPy array) is
 taken through the protocol and gets arrays of its own kind back (the results exported as
-DLPack capsules). One on a GPU raises :class:`RunError`: matching on the device it lives on is
-not built yet.
+DLPack capsules). ``match_template`` matches a producer's float target on the device it lives
+on (a GPU array on its GPU, the result kept there); ``find_peaks`` and ``solve`` read host
+arrays only (a GPU one raises :class:`RunError`).
 
 Errors: :class:`InputError` (a ``ValueError``) where the command exits 2, naming the argument;
 :class:`RunError` (a ``RuntimeError``) where it exits 1. The GIL is released while computing and
@@ -139,15 +140,15 @@ def _dlpack(name: str, v: Any) -> tuple[Any, str]:
     float32/float64 host array ``"borrowed"`` (read in place), int32/int64 ``"copied"``, the
     small types ``"converted"`` (to float32), a strided (not C-contiguous) one ``"converted"``
     once to C order through numpy, as a numpy array of that layout is. An array on a GPU is a
-    :class:`RunError` (not matched on its device yet); another device or an element type the
+    :class:`RunError` (read on the host here: only ``match_template``'s target and template are
+    taken on their device, by ``_Call._on_device``); another device or an element type the
     command does not read, an :class:`InputError` naming ``name``."""
     kind, dev = _dlpack_device(v)
     if kind == _KDLCUDA:
         raise RunError(
-            f"{name}: an array on GPU {dev} (DLPack device type {kind}): matching on the device "
-            "it lives on is not built yet (the CUDA backend cannot adopt a caller's device "
-            "buffer), expected a CPU array (copy it to the host first, e.g. .cpu() or "
-            "cupy.asnumpy)"
+            f"{name}: an array on GPU {dev} (DLPack device type {kind}): read on the host here "
+            "(only match_template's target and template are taken on their device), expected a "
+            "CPU array (copy it to the host first, e.g. .cpu() or cupy.asnumpy)"
         )
     if kind not in _HOST_DEVICES:
         raise InputError(
@@ -176,6 +177,14 @@ def _dlpack(name: str, v: Any) -> tuple[Any, str]:
     if f.dtype in ("float32", "float64"):
         return f, "borrowed"
     return f, "copied" if f.dtype in ("int32", "int64") else "converted"
+
+
+def _where(kind: int, dev: int) -> str:
+    return f"GPU {dev}" if kind == _KDLCUDA else "the CPU"
+
+
+def _is_producer(v: Any) -> bool:
+    return not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__")
 
 
 def _dlpack_device(v: Any) -> tuple[int, int]:
@@ -210,6 +219,9 @@ def _like(kind: Callable[[Any], Any] | None, a: Any) -> Any:
     ``from_dlpack``), zero copy: the new array views the command's buffer, exported by the
     extension as a DLPack capsule (a ``_native.DLPackArray``), on the CPU, where the input
     lived. ``a`` itself without a kind."""
+    if kind is None and isinstance(a, _native.DLPackArray) and a.__dlpack_device__()[0] == 1:
+        # Kept on the CPU backend for a producer whose library has no from_dlpack.
+        return np.from_dlpack(a)
     if kind is None or not isinstance(a, (np.ndarray, _native.DLPackArray)):
         return a
     return kind(a)
@@ -250,6 +262,11 @@ class _Call:
         # The main input's DLPack library (its `from_dlpack`), set by the first array input.
         self.kind: Callable[[Any], Any] | None = None
         self.first = True
+        # `match` over a DLPack producer's target: the flags handed over as buffers on their
+        # device (adopted there by the backend, the result kept there), and that device.
+        self.adopt: list[str] = []
+        self.device: tuple[int, int] | None = None
+        self.backend = "auto"
 
     def flag(self, name: str, value: Any) -> None:
         """Adds keyword ``name`` (snake_case) with ``value``: None and False leave it out."""
@@ -280,10 +297,75 @@ class _Call:
             key, label = flag, name
         else:
             key, label = f"{flag}/{item}", f"{name}[{item}]"
-        a, how = _host(label, value)
+        if self.sub == "match" and name in ("target", "template") and _is_producer(value):
+            a, how = self._on_device(key, label, name, value)
+        elif self.device is not None and self.device[0] == _KDLCUDA and _is_producer(value):
+            kind, dev = _dlpack_device(value)
+            if kind == _KDLCUDA:
+                raise InputError(
+                    f"{label}: an array on GPU {dev}: only target and template are taken on the "
+                    "device, expected a numpy array"
+                )
+            a, how = _host(label, value)
+        else:
+            a, how = _host(label, value)
         self.arrays.append((key, a))
         self.inputs[label] = how
         self.labels[key] = label
+
+    def _on_device(self, key: str, label: str, name: str, v: Any) -> tuple[Any, str]:
+        """A DLPack producer's target (or template, with such a target): a C-ordered
+        float32/float64 tensor is handed to the command as a buffer on its device (``"adopted"``:
+        the backend of that device copies it once there and keeps the result there; a CPU
+        producer takes the same path on the CPU backend); other types and layouts of a host
+        tensor are read on the host as before. A GPU target needs a usable CUDA device (the
+        CUDA backend's probe, :class:`RunError` otherwise) and no ``backend="cpu"``; a template
+        elsewhere than the target is an :class:`InputError`."""
+        kind, dev = _dlpack_device(v)
+        if name == "template":
+            if self.device is None:
+                return _host(label, v)
+            here = (kind if kind != 3 else 1, dev if kind == _KDLCUDA else 0)
+            if here != self.device:
+                raise InputError(
+                    f"{label}: an array on {_where(*here)}, expected the target's device "
+                    f"({_where(*self.device)}) or a numpy array"
+                )
+        elif kind == _KDLCUDA:
+            if self.backend == "cpu":
+                raise InputError(
+                    f"backend: 'cpu' with {label} on GPU {dev}, expected 'cuda' or none (an "
+                    "array is matched on the device it lives on)"
+                )
+            why = _native.cuda_unavailable(dev)
+            if why is not None:
+                raise RunError(f"{label}: an array on GPU {dev}: {why}")
+        elif kind not in _HOST_DEVICES:
+            return _host(label, v)
+        try:
+            f = _native.take_dlpack(v, 1 if kind == _KDLCUDA else None)
+        except ValueError as e:
+            if kind != _KDLCUDA and "not C-contiguous" in str(e):
+                return _dlpack(label, v)
+            raise InputError(f"{label}: {e}") from None
+        except (TypeError, RuntimeError, BufferError) as e:
+            raise InputError(f"{label}: not readable through DLPack ({e})") from None
+        if (f.device[0] == _KDLCUDA) != (kind == _KDLCUDA):
+            raise InputError(
+                f"{label}: __dlpack_device__ says {kind} but the tensor is on DLPack device "
+                f"type {f.device[0]}"
+            )
+        if f.dtype in ("float32", "float64"):
+            if name == "target":
+                self.device = (_KDLCUDA, f.device[1]) if kind == _KDLCUDA else (1, 0)
+            self.adopt.append(key)
+            return f, "adopted"
+        if kind == _KDLCUDA:
+            raise InputError(
+                f"{label}: {f.dtype} on GPU {dev}, expected float32 or float64 (an array on a "
+                "GPU is matched as it is)"
+            )
+        return f, "copied" if f.dtype in ("int32", "int64") else "converted"
 
     def arrays_of(self, name: str, value: Any) -> int:
         """A repeatable array flag (``--template``): one array or path, or a list/tuple of
@@ -318,7 +400,7 @@ class _Call:
             raise InputError(f"progress: {progress!r}, expected True, False or a callable (done, total)")
         # A DLPack caller's library (`kind`) gets the outputs as DLPack exports.
         code, message, results, arrays, read = _native.run_command(
-            self.args, self.arrays, cb, bar, self.documents, self.kind is not None
+            self.args, self.arrays, cb, bar, self.documents, self.kind is not None, self.adopt
         )
         self.arrays = []
         for key, taken in read.items():
@@ -402,12 +484,16 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     ``sampling_rate``, ``backend``, ``precision``, …; ``out`` also writes the command's output
     folder; without it no file is written; ``trace`` writes the command's Chrome/Perfetto
     trace of the run). ``target`` and ``template`` are 2-D/3-D arrays (z, y, x) or paths; a
-    C-ordered array of the run's working dtype is read in place. A DLPack producer on the CPU
-    (a torch CPU tensor) is taken through the protocol (its capsule consumed; C-ordered
-    float32/float64 read in place, a strided one converted once) and the result arrays come back
-    as arrays of the target's kind (its library's ``from_dlpack`` over the command's buffers
-    exported as DLPack capsules, zero copy); one on a GPU raises :class:`RunError` (not
-    matched on its device yet).
+    C-ordered array of the run's working dtype is read in place. A DLPack producer is taken
+    through the protocol (its capsule consumed): a C-ordered float32/float64 target (and a
+    template on the same device) is matched on the device it lives on — the backend of that
+    device (CUDA on its ordinal, the CPU for a CPU tensor) adopts it and keeps the result there
+    (``inputs["target"] == "adopted"``, ``run["kept_on_device"]``), and the result arrays come
+    back as arrays of the target's kind on that device (its library's ``from_dlpack`` over the
+    backend's buffers exported as DLPack capsules, zero copy); without a usable GPU a GPU
+    target raises :class:`RunError` (the CUDA probe's reason), ``backend="cpu"`` with one or a
+    template on another device :class:`InputError`. Other producer inputs are read on the host
+    (a strided one converted once).
     ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
 
     ``target_list`` (with ``target=None``): a list file as ``--target-list`` reads it, or a
@@ -421,6 +507,7 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     flags.pop("quiet", None)
     target_list = flags.pop("target_list", None)
     call = _Call("match")
+    call.backend = str(flags.get("backend") or "auto").lower()
     call.array("target", target)
     if target_list is not None:
         _target_list(call, target_list)

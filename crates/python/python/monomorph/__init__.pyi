@@ -26,9 +26,10 @@ class MatchResult:
     """scores, rotation_index, template_index (several templates, else None), rotations;
     score_mean/std/z with score_stats=True; run (run.json); inputs (how each array input was
     taken: "borrowed" (read in place: C order, the run's working dtype), "copied" (int32/int64,
-    copied once) or "converted" (another dtype or order, converted once)). The arrays are the .npy files' values, bit for bit,
-    handed over without a copy: numpy arrays, or with a DLPack producer as target (a torch CPU
-    tensor) arrays of its library (its from_dlpack over the exported buffers)."""
+    copied once), "converted" (another dtype or order, converted once) or "adopted" (a DLPack
+    producer's array matched on its device)). The arrays are the .npy files' values, bit for bit,
+    handed over without a copy: numpy arrays, or with a DLPack producer as target arrays of its
+    library on its device (its from_dlpack over the exported buffers)."""
 
     scores: np.ndarray
     rotation_index: np.ndarray
@@ -147,10 +148,13 @@ def match_template(
     """Template matching, as `monomorph match` (every flag a keyword in snake_case). Several
     templates (a list, one shape) are matched in one pass: scores are the per-voxel best
     (ties to the first) and template_index says which. Without out= no file is written.
-    C-ordered arrays of the working dtype are read in place. Any DLPack producer on the CPU
-    (a torch CPU tensor) is taken through the protocol (C-ordered float read in place, a
-    strided one converted once) and as target gets result arrays of its kind (zero copy). One on a GPU
-    (kDLCUDA): RunError, not matched on its device yet (never run on a GPU).
+    C-ordered arrays of the working dtype are read in place. A DLPack producer's C-ordered
+    float32/float64 target (and template on the same device) is matched on the device it
+    lives on (a CUDA tensor on its GPU, a CPU tensor on the CPU backend): inputs says
+    "adopted", run["kept_on_device"] lists the maps kept there, and the results are arrays of
+    its kind on that device (zero copy). Without a usable GPU a GPU target is a RunError (the
+    CUDA probe's reason); backend="cpu" with one, or a template elsewhere, an InputError.
+    Other producers' inputs are read on the host (a strided one converted once).
 
     Keywords (the flags of `monomorph match`):
 

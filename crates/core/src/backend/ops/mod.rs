@@ -3,6 +3,7 @@
 mod correlate;
 mod elementwise;
 mod filter;
+mod foreign;
 mod linalg;
 mod memory;
 mod reduce;
@@ -13,6 +14,7 @@ mod stencil;
 pub use correlate::*;
 pub use elementwise::*;
 pub use filter::*;
+pub use foreign::*;
 pub use linalg::*;
 pub use memory::*;
 pub use reduce::*;
