@@ -357,8 +357,8 @@ fn moments_are_the_exact_sums_of_each_rotations_scores() {
 
 /// The first `k` of `rots` with rotation `of` repeated right after it (`k + 1` rotations);
 /// returns the repeat's index too (its scores tie with rotation `of`'s everywhere, so it
-/// never wins). Repeating rotation 0 makes a pair of tied rotations; rotation 1 (with `k`
-/// even), a tie between a pair and a rotation scored alone.
+/// never wins). Where the repeat falls in the groups the CPU backend scores together (of 4,
+/// the last of a run 1 to 3) decides whether the tie is inside a group or across two.
 fn with_repeat(d: usize, rots: &RotationSet, k: usize, of: usize) -> (RotationSet, usize) {
     let mut flat = Vec::new();
     for i in 0..k {
@@ -370,11 +370,11 @@ fn with_repeat(d: usize, rots: &RotationSet, k: usize, of: usize) -> (RotationSe
     (RotationSet::from_matrices(d, &flat).unwrap(), of + 1)
 }
 
-/// A run with statistics (its rotations scored in pairs on the CPU backend, the last one
-/// alone for an odd count) against each rotation run alone and folded in order: the best
-/// score and its rotation (strict `>`: the repeat of rotation 1 never wins), every Σ score²
-/// part and the moment words, bit for bit; untiled and tiled.
-fn pairs_against_single_rotations<B: Backend>(
+/// A run with statistics (its rotations scored in groups of up to 4 on the CPU backend, the
+/// last group 1 to 3) against each rotation run alone and folded in order: the best score
+/// and its rotation (strict `>`: the repeat never wins), every Σ score² part and the moment
+/// words, bit for bit; untiled and tiled.
+fn groups_against_single_rotations<B: Backend>(
     b: &B,
     d: usize,
     score: Score,
@@ -458,27 +458,35 @@ fn pairs_against_single_rotations<B: Backend>(
 }
 
 #[test]
-fn rotations_scored_in_pairs_give_each_rotations_own_results() {
+fn rotations_scored_in_groups_give_each_rotations_own_results() {
     let r3 = rotations(3);
-    // 7 rotations (three pairs, the last alone) and 6 (pairs only); the repeat in a pair with
-    // its original, in the next pair, or alone after the last pair.
-    for (k, of, tile) in [(6, 0, None), (5, 1, None), (6, 3, Some(vec![9, 18, 18]))] {
+    let b = Cpu::<Single>::new();
+    // One rotation (alone; no repeat: index 1 is none).
+    let one = (RotationSet::from_matrices(3, r3.matrix(0)).unwrap(), 1);
+    groups_against_single_rotations(&b, 3, Score::FLC, &one, None);
+    // 2 to 9 rotations (k + 1): a group of 4 and then 1 to 3, or one group of 2 or 3; the
+    // repeat of rotation `of` inside its group (of = 0, 1, 2, 5), or the first of the next
+    // group, tied across groups (of = 3).
+    for (k, of, tile) in [
+        (1, 0, None),
+        (2, 1, None),
+        (3, 0, None),
+        (4, 3, None),
+        (5, 2, None),
+        (6, 3, Some(vec![9, 18, 18])),
+        (7, 5, None),
+        (8, 3, Some(vec![18, 9, 18])),
+    ] {
         let rots = with_repeat(3, &r3, k, of);
-        pairs_against_single_rotations(&Cpu::<Single>::new(), 3, Score::FLC, &rots, tile);
+        groups_against_single_rotations(&b, 3, Score::FLC, &rots, tile);
     }
     let rots = with_repeat(3, &r3, 4, 0);
-    pairs_against_single_rotations(
-        &Cpu::<Single>::new(),
-        3,
-        Score::FLCSphericalMask,
-        &rots,
-        None,
-    );
+    groups_against_single_rotations(&b, 3, Score::FLCSphericalMask, &rots, None);
     let r2 = rotations(2);
     let rots = with_repeat(2, &r2, 8, 2);
-    pairs_against_single_rotations(&Cpu::<Double>::new(), 2, Score::CC, &rots, None);
+    groups_against_single_rotations(&Cpu::<Double>::new(), 2, Score::CC, &rots, None);
     let rots = with_repeat(2, &r2, 8, 4);
-    pairs_against_single_rotations(
+    groups_against_single_rotations(
         &Cpu::<Single>::new(),
         2,
         Score::NCC,
@@ -487,41 +495,50 @@ fn rotations_scored_in_pairs_give_each_rotations_own_results() {
     );
 }
 
-/// Progress is reported once per rotation, in order, when rotations are scored in pairs; a
-/// cancel after the first rotation of a pair stops there (the second's count is not reported).
+/// Progress is reported once per rotation, in order, when rotations are scored in groups (1
+/// to 9 rotations: groups of 4, then 1 to 3); a cancel after any rotation of a group stops
+/// there (the later ones' counts are not reported).
 #[test]
-fn progress_counts_every_rotation_of_a_pair_and_cancels_between_them() {
+fn progress_counts_every_rotation_of_a_group_and_cancels_between_them() {
     use std::ops::ControlFlow;
     use std::sync::Mutex;
     let b = Cpu::<Single>::new();
     let (target, template, mask) = inputs(3);
     let (t, p, m) = (up(&b, &target), up(&b, &template), up(&b, &mask));
-    let (rots, _) = with_repeat(3, &rotations(3), 6, 0);
-    for stop in [None, Some(3), Some(4)] {
-        let seen = Mutex::new(Vec::new());
-        let cb = |done: usize, total: usize| {
-            seen.lock().unwrap().push((done, total));
-            if Some(done) == stop {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
+    let r3 = rotations(3);
+    for n in 1..=9 {
+        let flat: Vec<f64> = (0..n).flat_map(|i| r3.matrix(i).to_vec()).collect();
+        let rots = RotationSet::from_matrices(3, &flat).unwrap();
+        for stop in std::iter::once(None).chain((1..n).map(Some)) {
+            let seen = Mutex::new(Vec::new());
+            let cb = |done: usize, total: usize| {
+                seen.lock().unwrap().push((done, total));
+                if Some(done) == stop {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            };
+            let mut q = MatchParams::new(Score::FLC, rots.clone());
+            q.template_mask = Some(&m);
+            q.score_stats = true;
+            q.progress = Some(&cb);
+            let r = match_template(&b, &t, &p, &q);
+            let last = stop.unwrap_or(n);
+            let want: Vec<(usize, usize)> = (1..=last).map(|d| (d, n)).collect();
+            assert_eq!(
+                *seen.lock().unwrap(),
+                want,
+                "{n} rotations, stop at {stop:?}"
+            );
+            match stop {
+                None => assert!(r.is_ok()),
+                Some(s) => assert!(
+                    matches!(r, Err(monomorph::Error::Cancelled { done, total }) if done == s && total == n),
+                    "{n} rotations, stop at {s}: {:?}",
+                    r.err()
+                ),
             }
-        };
-        let mut q = MatchParams::new(Score::FLC, rots.clone());
-        q.template_mask = Some(&m);
-        q.score_stats = true;
-        q.progress = Some(&cb);
-        let r = match_template(&b, &t, &p, &q);
-        let last = stop.unwrap_or(7);
-        let want: Vec<(usize, usize)> = (1..=last).map(|d| (d, 7)).collect();
-        assert_eq!(*seen.lock().unwrap(), want, "stop at {stop:?}");
-        match stop {
-            None => assert!(r.is_ok()),
-            Some(s) => assert!(
-                matches!(r, Err(monomorph::Error::Cancelled { done, total: 7 }) if done == s),
-                "stop at {s}: {:?}",
-                r.err()
-            ),
         }
     }
 }

@@ -161,7 +161,7 @@ macro_rules! conformance_family {
     };
     (correlate, $make:path) => {
         $crate::conformance_family!(@mod correlate, $make;
-            running_max_strict, fused_pipeline_equals_unfused, fused_pair_equals_two_passes,
+            running_max_strict, fused_pipeline_equals_unfused, fused_group_equals_separate_passes,
             gather_window_matches_host);
     };
     (validation, $make:path) => {

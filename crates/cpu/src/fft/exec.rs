@@ -35,7 +35,7 @@
 //! Scratch (the gathered block, the real row buffer and the FFT scratch) is per thread, grown
 //! once and reused: no allocation inside a transform after the first call on a thread.
 
-use monomorph_core::Result;
+use monomorph_core::{MAX_GROUP, Result};
 use num_complex::Complex;
 use rayon::prelude::*;
 use rustfft::{Fft, FftNum};
@@ -782,21 +782,25 @@ const SINK_BYTES: usize = 1 << 19;
 /// input's cache lines stay clean, measured 5% slower: the copy costs more than the
 /// write-back it saves.)
 ///
-/// The inputs come in one or two *groups* of `group` spectra (the products of one rotation;
-/// two: a pair of rotations scored in one pass), and `consume` returns one partial sum per
-/// group, summed per group. The pieces are those of one group, whatever the number of groups,
-/// so that each group's sum is added in the same order as when it is transformed alone.
+/// The inputs come in 1 to [`MAX_GROUP`] *groups* of `group` spectra (the products of one
+/// rotation; several: a group of rotations scored in one pass), and `consume` returns one
+/// partial sum per group, summed per group. The pieces are those of one group, whatever the
+/// number of groups, so that each group's sum is added in the same order as when it is
+/// transformed alone.
 pub(crate) fn inverse_consume<T: FftFloat>(
     g: &Geometry,
     k: &Kernels<T>,
     group: usize,
     inputs: &mut [&mut [Complex<T>]],
-    consume: &(dyn Fn(usize, &[&[T]]) -> Result<[f64; 2]> + Sync),
-) -> Result<[f64; 2]> {
+    consume: &(dyn Fn(usize, &[&[T]]) -> Result<[f64; MAX_GROUP]> + Sync),
+) -> Result<[f64; MAX_GROUP]> {
     let ns = inputs.len();
     assert!(
-        (1..=3).contains(&group) && (ns == group || ns == 2 * group) && g.r_inner == 1,
-        "inverse_consume: 1 or 2 groups of 1 to 3 inputs, r2c axis last"
+        (1..=3).contains(&group)
+            && ns.is_multiple_of(group)
+            && (1..=MAX_GROUP).contains(&(ns / group))
+            && g.r_inner == 1,
+        "inverse_consume: 1 to MAX_GROUP groups of 1 to 3 inputs, r2c axis last"
     );
     let fuse = fused::<T>(g);
     let skip = usize::from(fuse.is_some());
@@ -824,12 +828,12 @@ pub(crate) fn inverse_consume<T: FftFloat>(
         .map(|x| SharedMut(x.as_mut_ptr()))
         .collect();
     let m = g.m;
-    let parts: Vec<[f64; 2]> = (0..pieces)
+    let parts: Vec<[f64; MAX_GROUP]> = (0..pieces)
         .into_par_iter()
         .map(|piece| {
             let r0 = piece * rows;
             let r = rows.min(g.r_outer - r0);
-            T::with_scratch(|s| -> Result<[f64; 2]> {
+            T::with_scratch(|s| -> Result<[f64; MAX_GROUP]> {
                 let mut sink = std::mem::take(&mut s.sink);
                 grow(&mut sink, ns * r * n);
                 let mut res = Ok(());
@@ -852,7 +856,7 @@ pub(crate) fn inverse_consume<T: FftFloat>(
                     }
                 }
                 let out = res.and_then(|()| {
-                    let mut outs: [&[T]; 6] = [&[]; 6];
+                    let mut outs: [&[T]; 3 * MAX_GROUP] = [&[]; 3 * MAX_GROUP];
                     for (j, o) in outs.iter_mut().enumerate().take(ns) {
                         *o = &sink[j * r * n..(j + 1) * r * n];
                     }
@@ -863,8 +867,5 @@ pub(crate) fn inverse_consume<T: FftFloat>(
             })
         })
         .collect::<Result<_>>()?;
-    Ok([
-        parts.iter().map(|p| p[0]).sum(),
-        parts.iter().map(|p| p[1]).sum(),
-    ])
+    Ok(std::array::from_fn(|q| parts.iter().map(|p| p[q]).sum()))
 }

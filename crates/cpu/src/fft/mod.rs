@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use monomorph_core::error::fmt_shape;
-use monomorph_core::{Error, FftPlan, Result};
+use monomorph_core::{Error, FftPlan, MAX_GROUP, Result};
 use num_complex::Complex;
 use realfft::RealFftPlanner;
 use rustfft::FftPlanner;
@@ -454,28 +454,33 @@ pub(crate) fn consumable(plan: &CpuFftPlan) -> bool {
     plan.geom.r_inner == 1
 }
 
-/// Inverse transforms of 1 to 3 spectra of `plan` (or two groups of `group` spectra: a pair
-/// of rotations), each handed to `consume` a group of real rows at a time while in cache
-/// instead of being written out (see `exec::inverse_consume`). Returns the partial sums of
-/// `consume` added in a fixed order, one per group (the second 0 for one group). The inputs
-/// are clobbered.
+/// Inverse transforms of 1 to 3 spectra of `plan` (or up to [`MAX_GROUP`] groups of `group`
+/// spectra: a group of rotations), each handed to `consume` a group of real rows at a time
+/// while in cache instead of being written out (see `exec::inverse_consume`). Returns the
+/// partial sums of `consume` added in a fixed order, one per group (0 for the groups not
+/// given). The inputs are clobbered.
 pub(crate) fn inverse_consume<F: bytemuck::Pod>(
     plan: &CpuFftPlan,
     group: usize,
     in_shapes: &[&[usize]],
     inputs: &mut [&mut [Complex<F>]],
-    consume: &(dyn Fn(usize, &[&[F]]) -> Result<[f64; 2]> + Sync),
-) -> Result<[f64; 2]> {
+    consume: &(dyn Fn(usize, &[&[F]]) -> Result<[f64; MAX_GROUP]> + Sync),
+) -> Result<[f64; MAX_GROUP]> {
     let g = &plan.geom;
     for s in in_shapes {
         plan.check(Dir::Inverse, &g.real_shape, s)?;
     }
     let n = inputs.len();
-    if !consumable(plan) || !(1..=3).contains(&group) || (n != group && n != 2 * group) {
+    let groups = n.checked_div(group).unwrap_or(0);
+    if !consumable(plan)
+        || !(1..=3).contains(&group)
+        || n != groups * group
+        || !(1..=MAX_GROUP).contains(&groups)
+    {
         return Err(Error::invalid(
             "fused inverse",
             format!(
-                "1 or 2 groups of 1 to 3 spectra with the r2c axis last, got {n} in groups of {group} over {}",
+                "1 to {MAX_GROUP} groups of 1 to 3 spectra with the r2c axis last, got {n} in groups of {group} over {}",
                 g.describe()
             ),
         ));
@@ -485,14 +490,14 @@ pub(crate) fn inverse_consume<F: bytemuck::Pod>(
         k: &Kernels<T>,
         group: usize,
         inputs: &mut [&mut [Complex<F>]],
-        consume: &(dyn Fn(usize, &[&[F]]) -> Result<[f64; 2]> + Sync),
-    ) -> Result<[f64; 2]> {
+        consume: &(dyn Fn(usize, &[&[F]]) -> Result<[f64; MAX_GROUP]> + Sync),
+    ) -> Result<[f64; MAX_GROUP]> {
         let mut xs: Vec<&mut [Complex<T>]> = inputs
             .iter_mut()
             .map(|x| bytemuck::cast_slice_mut(x))
             .collect();
         let back = |r0: usize, outs: &[&[T]]| {
-            let mut o: [&[F]; 6] = [&[]; 6];
+            let mut o: [&[F]; 3 * MAX_GROUP] = [&[]; 3 * MAX_GROUP];
             for (d, s) in o.iter_mut().zip(outs) {
                 *d = bytemuck::cast_slice(s);
             }

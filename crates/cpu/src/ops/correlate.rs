@@ -1,7 +1,7 @@
 use monomorph_core::backend::host;
 use monomorph_core::{
-    CorrSpectrum, CorrWindow, Correlate, Element, FftPlan, Float, Index, PairedPass, Precision,
-    Result, RunningMax, ScoreNorm, SpectralNorm, WindowExtension,
+    CorrSpectrum, CorrWindow, Correlate, Element, FftPlan, Float, Index, MAX_GROUP, PairedPass,
+    Precision, Result, RunningMax, ScoreNorm, SpectralNorm, WindowExtension,
     check_combine_masked_correlations, check_gather_window, check_insert_block,
     check_inverse_denominator, check_irfft_score_max_update, check_rfft_pruned_mul_conj,
     check_score_max_update, check_write_corner,
@@ -56,20 +56,28 @@ widest_simd! {
     ) -> () = host::score_line;
 }
 
-widest_simd! {
-    /// [`host::score_line_pair`] at the widest vector width (the fused inverse's score pass
-    /// for a pair of rotations).
-    fn score_line_pair<T: Float, I: Index>(
-        c: [&[T]; 2],
-        norm: [&host::Norm<'_, T>; 2],
-        segs: &[(usize, usize, usize)],
-        best: &mut [T],
-        best_index: &mut [I],
-        index: [I; 2],
-        acc: &mut [[f64; host::LANES]; 2],
-        moments: Option<(&mut [i64], [f64; 2])>,
-    ) -> bool = host::score_line_pair;
+/// Stamps a [`host::score_line_group`] of `K` rotations at the widest vector width (the fused
+/// inverse's score pass for a group of rotations).
+macro_rules! score_line_group {
+    ($name:ident, $k:literal) => {
+        widest_simd! {
+            /// [`host::score_line_group`] at the widest vector width.
+            fn $name<T: Float, I: Index>(
+                c: [&[T]; $k],
+                norm: [&host::Norm<'_, T>; $k],
+                segs: &[(usize, usize, usize)],
+                best: &mut [T],
+                best_index: &mut [I],
+                index: [I; $k],
+                acc: &mut [[f64; host::LANES]; $k],
+                moments: Option<(&mut [i64], [f64; 2])>,
+            ) -> bool = host::score_line_group::<T, I, $k>;
+        }
+    };
 }
+score_line_group!(score_line_group2, 2);
+score_line_group!(score_line_group3, 3);
+score_line_group!(score_line_group4, 4);
 
 /// The output line (flat index over all axes but the last) that the FFT-grid row `row` (flat
 /// over the same axes) lands in, `x = (i − shift) mod fast` per axis, or `None` when it falls
@@ -118,14 +126,34 @@ fn moment_line(shape: &[usize]) -> usize {
 }
 
 impl<P: Precision> Cpu<P> {
-    /// The fused inverse and score pass of one rotation (`second` `None`) or of a pair
-    /// ([`host::score_line_pair`]): the products of each rotation (then its mask correlations)
-    /// transformed together, each FFT-grid row scored while in cache. Arguments checked.
-    fn fused_score<I: Index>(
+    /// `f(lines, nl)` ([`host::moments_open`] or [`host::moments_close`]) over blocks of whole
+    /// output lines of the moments `acc`, in parallel: each line is converted on its own, so
+    /// the words are those of one call over all of them. (One thread over a fresh accumulator
+    /// also faulted all its pages in alone: measured about half of the score statistics'
+    /// extra time per rotation at 2 threads, 96³ FLC `-a 40`.)
+    fn moment_lines(&self, acc: &mut ArrayD<i64>, f: fn(&mut [i64], usize)) -> Result<()> {
+        let nl = moment_line(acc.shape());
+        let words = data_mut("moments", acc)?;
+        let line = 4 * nl.max(1);
+        let lines = words.len() / line;
+        let per = crate::util::rows_per_task(lines, 4, PAR_MIN.div_ceil(line));
+        self.install(|| {
+            words
+                .par_chunks_mut(per * line)
+                .for_each(|block| f(block, nl))
+        });
+        Ok(())
+    }
+
+    /// The fused inverse and score pass of one rotation (`rest` empty) or of a group of up to
+    /// [`MAX_GROUP`] ([`host::score_line_group`]): the products of each rotation (then its
+    /// mask correlations) transformed together, each FFT-grid row scored while in cache.
+    /// Arguments checked.
+    fn fused_score<'a, I: Index>(
         &self,
         plan: &CpuFftPlan,
-        (spec, norm): (&mut CorrSpectrum<Self>, SpectralNorm<'_, Self>),
-        second: Option<PairedPass<'_, Self, I>>,
+        (spec, norm): (&'a mut CorrSpectrum<Self>, SpectralNorm<'a, Self>),
+        rest: Vec<PairedPass<'a, Self, I>>,
         window: CorrWindow<'_>,
         rm: RunningMax<'_, Self, F<P>, I>,
     ) -> Result<()> {
@@ -139,36 +167,32 @@ impl<P: Precision> Cpu<P> {
             moments,
         } = rm;
         let oshape = best.shape().to_vec();
-        // The products transformed together: per rotation `spec`, then the normalisation's
-        // mask correlations, which the score pass reads as `outs[q]` at their index `q` here.
-        let mut specs: Vec<&mut ArrayD<C<P>>> = vec![spec.layout_mut()];
-        let norm = norm.try_map(
-            |den| data("inv_den", den),
-            |c| {
-                specs.push(c.layout_mut());
-                Ok(specs.len() - 1)
-            },
-        )?;
-        let group = specs.len();
-        let (second, ssum2) = match second {
-            Some(PairedPass {
-                spec,
-                norm,
-                index,
-                ssum,
-            }) => {
-                specs.push(spec.layout_mut());
-                let norm = norm.try_map(
-                    |den| data("inv_den", den),
-                    |c| {
-                        specs.push(c.layout_mut());
-                        Ok(specs.len() - 1)
-                    },
-                )?;
-                (Some((group, norm, index)), Some(ssum))
-            }
-            None => (None, None),
+        // The products transformed together: per rotation its products, then its
+        // normalisation's mask correlations, which the score pass reads as `outs[q]` at their
+        // index `q` here; per rotation (first index of its products, normalisation, index).
+        let mut specs: Vec<&mut ArrayD<C<P>>> = Vec::new();
+        let mut rots = Vec::with_capacity(1 + rest.len());
+        let mut sums = vec![ssum];
+        let mut add = |spec: &'a mut CorrSpectrum<Self>, norm: SpectralNorm<'a, Self>, ix: I| {
+            let first = specs.len();
+            specs.push(spec.layout_mut());
+            let norm = norm.try_map(
+                |den| data("inv_den", den),
+                |c| {
+                    specs.push(c.layout_mut());
+                    Ok(specs.len() - 1)
+                },
+            )?;
+            rots.push((first, norm, ix));
+            Ok::<_, monomorph_core::Error>(())
         };
+        add(spec, norm, index)?;
+        for next in rest {
+            add(next.spec, next.norm, next.index)?;
+            sums.push(next.ssum);
+        }
+        // Spectra per rotation.
+        let group = rots.get(1).map_or(specs.len(), |r| r.0);
         let shapes: Vec<Vec<usize>> = specs.iter().map(|x| x.shape().to_vec()).collect();
         let shape_refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
         let mut inputs: Vec<&mut [C<P>]> = specs
@@ -187,8 +211,8 @@ impl<P: Precision> Cpu<P> {
             ),
             None => (None, [1.0; 2]),
         };
-        let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<[f64; 2]> {
-            let mut acc = [[0.0f64; host::LANES]; 2];
+        let consume = |r0: usize, outs: &[&[F<P>]]| -> Result<[f64; MAX_GROUP]> {
+            let mut acc = [[0.0f64; host::LANES]; MAX_GROUP];
             let rows = outs[0].len() / n;
             for r in 0..rows {
                 let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
@@ -205,8 +229,6 @@ impl<P: Precision> Cpu<P> {
                 }
                 let o = line * nl;
                 let row = r * n..(r + 1) * n;
-                let ln: host::Norm<'_, F<P>> =
-                    norm.map(|den| &den[o..o + nl], |q| &outs[q][row.clone()]);
                 // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
                 // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
                 // Distinct FFT-grid rows map to distinct output lines (per axis,
@@ -224,37 +246,58 @@ impl<P: Precision> Cpu<P> {
                     let s = unsafe { std::slice::from_raw_parts_mut(p.get().add(4 * o), 4 * nl) };
                     (s, msc)
                 });
-                match &second {
-                    None => score_line(&outs[0][row], &ln, &segs, b, bi, index, &mut acc[0], m),
-                    Some((g, norm2, index2)) => {
-                        let ln2: host::Norm<'_, F<P>> =
-                            norm2.map(|den| &den[o..o + nl], |q| &outs[q][row.clone()]);
-                        let c = [&outs[0][row.clone()], &outs[*g][row.clone()]];
-                        let same = score_line_pair(
-                            c,
-                            [&ln, &ln2],
+                // Rotation q's products and normalisation on this line.
+                let c = |q: usize| &outs[rots[q].0][row.clone()];
+                let ln = |q: usize| {
+                    rots[q]
+                        .1
+                        .map(|den| &den[o..o + nl], |k| &outs[k][row.clone()])
+                };
+                macro_rules! group {
+                    ($f:ident, $k:literal) => {{
+                        let lns: [host::Norm<'_, F<P>>; $k] = std::array::from_fn(ln);
+                        let (head, _) = acc.split_first_chunk_mut::<$k>().ok_or_else(|| {
+                            monomorph_core::Error::invalid("score group", "too many rotations")
+                        })?;
+                        $f(
+                            std::array::from_fn(c),
+                            std::array::from_fn(|q| &lns[q]),
                             &segs,
                             b,
                             bi,
-                            [index, *index2],
-                            &mut acc,
+                            std::array::from_fn(|q| rots[q].2),
+                            head,
                             m,
-                        );
-                        if !same {
-                            return Err(monomorph_core::Error::invalid(
-                                "irfft_score_max_update_pair",
-                                "the two rotations' normalisations differ",
-                            ));
-                        }
+                        )
+                    }};
+                }
+                let same = match rots.len() {
+                    1 => {
+                        score_line(c(0), &ln(0), &segs, b, bi, index, &mut acc[0], m);
+                        true
                     }
+                    2 => group!(score_line_group2, 2),
+                    3 => group!(score_line_group3, 3),
+                    4 => group!(score_line_group4, 4),
+                    k => {
+                        return Err(monomorph_core::Error::invalid(
+                            "irfft_score_max_update_group",
+                            format!("{k} rotations in a group (at most {MAX_GROUP})"),
+                        ));
+                    }
+                };
+                if !same {
+                    return Err(monomorph_core::Error::invalid(
+                        "irfft_score_max_update_group",
+                        "the rotations' normalisations differ",
+                    ));
                 }
             }
-            Ok([host::fold_lanes(&acc[0]), host::fold_lanes(&acc[1])])
+            Ok(std::array::from_fn(|q| host::fold_lanes(&acc[q])))
         };
         let total = fft::inverse_consume(plan, group, &shape_refs, &mut inputs, &consume)?;
-        data_mut("ssum", ssum)?[0] += total[0];
-        if let Some(s2) = ssum2 {
-            data_mut("ssum", s2)?[0] += total[1];
+        for (s, t) in sums.into_iter().zip(total) {
+            data_mut("ssum", s)?[0] += t;
         }
         Ok(())
     }
@@ -361,15 +404,11 @@ impl<P: Precision> Correlate for Cpu<P> {
     }
 
     fn moments_open(&self, acc: &mut ArrayD<i64>) -> Result<()> {
-        let nl = moment_line(acc.shape());
-        host::moments_open(data_mut("moments", acc)?, nl);
-        Ok(())
+        self.moment_lines(acc, host::moments_open)
     }
 
     fn moments_close(&self, acc: &mut ArrayD<i64>) -> Result<()> {
-        let nl = moment_line(acc.shape());
-        host::moments_close(data_mut("moments", acc)?, nl);
-        Ok(())
+        self.moment_lines(acc, host::moments_close)
     }
 
     fn score_max_update<T: Float, I: Index>(
@@ -491,46 +530,47 @@ impl<P: Precision> Correlate for Cpu<P> {
                 monomorph_core::irfft_then_score(self, plan, spec, norm, work, window, rm)
             });
         }
-        self.install(|| self.fused_score(plan, (spec, norm), None, window, rm))
+        self.install(|| self.fused_score(plan, (spec, norm), Vec::new(), window, rm))
     }
 
-    fn pairs_score_passes(&self) -> bool {
-        true
+    fn score_group_max(&self) -> usize {
+        MAX_GROUP
     }
 
-    fn irfft_score_max_update_pair<I: Index>(
+    fn irfft_score_max_update_group<I: Index>(
         &self,
         plan: &CpuFftPlan,
         spec: &mut CorrSpectrum<Self>,
         norm: SpectralNorm<'_, Self>,
-        second: PairedPass<'_, Self, I>,
+        mut rest: Vec<PairedPass<'_, Self, I>>,
         work: &mut [ArrayD<F<P>>],
         window: CorrWindow<'_>,
         mut rm: RunningMax<'_, Self, F<P>, I>,
     ) -> Result<()> {
         check_irfft_score_max_update(plan, spec, &norm, work, window, &rm)?;
         let fast = plan.real_shape();
-        if fast.len() < 2 || !fft::consumable(plan) {
+        if fast.len() < 2 || !fft::consumable(plan) || rest.len() >= MAX_GROUP {
             // The unfused sequence, one rotation after the other.
             self.irfft_score_max_update(plan, spec, norm, work, window, rm.reborrow())?;
-            let rm2 = RunningMax {
-                index: second.index,
-                ssum: second.ssum,
-                ..rm
-            };
-            return self.irfft_score_max_update(plan, second.spec, second.norm, work, window, rm2);
+            for next in rest {
+                let mut r = rm.reborrow();
+                r.index = next.index;
+                r.ssum = next.ssum;
+                self.irfft_score_max_update(plan, next.spec, next.norm, work, window, r)?;
+            }
+            return Ok(());
         }
-        {
-            let rm2 = RunningMax {
+        for next in rest.iter_mut() {
+            let r = RunningMax {
                 best: &mut *rm.best,
                 best_index: &mut *rm.best_index,
-                index: second.index,
-                ssum: &mut *second.ssum,
+                index: next.index,
+                ssum: &mut *next.ssum,
                 moments: None,
             };
-            check_irfft_score_max_update(plan, second.spec, &second.norm, work, window, &rm2)?;
+            check_irfft_score_max_update(plan, next.spec, &next.norm, work, window, &r)?;
         }
-        self.install(|| self.fused_score(plan, (spec, norm), Some(second), window, rm))
+        self.install(|| self.fused_score(plan, (spec, norm), rest, window, rm))
     }
 
     fn combine_masked_correlations<T: Float>(

@@ -720,19 +720,21 @@ fn sizing<B: Backend>(
     Ok((scales, sizing))
 }
 
-/// Whether job `job` may score its rotations in pairs: the backend pairs
-/// ([`Correlate::pairs_score_passes`](crate::backend::Correlate::pairs_score_passes)) and the
-/// pair's extra products ([`state::pair_counts`]) fit in the memory limit beside the job's
-/// planned bytes (the plan itself does not count them, so it tiles as without pairing).
-fn pair_fits<B: Backend>(
+/// How many rotations job `job` scores at a time (1: one by one): the most the backend groups
+/// ([`Correlate::score_group_max`](crate::backend::Correlate::score_group_max), at most
+/// [`MAX_GROUP`](crate::backend::MAX_GROUP)) whose extra products ([`state::pair_counts`] per
+/// later rotation) fit in the memory limit beside the job's planned bytes (the plan itself
+/// does not count them, so it tiles as without grouping).
+fn group_size<B: Backend>(
     b: &B,
     params: &MatchParams<'_, B>,
     ts: &[usize],
     job: &Job,
     sizing: &seeded::Sizing,
-) -> Result<bool> {
-    if !b.pairs_score_passes() {
-        return Ok(false);
+) -> Result<usize> {
+    let most = b.score_group_max().min(crate::backend::MAX_GROUP);
+    if most < 2 {
+        return Ok(1);
     }
     let (fsize, per_voxel) = sizing.sizes;
     let planned = plan::estimate_sized(
@@ -751,7 +753,10 @@ fn pair_fits<B: Backend>(
         * 2
         * fsize as u64;
     let extra = state::pair_counts(params.score) * c;
-    Ok(planned.saturating_add(extra) <= sizing.limit)
+    Ok((2..=most)
+        .rev()
+        .find(|&k| planned.saturating_add((k as u64 - 1).saturating_mul(extra)) <= sizing.limit)
+        .unwrap_or(1))
 }
 
 /// The jobs of an unseeded run and whether they are the tiles of a restricted search (whose
@@ -843,7 +848,11 @@ fn run_templates<B: Backend>(
     // The mask-dependent target statistics: remade for a template whose mask differs.
     let mask_state = matches!(params.score, Score::CAM | Score::FLCSphericalMask);
     for (j, job) in jobs.iter().enumerate() {
-        let pair = scales.is_some() && pair_fits(b, params, &ts, job, &sizing)?;
+        let group = if scales.is_some() {
+            group_size(b, params, &ts, job, &sizing)?
+        } else {
+            1
+        };
         let mut run = |m: &mut JobMaps<B>, prep: &mut prepare::Prepared<B>| -> Result<()> {
             prep.current = 0;
             let (mut grid, mut state, _) =
@@ -868,7 +877,7 @@ fn run_templates<B: Backend>(
                     (&mut ssum, &mut ssum_parts),
                     m.background.as_mut(),
                     &progress,
-                    pair,
+                    group,
                 )?;
             }
             Ok(())

@@ -1,5 +1,6 @@
 //! The loop: every rotation of one job through its score's [`ScoreState`].
 
+use crate::backend::MAX_GROUP;
 use crate::backend::host::MOMENT_PASSES;
 use crate::backend::{AccumOf, Arr, ArrayMeta, Backend, CorrWindow, FloatOf, IntOf, Moments};
 use crate::dtype::Index;
@@ -18,11 +19,11 @@ use super::state::{Grid, RunningMax, ScoreState};
 /// several templates run in turn keep the first best (template, rotation) pair) and the
 /// moments (its shape + `[4]`, with their scales) when given, and pushing one Σ score² per
 /// rotation to `ssum_parts` (each summed into the zeroed 1-element `ssum`, kept on the device
-/// and read back once per job, not once per rotation). With `pair` (and score statistics, no
-/// background, a score other than MCC) the rotations are scored two at a time
-/// ([`ScoreState::score_pair`]), with the same results bit for bit; the caller asks for it
-/// only on a backend that pairs and where the pair's products fit
-/// ([`super::state::pair_counts`]).
+/// and read back once per job, not once per rotation). With `group` ≥ 2 (and score
+/// statistics, no background, a score other than MCC) the rotations are scored up to `group`
+/// at a time ([`ScoreState::score_group`]; a group never straddles a reopening of the
+/// moments), with the same results bit for bit; the caller asks for it only on a backend
+/// that groups and where the group's products fit ([`super::state::pair_counts`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_job<B: Backend>(
     b: &B,
@@ -41,7 +42,7 @@ pub(super) fn run_job<B: Backend>(
     (ssum, ssum_parts): (&mut Arr<B, f64>, &mut Vec<f64>),
     mut background: Option<&mut Arr<B, FloatOf<B>>>,
     progress: &dyn Fn(usize) -> Result<()>,
-    pair: bool,
+    group: usize,
 ) -> Result<()> {
     let window = CorrWindow { shift: &job.shift };
     let mut tbox = b.zeros::<FloatOf<B>>(tshape)?;
@@ -57,17 +58,24 @@ pub(super) fn run_job<B: Backend>(
         (Some(bg), Some(_)) => Some((b.zeros::<IntOf<B>>(bg.shape())?, b.zeros::<f64>(&[1])?)),
         _ => None,
     };
-    // Rotations in pairs when asked (score statistics on a backend that pairs, no
-    // background): one score pass updates the maps and the moments for two rotations.
-    let pairs = pair && moments.is_some() && background.is_none() && state.pairable();
-    let mut pairing = if pairs && rots.len() >= 2 {
-        Some((state.pair_slot(b, grid)?, b.zeros::<f64>(&[1])?))
+    // Rotations in groups when asked (score statistics on a backend that groups, no
+    // background): one score pass updates the maps and the moments for up to `group`
+    // rotations; per later rotation of a group its products and its Σ score².
+    let grouped = moments.is_some() && background.is_none() && state.pairable();
+    let group = if grouped {
+        group.clamp(1, MAX_GROUP).min(rots.len().max(1))
     } else {
-        None
+        1
     };
+    let mut slots = Vec::with_capacity(group - 1);
+    let mut sums = Vec::with_capacity(group - 1);
+    for _ in 1..group {
+        slots.push(state.pair_slot(b, grid)?);
+        sums.push(b.zeros::<f64>(&[1])?);
+    }
     // The backend's working form of the moments, reopened every MOMENT_PASSES passes (one
-    // pass per rotation; a pair starts at an even pass, so never straddles a reopening),
-    // canonical again after the loop.
+    // pass per rotation; a group ends at a reopening at the latest), canonical again after
+    // the loop.
     if let Some((acc, _)) = moments.as_mut() {
         b.moments_open(acc)?;
     }
@@ -92,7 +100,7 @@ pub(super) fn run_job<B: Backend>(
         };
         let (n, m, off) = rot.prepare(r, state, grid)?;
         // Each scoring call adds its Σ score² to a zeroed accumulator (one part per rotation);
-        // the running maps of rotation r, alone or as the first of a pair.
+        // the running maps of rotation r, alone or as the first of a group.
         b.fill(ssum, 0.0)?;
         let rm = RunningMax {
             best: &mut *best,
@@ -104,17 +112,38 @@ pub(super) fn run_job<B: Backend>(
                 scale: *scale,
             }),
         };
-        if let Some((slot, ssum2)) = pairing.as_mut().filter(|_| r + 1 < rots.end) {
-            state.pair_first(b, grid, tshape)?;
-            let (n2, _, _) = rot.prepare(r + 1, state, grid)?;
-            b.fill(ssum2, 0.0)?;
-            let second = (idx::<B>(base + r + 1)?, &mut *ssum2);
-            state.score_pair(b, grid, tshape, slot, [n, n2], window, rm, second)?;
+        // This group's size: what is left of the rotations and of the opening.
+        let k = group
+            .min(rots.end - r)
+            .min(MOMENT_PASSES - done % MOMENT_PASSES);
+        if k >= 2 {
+            state.group_first(b, grid, tshape)?;
+            let mut ns = vec![n];
+            for (q, (slot, s)) in slots
+                .iter_mut()
+                .zip(sums.iter_mut())
+                .take(k - 1)
+                .enumerate()
+            {
+                let (nq, _, _) = rot.prepare(r + 1 + q, state, grid)?;
+                state.group_next(b, grid, tshape, slot)?;
+                b.fill(s, 0.0)?;
+                ns.push(nq);
+            }
+            let rest = sums[..k - 1]
+                .iter_mut()
+                .enumerate()
+                .map(|(q, s)| Ok((idx::<B>(base + r + 1 + q)?, s)))
+                .collect::<Result<Vec<_>>>()?;
+            state.score_group(b, grid, &mut slots[..k - 1], &ns, window, rm, rest)?;
             b.insert_block(ssum, &[done], &mut parts)?;
-            b.insert_block(ssum2, &[done + 1], &mut parts)?;
-            progress(done + 1)?;
-            progress(done + 2)?;
-            r += 2;
+            for (q, s) in sums[..k - 1].iter().enumerate() {
+                b.insert_block(s, &[done + 1 + q], &mut parts)?;
+            }
+            for q in 1..=k {
+                progress(done + q)?;
+            }
+            r += k;
             continue;
         }
         state.score(b, grid, tshape, &mut tbox, n, window, rm)?;

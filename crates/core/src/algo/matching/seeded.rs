@@ -398,8 +398,8 @@ pub(super) fn run<B: Backend>(
                     (&mut ssum, &mut parts),
                     None,
                     &progress,
-                    // Seeded runs have no score statistics: nothing to pair.
-                    false,
+                    // Seeded runs have no score statistics: nothing to group.
+                    1,
                 )?;
                 step += rots.len();
                 for (r, p) in rots.clone().zip(parts) {

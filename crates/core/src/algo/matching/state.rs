@@ -41,10 +41,10 @@ pub(super) fn buffer_counts(score: Score) -> (u64, u64) {
     }
 }
 
-/// Complex FFT-grid arrays a job allocates besides [`buffer_counts`] when it scores its
-/// rotations in pairs ([`ScoreState::pair_slot`]): the second rotation's `C(f, t̂)`, and for
-/// FLC its two mask correlations. Not counted by the plan: the loop pairs only where these
-/// fit beside the planned job.
+/// Complex FFT-grid arrays a job allocates besides [`buffer_counts`] per later rotation of a
+/// group when it scores its rotations in groups ([`ScoreState::pair_slot`]): that rotation's
+/// `C(f, t̂)`, and for FLC its two mask correlations. Not counted by the plan: the loop
+/// groups only where these fit beside the planned job.
 pub(super) fn pair_counts(score: Score) -> u64 {
     match score {
         Score::FLC => 3,
@@ -53,7 +53,7 @@ pub(super) fn pair_counts(score: Score) -> u64 {
     }
 }
 
-/// The second rotation's products of a pair (see [`ScoreState::score_pair`]).
+/// A later rotation's products of a group (see [`ScoreState::score_group`]).
 pub(super) struct PairSlot<B: Backend> {
     y: CorrSpectrum<B>,
     masks: Option<(CorrSpectrum<B>, CorrSpectrum<B>)>,
@@ -330,14 +330,14 @@ impl<B: Backend> ScoreState<B> {
         }
     }
 
-    /// `true` for the scores whose rotations can be scored in pairs
-    /// ([`ScoreState::score_pair`]): all but MCC, which combines whole grids.
+    /// `true` for the scores whose rotations can be scored in groups
+    /// ([`ScoreState::score_group`]): all but MCC, which combines whole grids.
     pub(super) fn pairable(&self) -> bool {
         !matches!(self, ScoreState::Mcc { .. })
     }
 
-    /// The products a pair's second rotation needs besides the grid's own: `C(f, t̂)` and, for
-    /// FLC, the two mask correlations (what [`pair_counts`] counts).
+    /// The products a later rotation of a group needs besides the grid's own: `C(f, t̂)` and,
+    /// for FLC, the two mask correlations (what [`pair_counts`] counts).
     pub(super) fn pair_slot(&self, b: &B, g: &Grid<B>) -> Result<PairSlot<B>> {
         let masks = match self {
             ScoreState::Local { .. } => {
@@ -387,81 +387,103 @@ impl<B: Backend> ScoreState<B> {
         Ok(())
     }
 
-    /// The first of a pair of rotations (not MCC): its forward products, kept in the grid and
-    /// the state until [`ScoreState::score_pair`]. The template's box is in `g.tpad`.
-    pub(super) fn pair_first(&mut self, b: &B, g: &mut Grid<B>, tshape: &[usize]) -> Result<()> {
+    /// The first of a group of rotations (not MCC): its forward products, kept in the grid
+    /// and the state until [`ScoreState::score_group`]. The template's box is in `g.tpad`.
+    pub(super) fn group_first(&mut self, b: &B, g: &mut Grid<B>, tshape: &[usize]) -> Result<()> {
         self.forward(b, g, tshape, None)
     }
 
-    /// The second of a pair: its forward products into `slot`, then both rotations scored in
-    /// one pass
-    /// ([`Correlate::irfft_score_max_update_pair`](crate::backend::Correlate::irfft_score_max_update_pair)): `n` the mask sums of the first
-    /// and the second, `rm` the first's running maximum and `(index, ssum)` the second's.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn score_pair(
+    /// A later rotation of a group: its forward products into `slot`. The template's box is
+    /// in `g.tpad`.
+    pub(super) fn group_next(
         &mut self,
         b: &B,
         g: &mut Grid<B>,
         tshape: &[usize],
         slot: &mut PairSlot<B>,
-        n: [AccumOf<B>; 2],
+    ) -> Result<()> {
+        self.forward(b, g, tshape, Some(slot))
+    }
+
+    /// The rotations of a group scored in one pass
+    /// ([`Correlate::irfft_score_max_update_group`](crate::backend::Correlate::irfft_score_max_update_group)),
+    /// their forward products made ([`ScoreState::group_first`], then
+    /// [`ScoreState::group_next`] into `slots`, one per later rotation): `n` the mask sums of
+    /// all of them in order, `rm` the first's running maximum and `rest` the later ones'
+    /// `(index, ssum)`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn score_group(
+        &mut self,
+        b: &B,
+        g: &mut Grid<B>,
+        slots: &mut [PairSlot<B>],
+        n: &[AccumOf<B>],
         window: CorrWindow<'_>,
         rm: RunningMax<'_, B>,
-        (index, ssum): (IntOf<B>, &mut Arr<B, f64>),
+        rest: Vec<(IntOf<B>, &mut Arr<B, f64>)>,
     ) -> Result<()> {
-        self.forward(b, g, tshape, Some(slot))?;
+        if slots.len() != rest.len() || n.len() != rest.len() + 1 {
+            return Err(Error::invalid(
+                "group",
+                format!(
+                    "{} slots, {} later rotations and {} mask sums",
+                    slots.len(),
+                    rest.len(),
+                    n.len()
+                ),
+            ));
+        }
         let scale = g.scale;
-        let PairSlot { y, masks } = slot;
-        let (norm, norm2) = match self {
-            ScoreState::Plain { scale, .. } => (
-                Normalization::Scaled { scale: *scale },
-                Normalization::Scaled { scale: *scale },
-            ),
-            ScoreState::Denominator { inv_den } => (
-                Normalization::Denominator {
-                    scale,
-                    inv_den: &*inv_den,
-                },
-                Normalization::Denominator {
-                    scale,
-                    inv_den: &*inv_den,
-                },
-            ),
-            ScoreState::Local { c1, c2, .. } => {
-                let (d1, d2) = masks
-                    .as_mut()
-                    .ok_or_else(|| Error::invalid("pair", "FLC pair without mask products"))?;
-                (
-                    Normalization::Local {
-                        scale,
-                        c1,
-                        c2,
-                        n: F::<B>::from_f64(n[0].as_f64()),
-                        eps: F::<B>::EPS,
-                    },
-                    Normalization::Local {
-                        scale,
-                        c1: d1,
-                        c2: d2,
-                        n: F::<B>::from_f64(n[1].as_f64()),
-                        eps: F::<B>::EPS,
-                    },
-                )
-            }
+        let mn = |q: usize| F::<B>::from_f64(n[q].as_f64());
+        let norm = match self {
+            ScoreState::Plain { scale, .. } => Normalization::Scaled { scale: *scale },
+            ScoreState::Denominator { inv_den } => Normalization::Denominator {
+                scale,
+                inv_den: &*inv_den,
+            },
+            ScoreState::Local { c1, c2, .. } => Normalization::Local {
+                scale,
+                c1,
+                c2,
+                n: mn(0),
+                eps: F::<B>::EPS,
+            },
             ScoreState::Mcc { .. } => {
                 return Err(Error::invalid(
-                    "pair",
+                    "group",
                     "MCC rotations are scored one at a time",
                 ));
             }
         };
-        let second = PairedPass {
-            spec: y,
-            norm: norm2,
-            index,
-            ssum,
-        };
-        b.irfft_score_max_update_pair(&g.plan, &mut g.y, norm, second, &mut g.work, window, rm)
+        let mut passes = Vec::with_capacity(rest.len());
+        for (q, (PairSlot { y, masks }, (index, ssum))) in slots.iter_mut().zip(rest).enumerate() {
+            let norm = match &norm {
+                Normalization::Scaled { scale } => Normalization::Scaled { scale: *scale },
+                Normalization::Denominator { scale, inv_den } => Normalization::Denominator {
+                    scale: *scale,
+                    inv_den: *inv_den,
+                },
+                Normalization::Local { .. } => {
+                    let (d1, d2) = masks.as_mut().ok_or_else(|| {
+                        Error::invalid("group", "FLC group without mask products")
+                    })?;
+                    Normalization::Local {
+                        scale,
+                        c1: d1,
+                        c2: d2,
+                        n: mn(q + 1),
+                        eps: F::<B>::EPS,
+                    }
+                }
+            };
+            passes.push(PairedPass {
+                spec: y,
+                norm,
+                index,
+                ssum,
+            });
+        }
+        b.irfft_score_max_update_group(&g.plan, &mut g.y, norm, passes, &mut g.work, window, rm)
     }
 
     /// Scores one rotation: the template's box already in `g.tpad` (and `t`, the standardised

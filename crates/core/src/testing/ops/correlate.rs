@@ -216,14 +216,15 @@ pub fn fused_pipeline_equals_unfused<B: Backend>(b: &B) {
     }
 }
 
-/// Two rotations scored in one pass (`irfft_score_max_update_pair`) give, bit for bit, what
-/// two `irfft_score_max_update` calls in order give: the running maximum (the first rotation
-/// winning a tie: a second rotation with the first's very products never wins), each
-/// rotation's Σ score², and the moment words (from non-zero sums, in the working form, with
-/// scales that keep every term on the fast path and scales that send many terms beyond it,
-/// past `MOMENT_LIMIT` too), for every normalisation, on geometries that take each CPU path
-/// (fused slabs or rows, 2-D and 3-D, circular and shifted windows).
-pub fn fused_pair_equals_two_passes<B: Backend>(b: &B) {
+/// A group of 2 to [`MAX_GROUP`] rotations scored in one pass (`irfft_score_max_update_group`)
+/// gives, bit for bit, what one `irfft_score_max_update` call per rotation in order gives: the
+/// running maximum (an earlier rotation winning a tie: a later rotation with an earlier one's
+/// very products never wins), each rotation's Σ score², and the moment words (from non-zero
+/// sums, in the working form, with scales that keep every term on the fast path and scales
+/// that send many terms beyond it, past `MOMENT_LIMIT` too), for every normalisation, on
+/// geometries that take each CPU path (fused slabs or rows, 2-D and 3-D, circular and shifted
+/// windows).
+pub fn fused_group_equals_separate_passes<B: Backend>(b: &B) {
     #[allow(clippy::type_complexity)]
     let cases: [(&[usize], &[usize], &[usize], &[isize]); 5] = [
         (&[24, 20, 18], &[7, 5, 6], &[24, 20, 18], &[-3, -2, -4]),
@@ -240,19 +241,17 @@ pub fn fused_pair_equals_two_passes<B: Backend>(b: &B) {
         let f = host::<B>(&mut rng, fast);
         let f2 = f.mapv(|v| v * v);
         let (sf, sf2) = (spectrum(b, &plan, &f), spectrum(b, &plan, &f2));
-        let ts = [
-            up(b, &boxed::<B>(&mut rng, fast, nz)),
-            up(b, &boxed::<B>(&mut rng, fast, nz)),
-        ];
-        let ms = [
-            up(b, &boxed::<B>(&mut rng, fast, nz).mapv(|v| v.abs())),
-            up(b, &boxed::<B>(&mut rng, fast, nz).mapv(|v| v.abs())),
-        ];
+        let ts: Vec<_> = (0..MAX_GROUP)
+            .map(|_| up(b, &boxed::<B>(&mut rng, fast, nz)))
+            .collect();
+        let ms: Vec<_> = (0..MAX_GROUP)
+            .map(|_| up(b, &boxed::<B>(&mut rng, fast, nz).mapv(|v| v.abs())))
+            .collect();
         let den = up(b, &host::<B>(&mut rng, out));
         let window = CorrWindow { shift };
         let scale = FloatOf::<B>::from_f64(1.0 / f.len() as f64);
         let e = FloatOf::<B>::from_f64(1e-3);
-        let ns = [FloatOf::<B>::from_f64(30.0), FloatOf::<B>::from_f64(17.0)];
+        let ns = [30.0, 17.0, 23.0, 11.0].map(FloatOf::<B>::from_f64);
         let mut mshape = out.to_vec();
         mshape.push(4);
         let start: ArrayD<i64> = ArrayD::from_shape_fn(IxDyn(&mshape), |i| {
@@ -266,19 +265,26 @@ pub fn fused_pair_equals_two_passes<B: Backend>(b: &B) {
         });
         let zeros = || b.zeros::<ComplexOf<B>>(&cs).expect("zeros");
         let corr = || b.corr_spectrum(&plan).expect("corr_spectrum");
-        let (i1, i2) = (IntOf::<B>::from_f64(3.0), IntOf::<B>::from_f64(4.0));
-        for kind in 0..3 {
-            for tie in [false, true] {
+        let ids: Vec<IntOf<B>> = (0..MAX_GROUP)
+            .map(|q| IntOf::<B>::from_f64(3.0 + q as f64))
+            .collect();
+        for (kind, k) in (0..3).flat_map(|kind| (2..=MAX_GROUP).map(move |k| (kind, k))) {
+            // Which rotation's products each member of the group has: all distinct; all the
+            // first's (ties with the first); the last a repeat of the one before it.
+            let sources: Vec<Vec<usize>> = vec![
+                (0..k).collect(),
+                vec![0; k],
+                (0..k).map(|q| q.min(k - 2)).collect(),
+            ];
+            for src in sources {
                 for msc in [
                     [2f64.powi(12), 2f64.powi(10)],
                     [2f64.powi(60), 2f64.powi(56)],
                 ] {
-                    let run = |paired: bool| {
+                    let run = |grouped: bool| {
                         let mut x = zeros();
                         let mut prods: Vec<[CorrSpectrum<B>; 3]> = Vec::new();
-                        for q in 0..2 {
-                            let q = if tie { 0 } else { q };
-                            // (A tie: the second rotation is the first, mask sum included.)
+                        for &q in &src {
                             let [mut y, mut y1, mut y2] = [corr(), corr(), corr()];
                             b.rfft_pruned_mul_conj(
                                 &plan,
@@ -308,17 +314,14 @@ pub fn fused_pair_equals_two_passes<B: Backend>(b: &B) {
                         let mut idx = b
                             .full::<IntOf<B>>(out, IntOf::<B>::from_f64(0.0))
                             .expect("full");
-                        let mut ssum = [
-                            b.full::<f64>(&[1], 0.5).expect("full"),
-                            b.full::<f64>(&[1], 0.25).expect("full"),
-                        ];
+                        let mut ssum: Vec<Arr<B, f64>> = (0..k)
+                            .map(|q| {
+                                b.full::<f64>(&[1], 0.5f64.powi(q as i32 + 1))
+                                    .expect("full")
+                            })
+                            .collect();
                         let mut acc = up(b, &start);
                         b.moments_open(&mut acc).expect("moments_open");
-                        let [p1, p2] = &mut prods[..] else {
-                            unreachable!()
-                        };
-                        let [y, y1, y2] = p1;
-                        let [z, z1, z2] = p2;
                         let norm = |n, c1, c2| match kind {
                             0 => Normalization::Scaled { scale },
                             1 => Normalization::Denominator {
@@ -333,34 +336,38 @@ pub fn fused_pair_equals_two_passes<B: Backend>(b: &B) {
                                 eps: e,
                             },
                         };
-                        let [s1, s2] = &mut ssum;
+                        let (s0, later_sums) = ssum.split_first_mut().expect("k ≥ 2");
+                        let (p0, later) = prods.split_first_mut().expect("k ≥ 2");
+                        let [y, y1, y2] = p0;
                         let mut rm = RunningMax {
                             best: &mut best,
                             best_index: &mut idx,
-                            index: i1,
-                            ssum: s1,
+                            index: ids[0],
+                            ssum: s0,
                             moments: Some(Moments {
                                 acc: &mut acc,
                                 scale: msc,
                             }),
                         };
-                        if paired {
-                            let second = PairedPass {
+                        let rest = later.iter_mut().zip(later_sums.iter_mut()).enumerate().map(
+                            |(q, ([z, z1, z2], s))| PairedPass {
                                 spec: z,
-                                norm: norm(ns[usize::from(!tie)], z1, z2),
-                                index: i2,
-                                ssum: s2,
-                            };
-                            b.irfft_score_max_update_pair(
+                                norm: norm(ns[src[q + 1]], z1, z2),
+                                index: ids[q + 1],
+                                ssum: s,
+                            },
+                        );
+                        if grouped {
+                            b.irfft_score_max_update_group(
                                 &plan,
                                 y,
                                 norm(ns[0], y1, y2),
-                                second,
+                                rest.collect(),
                                 &mut work,
                                 window,
                                 rm,
                             )
-                            .expect("irfft_score_max_update_pair");
+                            .expect("irfft_score_max_update_group");
                         } else {
                             b.irfft_score_max_update(
                                 &plan,
@@ -371,46 +378,43 @@ pub fn fused_pair_equals_two_passes<B: Backend>(b: &B) {
                                 rm.reborrow(),
                             )
                             .expect("irfft_score_max_update");
-                            rm.index = i2;
-                            rm.ssum = s2;
-                            b.irfft_score_max_update(
-                                &plan,
-                                z,
-                                norm(ns[usize::from(!tie)], z1, z2),
-                                &mut work,
-                                window,
-                                rm,
-                            )
-                            .expect("irfft_score_max_update");
+                            for pass in rest {
+                                let mut r = rm.reborrow();
+                                r.index = pass.index;
+                                r.ssum = pass.ssum;
+                                b.irfft_score_max_update(
+                                    &plan, pass.spec, pass.norm, &mut work, window, r,
+                                )
+                                .expect("irfft_score_max_update");
+                            }
                         }
                         b.moments_close(&mut acc).expect("moments_close");
-                        (
-                            down(b, &best),
-                            down(b, &idx),
-                            [down(b, &ssum[0])[[0]], down(b, &ssum[1])[[0]]],
-                            down(b, &acc),
-                        )
+                        let sums: Vec<u64> =
+                            ssum.iter().map(|s| down(b, s)[[0]].to_bits()).collect();
+                        (down(b, &best), down(b, &idx), sums, down(b, &acc))
                     };
                     let (pb, pi, ps, pm) = run(true);
                     let (ub, ui, us, um) = run(false);
                     let what = format!(
-                        "pair (norm {kind}, tie {tie}, scales {msc:?}) on {fast:?} box {nz:?} → {out:?}"
+                        "group of {k} (norm {kind}, products {src:?}, scales {msc:?}) on {fast:?} box {nz:?} → {out:?}"
                     );
                     assert!(flat(&pi) == flat(&ui), "{what}: indices differ");
                     let bits = |a: &ArrayD<FloatOf<B>>| -> Vec<u64> {
                         a.iter().map(|v| v.as_f64().to_bits()).collect()
                     };
                     assert!(bits(&pb) == bits(&ub), "{what}: best differs");
-                    assert_eq!(ps.map(f64::to_bits), us.map(f64::to_bits), "{what}: ssum");
+                    assert_eq!(ps, us, "{what}: ssum");
                     assert!(pm == um, "{what}: moment words differ");
                     assert!(pm != start, "{what}: moments untouched");
-                    let has = |i: IntOf<B>| pi.iter().any(|&v| v == i);
-                    assert!(has(i1), "{what}: the first rotation never wins");
-                    assert_eq!(
-                        has(i2),
-                        !tie,
-                        "{what}: the second rotation wins where it may"
-                    );
+                    for (q, &i) in ids[..k].iter().enumerate() {
+                        // A member wins somewhere unless it repeats an earlier one.
+                        let first = src.iter().position(|&v| v == src[q]) == Some(q);
+                        assert_eq!(
+                            pi.iter().any(|&v| v == i),
+                            first,
+                            "{what}: member {q} wins where it may, never on a tie"
+                        );
+                    }
                 }
             }
         }

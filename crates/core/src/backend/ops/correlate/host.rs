@@ -246,95 +246,190 @@ pub fn score_line<T: Float, I: Index>(
     }
 }
 
-/// [`score_line`] for two rotations at once (a *pair*): `c[q]`, `norm[q]` and `index[q]` are
-/// rotation `q`'s, `acc[q]` its partial sums of score². Each chunk of voxels is scored for
-/// both rotations, then folded into `best`/`best_index` for the first and then the second
-/// (the result of two [`score_line`] calls in that order, ties included) and into the moments
-/// once for both ([`moments_add_work_pair`]): the line's moment words are read and written
-/// once per pair instead of once per rotation. Both normalisations are the same variant (one
-/// score); a mismatched pair scores nothing and returns `false`.
+/// The scores of one rotation over a run of output voxels, for [`update_run_group`]: each
+/// normalisation's formula as in [`score_line`], in a method that is always inlined, so that
+/// a group's scoring is compiled at the vector width of the kernel that calls it (a closure
+/// holding several rotations' formulas was left out of line, at the baseline width).
+trait FillScores<T: Float> {
+    /// Writes the scores of voxels `k..k + out.len()` of the run into `out`.
+    fn fill(&self, k: usize, out: &mut [T]);
+}
+
+/// [`Normalization::Scaled`] over a run: `c · scale`.
+#[derive(Clone, Copy)]
+struct ScaledRun<'a, T> {
+    c: &'a [T],
+    scale: T,
+}
+
+impl<T: Float> Default for ScaledRun<'_, T> {
+    fn default() -> Self {
+        ScaledRun {
+            c: &[],
+            scale: T::from_f64(0.0),
+        }
+    }
+}
+
+impl<T: Float> FillScores<T> for ScaledRun<'_, T> {
+    #[inline(always)]
+    fn fill(&self, k: usize, out: &mut [T]) {
+        for (o, &v) in out.iter_mut().zip(&self.c[k..]) {
+            *o = v * self.scale;
+        }
+    }
+}
+
+/// [`Normalization::Denominator`] over a run: `c · scale · d`.
+#[derive(Clone, Copy)]
+struct DenominatorRun<'a, T> {
+    c: &'a [T],
+    d: &'a [T],
+    scale: T,
+}
+
+impl<T: Float> Default for DenominatorRun<'_, T> {
+    fn default() -> Self {
+        DenominatorRun {
+            c: &[],
+            d: &[],
+            scale: T::from_f64(0.0),
+        }
+    }
+}
+
+impl<T: Float> FillScores<T> for DenominatorRun<'_, T> {
+    #[inline(always)]
+    fn fill(&self, k: usize, out: &mut [T]) {
+        for ((o, &v), &d) in out.iter_mut().zip(&self.c[k..]).zip(&self.d[k..]) {
+            *o = v * self.scale * d;
+        }
+    }
+}
+
+/// [`Normalization::Local`] over a run ([`local_score_mixed`]).
+#[derive(Clone, Copy)]
+struct LocalRun<'a, T> {
+    c: &'a [T],
+    u1: &'a [T],
+    u2: &'a [T],
+    k: f64,
+    kt: T,
+    eps: T,
+}
+
+impl<T: Float> Default for LocalRun<'_, T> {
+    fn default() -> Self {
+        LocalRun {
+            c: &[],
+            u1: &[],
+            u2: &[],
+            k: 0.0,
+            kt: T::from_f64(0.0),
+            eps: T::from_f64(0.0),
+        }
+    }
+}
+
+impl<T: Float> FillScores<T> for LocalRun<'_, T> {
+    #[inline(always)]
+    fn fill(&self, j: usize, out: &mut [T]) {
+        for (((o, &v), &u1), &u2) in out
+            .iter_mut()
+            .zip(&self.c[j..])
+            .zip(&self.u1[j..])
+            .zip(&self.u2[j..])
+        {
+            *o = local_score_mixed(v, u1, u2, self.k, self.kt, self.eps);
+        }
+    }
+}
+
+/// `[f(0), …, f(K − 1)]` when every `f(q)` is `Some`.
+#[inline(always)]
+fn all_some<X: Copy + Default, const K: usize>(
+    mut f: impl FnMut(usize) -> Option<X>,
+) -> Option<[X; K]> {
+    let mut xs = [X::default(); K];
+    for (q, x) in xs.iter_mut().enumerate() {
+        *x = f(q)?;
+    }
+    Some(xs)
+}
+
+/// [`score_line`] for `K` rotations at once (a *group*, `K` of 2 to 4): `c[q]`, `norm[q]` and
+/// `index[q]` are rotation `q`'s, `acc[q]` its partial sums of score². Each chunk of voxels is
+/// scored for every rotation, then folded into `best`/`best_index` for the first, the second,
+/// … in order (the result of `K` [`score_line`] calls in that order, ties included) and into
+/// the moments once for all of them ([`moments_add_work_group`]): the line's moment words are
+/// read and written once per group instead of once per rotation. All normalisations are the
+/// same variant (one score); a mismatched group scores nothing and returns `false`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub fn score_line_pair<T: Float, I: Index>(
-    c: [&[T]; 2],
-    norm: [&Norm<'_, T>; 2],
+pub fn score_line_group<T: Float, I: Index, const K: usize>(
+    c: [&[T]; K],
+    norm: [&Norm<'_, T>; K],
     segs: &[(usize, usize, usize)],
     best: &mut [T],
     best_index: &mut [I],
-    index: [I; 2],
-    acc: &mut [[f64; LANES]; 2],
+    index: [I; K],
+    acc: &mut [[f64; LANES]; K],
     mut moments: Option<(&mut [i64], [f64; 2])>,
 ) -> bool {
     for &(j0, src0, len) in segs {
         let b = &mut best[j0..j0 + len];
         let bi = &mut best_index[j0..j0 + len];
         let mom = moments.as_mut().map(|(m, sc)| (&mut **m, j0, *sc));
-        let (ca, cb) = (&c[0][src0..src0 + len], &c[1][src0..src0 + len]);
-        match (*norm[0], *norm[1]) {
-            (Normalization::Scaled { scale: sa }, Normalization::Scaled { scale: sb }) => {
-                update_run_pair(b, bi, index, acc, mom, |k, s, t| {
-                    for (o, &v) in s.iter_mut().zip(&ca[k..]) {
-                        *o = v * sa;
-                    }
-                    for (o, &v) in t.iter_mut().zip(&cb[k..]) {
-                        *o = v * sb;
-                    }
-                });
+        let run = |q: usize| &c[q][src0..src0 + len];
+        match *norm[0] {
+            Normalization::Scaled { .. } => {
+                let Some(f) = all_some::<_, K>(|q| match *norm[q] {
+                    Normalization::Scaled { scale } => Some(ScaledRun { c: run(q), scale }),
+                    _ => None,
+                }) else {
+                    return false;
+                };
+                update_run_group(b, bi, index, acc, mom, &f);
             }
-            (
-                Normalization::Denominator {
-                    scale: sa,
-                    inv_den: da,
-                },
-                Normalization::Denominator {
-                    scale: sb,
-                    inv_den: db,
-                },
-            ) => {
-                let (da, db) = (&da[j0..j0 + len], &db[j0..j0 + len]);
-                update_run_pair(b, bi, index, acc, mom, |k, s, t| {
-                    for ((o, &v), &d) in s.iter_mut().zip(&ca[k..]).zip(&da[k..]) {
-                        *o = v * sa * d;
-                    }
-                    for ((o, &v), &d) in t.iter_mut().zip(&cb[k..]).zip(&db[k..]) {
-                        *o = v * sb * d;
-                    }
-                });
+            Normalization::Denominator { .. } => {
+                let Some(f) = all_some::<_, K>(|q| match *norm[q] {
+                    Normalization::Denominator { scale, inv_den } => Some(DenominatorRun {
+                        c: run(q),
+                        d: &inv_den[j0..j0 + len],
+                        scale,
+                    }),
+                    _ => None,
+                }) else {
+                    return false;
+                };
+                update_run_group(b, bi, index, acc, mom, &f);
             }
-            (
-                Normalization::Local {
-                    scale: sa,
-                    c1: a1,
-                    c2: a2,
-                    n: na,
-                    eps: ea,
-                },
-                Normalization::Local {
-                    scale: sb,
-                    c1: b1,
-                    c2: b2,
-                    n: nb,
-                    eps: eb,
-                },
-            ) => {
-                let (ka, kb) = (f64_of(sa) / f64_of(na), f64_of(sb) / f64_of(nb));
-                let (kta, ktb) = (T::from_f64(ka), T::from_f64(kb));
-                let (a1, a2) = (&a1[src0..src0 + len], &a2[src0..src0 + len]);
-                let (b1, b2) = (&b1[src0..src0 + len], &b2[src0..src0 + len]);
-                update_run_pair(b, bi, index, acc, mom, |j, s, t| {
-                    for (((o, &v), &u1), &u2) in
-                        s.iter_mut().zip(&ca[j..]).zip(&a1[j..]).zip(&a2[j..])
-                    {
-                        *o = local_score_mixed(v, u1, u2, ka, kta, ea);
+            Normalization::Local { .. } => {
+                let Some(f) = all_some::<_, K>(|q| match *norm[q] {
+                    Normalization::Local {
+                        scale,
+                        c1,
+                        c2,
+                        n,
+                        eps,
+                    } => {
+                        // As in `score_line`: e = c·scale/n, the variance in f64.
+                        let k = f64_of(scale) / f64_of(n);
+                        Some(LocalRun {
+                            c: run(q),
+                            u1: &c1[src0..src0 + len],
+                            u2: &c2[src0..src0 + len],
+                            k,
+                            kt: T::from_f64(k),
+                            eps,
+                        })
                     }
-                    for (((o, &v), &u1), &u2) in
-                        t.iter_mut().zip(&cb[j..]).zip(&b1[j..]).zip(&b2[j..])
-                    {
-                        *o = local_score_mixed(v, u1, u2, kb, ktb, eb);
-                    }
-                });
+                    _ => None,
+                }) else {
+                    return false;
+                };
+                update_run_group(b, bi, index, acc, mom, &f);
             }
-            _ => return false,
         }
     }
     true
@@ -397,30 +492,29 @@ fn update_run<T: Float, I: Index>(
     }
 }
 
-/// [`update_run`] for a pair of rotations: `fill(k, s, t)` writes the scores of the first
-/// (`s`) and the second (`t`) at offset `k`; each is folded into its own partial sums, both
-/// into the moments at once ([`moments_add_work_pair`]), and into `best`/`best_index` first
-/// then second, as two [`update_run`] calls would.
+/// [`update_run`] for a group of `K` rotations: `fills[q]` writes rotation `q`'s scores of
+/// each chunk; each rotation's are folded into its own partial sums, all of them into the
+/// moments at once ([`moments_add_work_group`]), and into `best`/`best_index` rotation after
+/// rotation, as `K` [`update_run`] calls would.
 #[inline(always)]
-fn update_run_pair<T: Float, I: Index>(
+fn update_run_group<T: Float, I: Index, F: FillScores<T>, const K: usize>(
     best: &mut [T],
     best_index: &mut [I],
-    index: [I; 2],
-    acc: &mut [[f64; LANES]; 2],
+    index: [I; K],
+    acc: &mut [[f64; LANES]; K],
     mut moments: Option<(&mut [i64], usize, [f64; 2])>,
-    mut fill: impl FnMut(usize, &mut [T], &mut [T]),
+    fills: &[F; K],
 ) {
     const CH: usize = 64;
-    let mut bufs = [[T::from_f64(0.0); CH]; 2];
+    let mut bufs = [[T::from_f64(0.0); CH]; K];
     let n = best.len();
     let mut k = 0;
     while k < n {
         let m = CH.min(n - k);
-        let [ba, bb] = &mut bufs;
-        let (s, t) = (&mut ba[..m], &mut bb[..m]);
-        fill(k, s, t);
-        for (a, v) in acc.iter_mut().zip([&*s, &*t]) {
-            let mut ch = v.chunks_exact(LANES);
+        for ((buf, f), a) in bufs.iter_mut().zip(fills).zip(acc.iter_mut()) {
+            let s = &mut buf[..m];
+            f.fill(k, s);
+            let mut ch = s.chunks_exact(LANES);
             for q in &mut ch {
                 for l in 0..LANES {
                     a[l] += f64_of(q[l] * q[l]);
@@ -431,25 +525,19 @@ fn update_run_pair<T: Float, I: Index>(
             }
         }
         if let Some((line, j, sc)) = moments.as_mut() {
-            moments_add_work_pair(line, *j + k, s, t, *sc);
+            moments_add_work_group(line, *j + k, &bufs, m, *sc);
         }
-        for (((b, bi), &va), &vb) in best[k..k + m]
-            .iter_mut()
-            .zip(&mut best_index[k..k + m])
-            .zip(s.iter())
-            .zip(t.iter())
-        {
-            let up_a = va > *b;
-            let b1 = if up_a { va } else { *b };
-            let up_b = vb > b1;
-            *b = if up_b { vb } else { b1 };
-            *bi = if up_b {
-                index[1]
-            } else if up_a {
-                index[0]
-            } else {
-                *bi
-            };
+        // Rotation after rotation: a voxel's updates keep their order (the first best wins).
+        for (buf, &ix) in bufs.iter().zip(&index) {
+            for ((b, bi), &v) in best[k..k + m]
+                .iter_mut()
+                .zip(&mut best_index[k..k + m])
+                .zip(&buf[..m])
+            {
+                let up = v > *b;
+                *b = if up { v } else { *b };
+                *bi = if up { ix } else { *bi };
+            }
         }
         k += m;
     }
@@ -604,47 +692,47 @@ pub fn moments_add_work<T: Float>(line: &mut [i64], j: usize, s: &[T], scale: [f
     }
 }
 
-/// [`moments_add_work`] of two rotations' scores `s` and `t` at once (offset `j` into the
-/// line): where all four terms of a voxel are small, their sums are added to the low parts
-/// in one read and one write of each word; the other voxels get each term exactly. Integer
-/// sums, so the words are those of two [`moments_add_work`] calls; two terms of at most `2⁵¹`
-/// are two of the [`MOMENT_PASSES`] passes an opening holds.
+/// [`moments_add_work`] of `K` rotations' scores at once (`s[q][..m]` rotation `q`'s, offset
+/// `j` into the line): where all `2K` terms of a voxel are small, their sums are added to the
+/// low parts in one read and one write of each word; the other voxels get each term exactly.
+/// Integer sums, so the words are those of `K` [`moments_add_work`] calls; `K` terms of at
+/// most `2⁵¹` are `K` of the [`MOMENT_PASSES`] passes an opening holds.
 #[inline(always)]
-pub fn moments_add_work_pair<T: Float>(
+pub fn moments_add_work_group<T: Float, const CH: usize, const K: usize>(
     line: &mut [i64],
     j: usize,
-    s: &[T],
-    t: &[T],
+    s: &[[T; CH]; K],
+    m: usize,
     scale: [f64; 2],
 ) {
     let nl = line.len() / 4;
-    let m = s.len();
     let (p, h) = line.split_at_mut(2 * nl);
     let (p1, p2) = p.split_at_mut(nl);
     let (h1, h2) = h.split_at_mut(nl);
     let (p1, p2) = (&mut p1[j..j + m], &mut p2[j..j + m]);
     let small = |x1: f64, x2: f64| x1.abs() <= MOMENT_SMALL && x2.abs() <= MOMENT_SMALL;
     let mut big = 0u8;
-    for (((a1, a2), &u), &v) in p1.iter_mut().zip(p2.iter_mut()).zip(s).zip(&t[..m]) {
-        let (u, v) = (f64_of(u), f64_of(v));
-        let (x1, x2) = (u * scale[0], u * u * scale[1]);
-        let (y1, y2) = (v * scale[0], v * v * scale[1]);
-        let both = small(x1, x2) && small(y1, y2);
-        let (t1, t2) = (
-            small_term(x1).wrapping_add(small_term(y1)),
-            small_term(x2).wrapping_add(small_term(y2)),
-        );
-        *a1 += if both { t1 } else { 0 };
-        *a2 += if both { t2 } else { 0 };
-        big |= !both as u8;
+    for (i, (a1, a2)) in p1.iter_mut().zip(p2.iter_mut()).enumerate() {
+        let (mut t1, mut t2, mut all) = (0i64, 0i64, true);
+        for sq in s {
+            let u = f64_of(sq[i]);
+            let (x1, x2) = (u * scale[0], u * u * scale[1]);
+            all &= small(x1, x2);
+            t1 = t1.wrapping_add(small_term(x1));
+            t2 = t2.wrapping_add(small_term(x2));
+        }
+        *a1 += if all { t1 } else { 0 };
+        *a2 += if all { t2 } else { 0 };
+        big |= !all as u8;
     }
     if big != 0 {
-        for (i, (&u, &v)) in s.iter().zip(&t[..m]).enumerate() {
-            let (u, v) = (f64_of(u), f64_of(v));
-            let (x1, x2) = (u * scale[0], u * u * scale[1]);
-            let (y1, y2) = (v * scale[0], v * v * scale[1]);
-            if !(small(x1, x2) && small(y1, y2)) {
-                for (q1, q2) in [(x1, x2), (y1, y2)] {
+        for i in 0..m {
+            let terms = s.map(|sq| {
+                let u = f64_of(sq[i]);
+                (u * scale[0], u * u * scale[1])
+            });
+            if !terms.iter().all(|&(x1, x2)| small(x1, x2)) {
+                for (q1, q2) in terms {
                     work_add(&mut h1[j + i], &mut p1[i], moment_quantize(q1));
                     work_add(&mut h2[j + i], &mut p2[i], moment_quantize(q2));
                 }

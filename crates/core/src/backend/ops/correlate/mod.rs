@@ -12,6 +12,10 @@ use num_traits::Float as _;
 
 mod check;
 pub mod host;
+
+/// The most rotations a backend scores in one pass
+/// ([`Correlate::irfft_score_max_update_group`]).
+pub const MAX_GROUP: usize = 4;
 mod norm;
 pub use check::*;
 pub use norm::*;
@@ -325,39 +329,41 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
         irfft_then_score(self, plan, spec, norm, work, window, rm)
     }
 
-    /// `true` when [`Correlate::irfft_score_max_update_pair`] scores a pair of rotations in
-    /// one pass (fewer bytes moved than two calls of [`Correlate::irfft_score_max_update`]),
-    /// so that the matching loop spends a second set of products on pairing. Default: `false`
-    /// (the default pair is the two calls).
-    fn pairs_score_passes(&self) -> bool {
-        false
+    /// The most rotations [`Correlate::irfft_score_max_update_group`] scores in one pass
+    /// (fewer bytes moved than one call of [`Correlate::irfft_score_max_update`] per
+    /// rotation), so that the matching loop spends more sets of products on grouping; at most
+    /// [`MAX_GROUP`]. Default: 1 (the default group is one call per rotation).
+    fn score_group_max(&self) -> usize {
+        1
     }
 
-    /// [`Correlate::irfft_score_max_update`] of two rotations of the same score, plan and
-    /// window: `spec`/`norm` the first's products (index `rm.index`, Σ score² into
-    /// `rm.ssum`), `second` the second's ([`PairedPass`]). The results are those of the two
-    /// calls in order, bit for bit: `best`/`best_index` keep the first best (the first
-    /// rotation wins a tie), each Σ score² is summed as alone, the moments get both passes
-    /// (two of the [`host::MOMENT_PASSES`] of an opening). Default: the two calls. Checks:
+    /// [`Correlate::irfft_score_max_update`] of a *group* of rotations of the same score, plan
+    /// and window: `spec`/`norm` the first's products (index `rm.index`, Σ score² into
+    /// `rm.ssum`), `rest` the later ones' in order ([`PairedPass`]; at most
+    /// [`MAX_GROUP`]` − 1`). The results are those of the calls in order, bit for bit:
+    /// `best`/`best_index` keep the first best (an earlier rotation wins a tie), each Σ score²
+    /// is summed as alone, the moments get every pass (one of the [`host::MOMENT_PASSES`] of
+    /// an opening per rotation). Default: the calls one after the other. Checks:
     /// [`check_irfft_score_max_update`] for each.
     #[allow(clippy::too_many_arguments)]
-    fn irfft_score_max_update_pair<I: Index>(
+    fn irfft_score_max_update_group<I: Index>(
         &self,
         plan: &Self::Fft,
         spec: &mut CorrSpectrum<Self>,
         norm: SpectralNorm<'_, Self>,
-        second: PairedPass<'_, Self, I>,
+        rest: Vec<PairedPass<'_, Self, I>>,
         work: &mut [Arr<Self, FloatOf<Self>>],
         window: CorrWindow<'_>,
         mut rm: RunningMax<'_, Self, FloatOf<Self>, I>,
     ) -> Result<()> {
         self.irfft_score_max_update(plan, spec, norm, work, window, rm.reborrow())?;
-        let rm2 = RunningMax {
-            index: second.index,
-            ssum: second.ssum,
-            ..rm
-        };
-        self.irfft_score_max_update(plan, second.spec, second.norm, work, window, rm2)
+        for next in rest {
+            let mut rm2 = rm.reborrow();
+            rm2.index = next.index;
+            rm2.ssum = next.ssum;
+            self.irfft_score_max_update(plan, next.spec, next.norm, work, window, rm2)?;
+        }
+        Ok(())
     }
 
     /// pytme's MCC (Padfield masked NCC) on the whole FFT grid, written into `c_ft`. Inputs are

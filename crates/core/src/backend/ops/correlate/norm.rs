@@ -192,18 +192,18 @@ pub struct Moments<'a, B: BackendTypes> {
     pub scale: [f64; 2],
 }
 
-/// The second rotation of a pair scored by
-/// [`Correlate::irfft_score_max_update_pair`](super::Correlate::irfft_score_max_update_pair):
+/// A later rotation of a group scored by
+/// [`Correlate::irfft_score_max_update_group`](super::Correlate::irfft_score_max_update_group):
 /// its products, normalisation, index and Σ score² accumulator (its running maximum and
 /// moments are the first's).
 pub struct PairedPass<'a, B: BackendTypes, I: Index> {
-    /// Products `C(f, t̂)` of the second rotation (correlation layout; clobbered).
+    /// Products `C(f, t̂)` of the rotation (correlation layout; clobbered).
     pub spec: &'a mut CorrSpectrum<B>,
-    /// The second rotation's normalisation (its mask correlations for FLC).
+    /// The rotation's normalisation (its mask correlations for FLC).
     pub norm: Normalization<FloatOf<B>, &'a Arr<B, FloatOf<B>>, &'a mut CorrSpectrum<B>>,
-    /// The second rotation's index.
+    /// The rotation's index.
     pub index: I,
-    /// Shape `(1,)`: the second rotation's Σ score² is added to it.
+    /// Shape `(1,)`: the rotation's Σ score² is added to it.
     pub ssum: &'a mut Arr<B, f64>,
 }
 
