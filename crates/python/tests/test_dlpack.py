@@ -296,9 +296,9 @@ def test_the_device_path_gives_the_numpy_paths_bits_and_checks_values_where_they
     bad[1, 2, 3] = np.nan
     with pytest.raises(monomorph.InputError, match="`target`: 1 NaN or infinite value.s. in the array in host memory"):
         monomorph.match_template(Bare(bad), P, angular_step=90)
-    # The options a device target does not take are input errors naming them.
-    with pytest.raises(monomorph.InputError, match="^invert_target_contrast"):
-        monomorph.match_template(Bare(T), P, angular_step=90, invert_target_contrast=True)
+    # A CPU producer with an option the device path does not take goes the host way (see
+    # test_a_cpu_producer_goes_the_host_way_…); the command's own refusal of those options for
+    # a buffer on a device is test_the_command_refuses_what_a_target_on_a_device_cannot_take.
 
 
 class Bare(Tensor):
@@ -314,3 +314,59 @@ def test_the_device_path_writes_files_as_the_host_path_does(tmp_path):
     for f in ("scores.npy", "rotation_index.npy", "rotations.npy"):
         assert (tmp_path / "dev" / f).read_bytes() == (tmp_path / "host" / f).read_bytes(), f
     assert got.scores.tobytes() == want.scores.tobytes()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"devices": "0,1", "backend": "cpu"},
+        {"check_hand": 3},
+        {"invert_target_contrast": True},
+    ],
+    ids=["devices", "check_hand", "invert_target_contrast"],
+)
+def test_a_cpu_producer_goes_the_host_way_where_the_device_path_does_not_run(flags):
+    # A run the device path refuses for a target living on a GPU (split over devices, mirrored,
+    # negated on the host) still runs for a CPU producer: its target is read on the host, as
+    # a numpy array is, and gives the numpy array's result.
+    want = monomorph.match_template(T, P, template_mask=M, angular_step=90, **flags)
+    r = monomorph.match_template(Tensor(T), Tensor(P), template_mask=M, angular_step=90, **flags)
+    # Read as the numpy arrays were (in place, or converted where the run negates or mirrors).
+    assert r.inputs == want.inputs and "adopted" not in r.inputs.values(), (r.inputs, want.inputs)
+    assert "kept_on_device" not in r.run
+    assert isinstance(r.scores, Tensor) and r.scores.a.tobytes() == want.scores.tobytes()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--invert-target-contrast"], ["--check-hand=3"], ["--devices=0,1"], ["--backend=cuda"]],
+    ids=["invert", "check_hand", "devices", "backend"],
+)
+def test_the_command_refuses_what_a_target_on_a_device_cannot_take(extra):
+    # What a GPU target cannot be matched with is an input error naming the flag; a CPU buffer
+    # handed to the command as a buffer on its device (what the Python layer does for a GPU
+    # array) stands in for one here, the Python layer's host fallback bypassed.
+    f = _native.take_dlpack(Tensor(T))
+    a = _native.ARRAY
+    args = ["match", "--quiet", f"--target={a}", f"--template={a}", "-a", "90", f"--out={a}", *extra]
+    code, message, *_ = _native.run_command(
+        args, [("--target", f), ("--template", P)], None, False, [], False, ["--target"]
+    )
+    assert code == 2 and message.startswith(extra[0].split("=")[0]), message
+
+
+def test_a_cpu_producer_with_backend_cuda_is_uploaded_as_a_numpy_array_is():
+    # backend="cuda" with host data: the CPU producer's target goes the host way and is
+    # uploaded to the GPU as a numpy array is (without a GPU: the same RunError).
+    def run(t, p):
+        try:
+            return monomorph.match_template(t, p, angular_step=90, backend="cuda")
+        except monomorph.RunError as e:
+            return str(e)
+
+    want, got = run(T, P), run(Tensor(T), Tensor(P))
+    if isinstance(want, str):
+        assert got == want
+    else:
+        assert "kept_on_device" not in got.run
+        assert got.scores.a.tobytes() == want.scores.tobytes()

@@ -267,6 +267,10 @@ class _Call:
         self.adopt: list[str] = []
         self.device: tuple[int, int] | None = None
         self.backend = "auto"
+        # A run the device path does not take (on another backend or device, split over
+        # devices, mirrored, negated on the host): a CPU producer's target is then read on the
+        # host, as a numpy array is (uploaded to that backend as before).
+        self.host_only = False
 
     def flag(self, name: str, value: Any) -> None:
         """Adds keyword ``name`` (snake_case) with ``value``: None and False leave it out."""
@@ -340,7 +344,7 @@ class _Call:
             why = _native.cuda_unavailable(dev)
             if why is not None:
                 raise RunError(f"{label}: an array on GPU {dev}: {why}")
-        elif kind not in _HOST_DEVICES:
+        elif kind not in _HOST_DEVICES or self.host_only:
             return _host(label, v)
         try:
             f = _native.take_dlpack(v, 1 if kind == _KDLCUDA else None)
@@ -493,7 +497,9 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     backend's buffers exported as DLPack capsules, zero copy); without a usable GPU a GPU
     target raises :class:`RunError` (the CUDA probe's reason), ``backend="cpu"`` with one or a
     template on another device :class:`InputError`. Other producer inputs are read on the host
-    (a strided one converted once).
+    (a strided one converted once), and so is a CPU tensor's target where the device path does
+    not run (``backend="cuda"``, ``device``, ``devices``, ``check_hand``,
+    ``invert_target_contrast``), as a numpy array is.
     ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
 
     ``target_list`` (with ``target=None``): a list file as ``--target-list`` reads it, or a
@@ -508,6 +514,10 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     target_list = flags.pop("target_list", None)
     call = _Call("match")
     call.backend = str(flags.get("backend") or "auto").lower()
+    call.host_only = call.backend == "cuda" or any(
+        flags.get(k) not in (None, False)
+        for k in ("device", "devices", "check_hand", "invert_target_contrast")
+    )
     call.array("target", target)
     if target_list is not None:
         _target_list(call, target_list)
