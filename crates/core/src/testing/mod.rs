@@ -162,7 +162,7 @@ macro_rules! conformance_family {
     (correlate, $make:path) => {
         $crate::conformance_family!(@mod correlate, $make;
             running_max_strict, fused_pipeline_equals_unfused, fused_group_equals_separate_passes,
-            gather_window_matches_host);
+            gather_window_matches_host, moment_statistics_match_host);
     };
     (validation, $make:path) => {
         $crate::conformance_family!(@mod validation, $make;

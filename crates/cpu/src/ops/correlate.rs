@@ -411,6 +411,56 @@ impl<P: Precision> Correlate for Cpu<P> {
         self.moment_lines(acc, host::moments_close)
     }
 
+    fn moment_statistics<T: Float>(
+        &self,
+        acc: &ArrayD<i64>,
+        scale: [f64; 2],
+        best: &ArrayD<T>,
+        shift: Option<&ArrayD<T>>,
+        nrot: usize,
+    ) -> Result<[ArrayD<T>; 3]> {
+        // In place and in parallel over blocks of voxels (was: the 32 B/voxel of words copied
+        // by a download and read on one thread), each voxel as the host default computes it;
+        // the first flagged voxel in C order is the one reported.
+        let (words, bests) = (data("moments", acc)?, data("scores", best)?);
+        let shifts = shift.map(|s| data("background shift", s)).transpose()?;
+        let n = bests.len();
+        if words.len() != 4 * n || shifts.is_some_and(|s| s.len() != n) {
+            return Err(monomorph_core::Error::invalid(
+                "score statistics",
+                "moments, scores and shift not of one voxel count",
+            ));
+        }
+        let mut outs = [(); 3].map(|_| ArrayD::from_elem(best.shape(), T::from_f64(0.0)));
+        let [m, s, z] = &mut outs;
+        let (m, s, z) = (data_mut("mean", m)?, data_mut("std", s)?, data_mut("z", z)?);
+        let per = rows_per_task(n, 1).max(1);
+        let flagged = self.install(|| {
+            m.par_chunks_mut(per)
+                .zip(s.par_chunks_mut(per))
+                .zip(z.par_chunks_mut(per))
+                .enumerate()
+                .filter_map(|(k, ((m, s), z))| {
+                    let at = k * per;
+                    let len = m.len();
+                    host::statistics_run(
+                        &words[4 * at..4 * (at + len)],
+                        &bests[at..at + len],
+                        shifts.map(|sh| &sh[at..at + len]),
+                        nrot,
+                        scale,
+                        [m, s, z],
+                    )
+                    .map(|i| at + i)
+                })
+                .min()
+        });
+        if let Some(i) = flagged {
+            return Err(host::statistics_flagged(i, scale));
+        }
+        Ok(outs)
+    }
+
     fn score_max_update<T: Float, I: Index>(
         &self,
         corr: &ArrayD<T>,

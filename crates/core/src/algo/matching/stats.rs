@@ -40,9 +40,7 @@
 //! single rotation, or a voxel whose score does not change with the rotation); never NaN or
 //! infinite. Written in the scores' float type.
 
-use ndarray::ArrayD;
-
-use crate::backend::host::{moment_word, moments_flagged};
+pub use crate::backend::host::voxel_statistics;
 use crate::backend::{Arr, ArrayMeta, Backend, FloatOf};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
@@ -146,30 +144,9 @@ pub(super) fn check_rotations(nrot: usize) -> Result<()> {
     Ok(())
 }
 
-/// One voxel's `(mean, std, z)` from its four words, the best score, `N` rotations and the
-/// scales; `None` when a sum holds the out-of-range flag.
-pub fn voxel_statistics(w: &[i64], best: f64, nrot: usize, scale: [f64; 2]) -> Option<[f64; 3]> {
-    let (s1, s2) = (moment_word(&w[0..2]), moment_word(&w[2..4]));
-    if moments_flagged(s1) || moments_flagged(s2) {
-        return None;
-    }
-    let nf = nrot as f64;
-    let mean = s1 as f64 / (nf * scale[0]);
-    let e2 = s2 as f64 / (nf * scale[1]);
-    let mut var = e2 - mean * mean;
-    // Within the resolution of the terms (each rounded to 2^-k) and of f64: no spread.
-    let tol = 4.0 * (e2.abs() * f64::EPSILON + 1.0 / scale[1] + mean.abs() / scale[0]);
-    if var.is_nan() || var <= tol {
-        var = 0.0;
-    }
-    let std = var.sqrt();
-    let z = if std > 0.0 { (best - mean) / std } else { 0.0 };
-    Some([mean, std, if z.is_finite() { z } else { 0.0 }])
-}
-
 /// The statistics of `moments` over `nrot` rotations, with the best scores `best` (the target's
-/// shape; after a background correction by `shift`, which moves the mean too), computed on
-/// the host once per run and uploaded. Fails (an error naming the voxel)
+/// shape; after a background correction by `shift`, which moves the mean too), computed by the backend
+/// ([`Correlate::moment_statistics`](crate::backend::Correlate::moment_statistics), once per run). Fails (an error naming the voxel)
 /// where a score was out of the range the sums were sized for, or NaN.
 pub fn statistics<B: Backend>(
     b: &B,
@@ -178,80 +155,27 @@ pub fn statistics<B: Backend>(
     shift: Option<&Arr<B, F<B>>>,
     nrot: usize,
 ) -> Result<ScoreStatistics<B>> {
-    let acc = b.download(&moments.acc)?;
-    let best_h = b.download(best)?;
-    let shift_h = match shift {
-        Some(s) => Some(b.download(s)?),
-        None => None,
-    };
-    let shape = best_h.shape().to_vec();
+    let shape = best.shape().to_vec();
     let mut want = shape.clone();
     want.push(4);
-    if acc.shape() != want.as_slice() {
+    if moments.acc.shape() != want.as_slice() {
         return Err(Error::shape(
             "score moments",
             format!("{want:?}"),
-            format!("{:?}", acc.shape()),
+            format!("{:?}", moments.acc.shape()),
         ));
     }
     if nrot == 0 {
         return Err(Error::invalid("score_stats", "no rotations"));
     }
-    let words = acc
-        .as_slice()
-        .ok_or_else(|| Error::invalid("score moments", "not in standard layout"))?;
-    let bests = best_h
-        .as_slice()
-        .ok_or_else(|| Error::invalid("scores", "not in standard layout"))?;
-    let len = bests.len();
-    let (mut mean, mut std, mut z) = (
-        vec![F::<B>::from_f64(0.0); len],
-        vec![F::<B>::from_f64(0.0); len],
-        vec![F::<B>::from_f64(0.0); len],
-    );
-    let shifts = shift_h.as_ref().and_then(|s| s.as_slice());
-    if shift_h.is_some() && shifts.is_none_or(|s| s.len() != len) {
+    if shift.is_some_and(|s| s.shape() != shape.as_slice()) {
         return Err(Error::invalid(
             "background shift",
             "not shaped like the scores",
         ));
     }
-    for (i, (w, &bst)) in words.chunks_exact(4).zip(bests).enumerate() {
-        // A position no rotation scored (outside a search restriction: score −∞) has no
-        // statistics: mean and std NaN, z −∞ (never a peak, as its score).
-        if bst.as_f64() == f64::NEG_INFINITY {
-            mean[i] = F::<B>::from_f64(f64::NAN);
-            std[i] = F::<B>::from_f64(f64::NAN);
-            z[i] = F::<B>::from_f64(f64::NEG_INFINITY);
-            continue;
-        }
-        // A background correction shifted every rotation's score of this voxel by `sh`
-        // (the best is already corrected): the mean moves with it, std and z do not.
-        let sh = shifts.map_or(0.0, |s| s[i].as_f64());
-        let Some([m, s, zz]) = voxel_statistics(w, bst.as_f64() + sh, nrot, moments.scale) else {
-            return Err(Error::invalid(
-                "score_stats",
-                format!(
-                    "voxel {i}: a score was NaN or beyond the statistics' range (|score| up to \
-                     2^62 / {:e}); the scores are not what the statistics assume",
-                    moments.scale[0]
-                ),
-            ));
-        };
-        mean[i] = F::<B>::from_f64(m - sh);
-        std[i] = F::<B>::from_f64(s);
-        z[i] = F::<B>::from_f64(zz);
-    }
-    let up = |v: Vec<F<B>>| -> Result<Arr<B, F<B>>> {
-        let a = ArrayD::from_shape_vec(shape.clone(), v)
-            .map_err(|e| Error::invalid("score statistics", e.to_string()))?;
-        b.upload_owned(a)
-    };
-    Ok(ScoreStatistics {
-        mean: up(mean)?,
-        std: up(std)?,
-        z: up(z)?,
-    })
+    let [mean, std, z] = b.moment_statistics(&moments.acc, moments.scale, best, shift, nrot)?;
+    Ok(ScoreStatistics { mean, std, z })
 }
 
 #[cfg(test)]

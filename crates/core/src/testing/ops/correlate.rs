@@ -462,3 +462,85 @@ pub fn gather_window_matches_host<B: Backend>(b: &B) {
         }
     }
 }
+
+/// [`Correlate::moment_statistics`] against [`host::statistics_run`] voxel by voxel, bit for
+/// bit: spread and constant voxels, voxels no rotation scored (best −∞), with and without a
+/// background shift, over enough voxels for a backend to split them; the first flagged voxel
+/// (in C order) is the one the error names, whichever block holds a later one.
+pub fn moment_statistics_match_host<B: Backend>(b: &B) {
+    type T<B> = FloatOf<B>;
+    let shape = [24usize, 24, 40];
+    let n: usize = shape.iter().product();
+    let scale = [2f64.powi(40), 2f64.powi(38)];
+    let nrot = 37;
+    let mut g = Lcg::new(11);
+    let mut words = vec![0i64; 4 * n];
+    let mut best = vec![T::<B>::from_f64(0.0); n];
+    for i in 0..n {
+        // Sums of `nrot` quantised scores in [-1, 1): |Σq₁| < nrot·2^40, Σq₂ ≥ 0.
+        let m = g.next_f64();
+        let spread = if i % 7 == 0 {
+            0.0
+        } else {
+            0.5 * (g.next_f64() + 1.0)
+        };
+        let s1 = (m * nrot as f64 * scale[0]) as i128;
+        let s2 = ((m * m + spread * spread) * nrot as f64 * scale[1]) as i128;
+        host::set_moment_word(&mut words[4 * i..4 * i + 2], s1);
+        host::set_moment_word(&mut words[4 * i + 2..4 * i + 4], s2);
+        best[i] = T::<B>::from_f64(if i % 13 == 5 {
+            f64::NEG_INFINITY
+        } else {
+            g.next_f64()
+        });
+    }
+    let shift: Vec<T<B>> = (0..n)
+        .map(|_| T::<B>::from_f64(0.1 * g.next_f64()))
+        .collect();
+    let mut ashape = shape.to_vec();
+    ashape.push(4);
+    let up_words = |w: &[i64]| {
+        b.upload_owned(ArrayD::from_shape_vec(IxDyn(&ashape), w.to_vec()).unwrap())
+            .unwrap()
+    };
+    let up = |v: &[T<B>]| {
+        b.upload_owned(ArrayD::from_shape_vec(IxDyn(&shape), v.to_vec()).unwrap())
+            .unwrap()
+    };
+    let (acc, dbest, dshift) = (up_words(&words), up(&best), up(&shift));
+    for with_shift in [false, true] {
+        let sh = with_shift.then_some(&dshift);
+        let got = b.moment_statistics(&acc, scale, &dbest, sh, nrot).unwrap();
+        let zero = || vec![T::<B>::from_f64(0.0); n];
+        let (mut m, mut s, mut z) = (zero(), zero(), zero());
+        let hs = with_shift.then_some(shift.as_slice());
+        let flagged =
+            host::statistics_run(&words, &best, hs, nrot, scale, [&mut m, &mut s, &mut z]);
+        assert_eq!(flagged, None);
+        for (k, want) in [m, s, z].iter().enumerate() {
+            let have = flat(&b.download(&got[k]).unwrap());
+            assert_eq!(have.len(), n);
+            for i in 0..n {
+                let (h, w) = (have[i], want[i].as_f64());
+                assert!(
+                    h.to_bits() == w.to_bits() || (h.is_nan() && w.is_nan()),
+                    "output {k} voxel {i} (shift {with_shift}): {h} vs host {w}"
+                );
+            }
+        }
+        // Some voxels spread, some constant (std 0 and z 0), some unscored (z −∞).
+        let z = flat(&b.download(&got[2]).unwrap());
+        assert!(z.contains(&f64::NEG_INFINITY));
+        assert!(flat(&b.download(&got[1]).unwrap()).contains(&0.0));
+    }
+    // Two flagged voxels far apart: the first is named.
+    let (first, later) = (n / 3 + 1, n - 2);
+    for v in [first, later] {
+        host::set_moment_word(&mut words[4 * v..4 * v + 2], host::MOMENT_FLAG);
+    }
+    let Err(err) = b.moment_statistics(&up_words(&words), scale, &dbest, None, nrot) else {
+        panic!("flagged sums gave statistics");
+    };
+    let err = err.to_string();
+    assert!(err.contains(&format!("voxel {first}:")), "{err}");
+}

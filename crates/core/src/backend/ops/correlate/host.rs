@@ -756,6 +756,76 @@ pub fn moments_flagged(sum: i128) -> bool {
     sum.unsigned_abs() >= 1u128 << 99
 }
 
+/// Mean, population standard deviation and `(best − mean) / std` of one voxel's scores from
+/// its moment words `w` (canonical: `[Σq₁ low, high, Σq₂ low, high]`) over `nrot` rotations at
+/// `scale`, with the best score `best`; `None` when a sum holds the out-of-range flag. A
+/// variance within the resolution of the terms is no spread (std 0, z 0).
+pub fn voxel_statistics(w: &[i64], best: f64, nrot: usize, scale: [f64; 2]) -> Option<[f64; 3]> {
+    let (s1, s2) = (moment_word(&w[0..2]), moment_word(&w[2..4]));
+    if moments_flagged(s1) || moments_flagged(s2) {
+        return None;
+    }
+    let nf = nrot as f64;
+    let mean = s1 as f64 / (nf * scale[0]);
+    let e2 = s2 as f64 / (nf * scale[1]);
+    let mut var = e2 - mean * mean;
+    // Within the resolution of the terms (each rounded to 2^-k) and of f64: no spread.
+    let tol = 4.0 * (e2.abs() * f64::EPSILON + 1.0 / scale[1] + mean.abs() / scale[0]);
+    if var.is_nan() || var <= tol {
+        var = 0.0;
+    }
+    let std = var.sqrt();
+    let z = if std > 0.0 { (best - mean) / std } else { 0.0 };
+    Some([mean, std, if z.is_finite() { z } else { 0.0 }])
+}
+
+/// The error of a voxel whose moment sums are flagged (a NaN score, or one beyond the range
+/// the sums were sized for at `scale`).
+pub fn statistics_flagged(voxel: usize, scale: [f64; 2]) -> Error {
+    Error::invalid(
+        "score_stats",
+        format!(
+            "voxel {voxel}: a score was NaN or beyond the statistics' range (|score| up to \
+             2^62 / {:e}); the scores are not what the statistics assume",
+            scale[0]
+        ),
+    )
+}
+
+/// The score statistics of a run of voxels, as [`Correlate::moment_statistics`] writes them:
+/// from the moment words `words` (4 per voxel), the best scores `best` and, after a background
+/// correction, the shift `shift` of each voxel's scores (the best already corrected: the mean
+/// moves with it, std and z do not), into `out` = `[mean, std, z]`. A voxel no rotation scored
+/// (best −∞) has mean and std NaN and z −∞. Returns the first voxel (offset in the run) whose
+/// sums are flagged ([`moments_flagged`]), leaving it and the later ones unwritten.
+///
+/// [`Correlate::moment_statistics`]: super::Correlate::moment_statistics
+pub fn statistics_run<T: Float>(
+    words: &[i64],
+    best: &[T],
+    shift: Option<&[T]>,
+    nrot: usize,
+    scale: [f64; 2],
+    [mean, std, z]: [&mut [T]; 3],
+) -> Option<usize> {
+    for (i, (w, &b)) in words.chunks_exact(4).zip(best).enumerate() {
+        let b = b.as_f64();
+        let [m, s, zz] = if b == f64::NEG_INFINITY {
+            [f64::NAN, f64::NAN, f64::NEG_INFINITY]
+        } else {
+            let sh = shift.map_or(0.0, |s| s[i].as_f64());
+            let Some([m, s, zz]) = voxel_statistics(w, b + sh, nrot, scale) else {
+                return Some(i);
+            };
+            [m - sh, s, zz]
+        };
+        mean[i] = T::from_f64(m);
+        std[i] = T::from_f64(s);
+        z[i] = T::from_f64(zz);
+    }
+    None
+}
+
 /// `1 / (s · n)` of pytme's `norm_scores` from `C(f, m)`, `C(f², m)` (already scaled).
 #[inline(always)]
 pub fn inv_den(c1: f64, c2: f64, n: f64, eps: f64) -> f64 {

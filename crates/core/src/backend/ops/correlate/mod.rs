@@ -156,6 +156,45 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
         Ok(())
     }
 
+    /// The score statistics over a run's rotations ([`host::statistics_run`], voxel by voxel):
+    /// `[mean, std, z]` shaped like `best`, from the moment accumulators `acc` (canonical
+    /// words, `best`'s shape + `[4]`) at `scale` over `nrot` rotations, with the best scores
+    /// `best` and, after a background correction, each voxel's score shift `shift`. The first
+    /// voxel (in C order) whose sums are flagged is an error ([`host::statistics_flagged`]).
+    /// Shapes are the caller's to check. Default: *host* (downloaded, computed, uploaded).
+    fn moment_statistics<T: Float>(
+        &self,
+        acc: &Arr<Self, i64>,
+        scale: [f64; 2],
+        best: &Arr<Self, T>,
+        shift: Option<&Arr<Self, T>>,
+        nrot: usize,
+    ) -> Result<[Arr<Self, T>; 3]> {
+        let words = self.download(acc)?;
+        let bests = self.download(best)?;
+        let shifts = shift.map(|s| self.download(s)).transpose()?;
+        let n = bests.len();
+        let zero = || vec![T::from_f64(0.0); n];
+        let (mut m, mut s, mut z) = (zero(), zero(), zero());
+        if let Some(i) = host::statistics_run(
+            slice(&words)?,
+            slice(&bests)?,
+            shifts.as_ref().map(slice).transpose()?,
+            nrot,
+            scale,
+            [&mut m, &mut s, &mut z],
+        ) {
+            return Err(host::statistics_flagged(i, scale));
+        }
+        let shape = best.shape().to_vec();
+        let up = |v: Vec<T>| -> Result<Arr<Self, T>> {
+            let a = ndarray::ArrayD::from_shape_vec(shape.clone(), v)
+                .map_err(|e| Error::invalid("score statistics", e.to_string()))?;
+            self.upload_owned(a)
+        };
+        Ok([up(m)?, up(s)?, up(z)?])
+    }
+
     /// The matching inner loop's last pass, fused: reads the correlation `corr` (FFT grid)
     /// through `window`, normalises it by `norm`, and updates the running maximum `rm` (strict
     /// `>`, NaN never wins; output shape); adds Σ score² over the output to `rm.ssum`, and the
