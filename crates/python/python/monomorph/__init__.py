@@ -498,7 +498,7 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     target raises :class:`RunError` (the CUDA probe's reason), ``backend="cpu"`` with one or a
     template on another device :class:`InputError`. Other producer inputs are read on the host
     (a strided one converted once), and so is a CPU tensor's target where the device path does
-    not run (``backend="cuda"``, ``device``, ``devices``, ``check_hand``,
+    not run (``backend="cuda"``, ``devices``, ``check_hand``,
     ``invert_target_contrast``), as a numpy array is.
     ``progress``: True (a bar on stderr when it is a terminal), False, or ``f(done, total)``.
 
@@ -516,7 +516,7 @@ def match_template(target: Any, template: Any, **flags: Any) -> MatchResult:
     call.backend = str(flags.get("backend") or "auto").lower()
     call.host_only = call.backend == "cuda" or any(
         flags.get(k) not in (None, False)
-        for k in ("device", "devices", "check_hand", "invert_target_contrast")
+        for k in ("devices", "check_hand", "invert_target_contrast")
     )
     call.array("target", target)
     if target_list is not None:

@@ -155,7 +155,7 @@ def match_template(
     its kind on that device (zero copy). Without a usable GPU a GPU target is a RunError (the
     CUDA probe's reason); backend="cpu" with one, or a template elsewhere, an InputError.
     Other producers' inputs are read on the host (a strided one converted once), and so is a
-    CPU tensor's target where the device path does not run (backend="cuda", device, devices,
+    CPU tensor's target where the device path does not run (backend="cuda", devices,
     check_hand, invert_target_contrast), as a numpy array is.
 
     Keywords (the flags of `monomorph match`):
