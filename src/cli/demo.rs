@@ -561,7 +561,7 @@ fn write_outputs(
 }
 
 struct DemoResult {
-    matched: super::matching::Matched,
+    matched: super::matched::Matched,
     peaks: Vec<monomorph::algo::peaks::Peak>,
     threshold: f64,
 }

@@ -5,118 +5,17 @@
 
 use std::time::Instant;
 
-use monomorph::backend::{ExportedBuffer, ForeignBuffer, Location};
+use monomorph::backend::Location;
 use monomorph::dispatch::BackendChoice;
-use monomorph::io::HostArray;
-use monomorph::work::{Control, ExtraTemplate, JobArray};
-use monomorph::{Arr, ArrayMeta, Backend, BackendTask, Real};
-use ndarray::{ArrayD, IxDyn};
+use monomorph::work::{Control, JobArray};
+use monomorph::{Backend, BackendTask};
 
 use super::error::{CliError, CliResult};
-use super::global::{BackendArg, Global};
-use super::matching::{Job, MatchArgs, Matched, Prepared, job_dispatch, match_error, write};
-use super::output::{Outputs, read_input};
+use super::global::BackendArg;
+use super::matched::{Matched, write};
+use super::matching::{Job, MatchArgs, Prepared, job_dispatch, match_error};
+use super::output::Outputs;
 use super::session::ARRAY;
-use super::templates::check_same_ndim;
-
-/// An input on a device ([`super::session::take_foreign`]): `dims` axes and no empty axis,
-/// as [`read_input`] checks a host one (its values are checked where it lives).
-pub(super) fn check_device_input(flag: &str, f: &ForeignBuffer, dims: &[usize]) -> CliResult<()> {
-    let shape = f.shape();
-    if !dims.contains(&shape.len()) || shape.contains(&0) {
-        return Err(CliError::input(format!(
-            "{flag} {ARRAY}: an array of shape {shape:?} in {}, expected a non-empty 2-D or 3-D \
-             array",
-            f.location()
-        )));
-    }
-    Ok(())
-}
-
-/// A target on a device is matched in one run on that device, its result kept there: not
-/// split over `--devices` or MPI ranks, not mirrored (`--check-hand`).
-pub(super) fn check_kept_run(g: &Global, a: &MatchArgs) -> CliResult<()> {
-    let flag = if a.devices.is_some() {
-        "--devices"
-    } else if a.check_hand.is_some() {
-        "--check-hand"
-    } else if g.ranks {
-        "mpirun"
-    } else {
-        return Ok(());
-    };
-    Err(CliError::input(format!(
-        "{flag}: not with a target on a device (matched in one run on its device, the result \
-         kept there), expected a host target"
-    )))
-}
-
-/// The templates of `a` (see [`super::templates::read_templates`]) with their voxel sizes; one
-/// template on a device (with a host mask, if any) is taken where it lives.
-#[allow(clippy::type_complexity)]
-pub(super) fn read_job_templates(
-    a: &MatchArgs,
-    exclusive: &[(&str, bool)],
-    tshape: &[usize],
-) -> CliResult<(
-    (JobArray, Option<[f32; 3]>),
-    Vec<ExtraTemplate>,
-    Option<HostArray>,
-)> {
-    let on_device = a
-        .template
-        .first()
-        .and_then(|p| super::session::take_foreign("--template", p));
-    let Some(f) = on_device else {
-        let (t, more, mask) =
-            super::templates::read_templates(&a.template, &a.template_mask, exclusive, tshape)?;
-        return Ok(((JobArray::Host(t.data), t.voxel_size), more, mask));
-    };
-    check_device_input("--template", &f, &[2, 3])?;
-    let p = &a.template[0];
-    check_same_ndim("--template", p, f.shape(), tshape, false)?;
-    if a.template.len() > 1 || a.template_mask.len() > 1 {
-        return Err(CliError::input(
-            "--template: one template on a device (with at most one --template-mask), expected \
-             host arrays for several templates",
-        ));
-    }
-    let mask = match a.template_mask.first() {
-        Some(mp) => {
-            let m = read_input("--template-mask", mp, &[2, 3])?;
-            check_same_ndim("--template-mask", mp, m.data.shape(), f.shape(), true)?;
-            Some(m.data)
-        }
-        None => None,
-    };
-    Ok(((JobArray::Foreign(f), None), Vec::new(), mask))
-}
-
-/// One map of a result: downloaded and converted on the host by `host` (no `kept`), or
-/// converted to `D` on the backend and exported ([`Matched::exported`], under `name`),
-/// downloaded too only for files (`kept == Some(true)`; an empty host array otherwise).
-pub(super) fn map_out<B: Backend, S: Real, D: Real>(
-    b: &B,
-    a: &Arr<B, S>,
-    host: impl Fn(S) -> D,
-    kept: Option<bool>,
-    name: &'static str,
-    exported: &mut Vec<(&'static str, ExportedBuffer)>,
-) -> monomorph::Result<ArrayD<D>> {
-    let Some(files) = kept else {
-        return Ok(b.download(a)?.mapv(host));
-    };
-    // `D::from_f64(S::as_f64)`: the host conversion (`as`, through f64), on the device.
-    let mut d = b.zeros::<D>(a.shape())?;
-    b.cast(a, &mut d)?;
-    let h = if files {
-        b.download(&d)?
-    } else {
-        ArrayD::zeros(IxDyn(&[0]))
-    };
-    exported.push((name, b.export(d)?));
-    Ok(h)
-}
 
 /// The whole run kept on one backend (see the module docs).
 struct Kept<'a, 'c> {

@@ -20,7 +20,8 @@ use serde_json::json;
 
 use super::error::{CliError, CliResult};
 use super::global::Global;
-use super::matching::{ListArgs, MatchArgs, Matched, Prepared, prepare, write};
+use super::matched::{Matched, write};
+use super::matching::{ListArgs, MatchArgs, Prepared, prepare};
 use super::output::{Outputs, path_json};
 use super::peaks::{PeakQuery, RunStats};
 use super::project::StarFormat;

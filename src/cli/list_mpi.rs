@@ -28,9 +28,8 @@ use super::list::{
     Entry, TargetDone, in_list, peak_query, precheck, read_list, target_args, write_summary,
     write_target,
 };
-use super::matching::{
-    Finish, Job, MatchArgs, Prepared, job_dispatch, match_error, prepare, test_hook,
-};
+use super::matched::Finish;
+use super::matching::{Job, MatchArgs, Prepared, job_dispatch, match_error, prepare, test_hook};
 use super::output::{Outputs, check_out_dir};
 use super::peaks::PeakQuery;
 use super::trace::progress;

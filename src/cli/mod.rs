@@ -24,6 +24,7 @@ macro_rules! note {
 pub mod args;
 mod bench;
 mod demo;
+mod device_input;
 mod devices;
 pub mod embed;
 mod error;
@@ -34,6 +35,7 @@ mod kept;
 mod list;
 #[cfg(feature = "mpi")]
 mod list_mpi;
+mod matched;
 mod matching;
 mod orientations;
 mod output;

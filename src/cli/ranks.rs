@@ -105,8 +105,9 @@ mod with_mpi {
     use monomorph::dispatch::BackendChoice;
 
     use super::super::global::BackendArg;
+    use super::super::matched::{Finish, write};
     use super::super::matching::{
-        Devices, Finish, MatchArgs, job_dispatch, match_error, prepare, test_hook, write,
+        Devices, MatchArgs, job_dispatch, match_error, prepare, test_hook,
     };
     use super::super::output::Outputs;
 

@@ -16,9 +16,8 @@ use tracing::info_span;
 use super::error::{CliError, CliResult};
 use super::global::Global;
 use super::list::{self, Entry, TargetDone};
-use super::matching::{
-    Finish, Job, MatchArgs, Matched, Prepared, job_dispatch, match_error, prepare, test_hook, write,
-};
+use super::matched::{Finish, Matched, write};
+use super::matching::{Job, MatchArgs, Prepared, job_dispatch, match_error, prepare, test_hook};
 use super::output::{Outputs, check_out_dir};
 use super::peaks::PeakQuery;
 use super::trace::progress;
