@@ -64,6 +64,14 @@ impl<P: Precision> Memory for Cpu<P> {
         Ok(a.as_standard_layout().into_owned())
     }
 
+    fn download_owned<T: Element>(&self, a: ArrayD<T>) -> Result<ArrayD<T>> {
+        if a.is_standard_layout() {
+            // The host array already: no copy, no new pages.
+            return Ok(a);
+        }
+        self.download(&a)
+    }
+
     fn copy<T: Element>(&self, src: &ArrayD<T>, dst: &mut ArrayD<T>) -> Result<()> {
         self.install(|| {
             check_copy("copy", src.shape(), dst.shape())?;

@@ -38,6 +38,12 @@ pub trait Memory: BackendTypes {
     fn upload_owned<T: Element>(&self, host: ArrayD<T>) -> Result<Arr<Self, T>> {
         self.upload(host.view())
     }
+    /// Takes a device array to the host, consuming it: [`Memory::download`] by default; a
+    /// backend whose arrays live in host memory (the CPU) hands the buffer over without a copy
+    /// when it is in standard layout. Use it for large results the device no longer needs.
+    fn download_owned<T: Element>(&self, a: Arr<Self, T>) -> Result<ArrayD<T>> {
+        self.download(&a)
+    }
     /// A copy of `a`.
     fn duplicate<T: Element>(&self, a: &Arr<Self, T>) -> Result<Arr<Self, T>> {
         let mut b = self.zeros::<T>(a.shape())?;

@@ -24,6 +24,12 @@ pub fn memory_roundtrip<B: Backend>(b: &B) {
         );
         b.copy(&d, &mut z).expect("copy");
         assert_eq!(down(b, &z), h);
+        let taken = b.download_owned(b.duplicate(&d).expect("duplicate"));
+        assert_eq!(
+            taken.expect("download_owned"),
+            h,
+            "download_owned of {shape:?}"
+        );
         b.fill(&mut z, FloatOf::<B>::from_f64(2.5)).expect("fill");
         assert!(down(b, &z).iter().all(|v| v.as_f64() == 2.5));
         let f = b
