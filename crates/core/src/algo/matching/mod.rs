@@ -118,7 +118,7 @@ use job::Job;
 pub use plan::estimate_bytes;
 use plan::plan_jobs;
 use prepare::{TargetArg, prepare};
-use run::run_job;
+use run::{JobMoments, run_job};
 pub use search::searched_box;
 pub use seeded::{Seed, Seeds};
 pub use stats::{MAX_ROTATIONS, ScoreMoments, ScoreStatistics, statistics, voxel_statistics};
@@ -466,6 +466,8 @@ struct JobMaps<B: Backend> {
     scores: Arr<B, FloatOf<B>>,
     index: Arr<B, IntOf<B>>,
     moments: Option<Arr<B, i64>>,
+    /// The moments are all zero as made (no pass added yet: no opening needed).
+    fresh: bool,
     background: Option<Arr<B, FloatOf<B>>>,
 }
 
@@ -481,6 +483,7 @@ impl<B: Backend> JobMaps<B> {
                 true => Some(b.zeros::<i64>(&with4)?),
                 false => None,
             },
+            fresh: true,
             background: match background {
                 Some(g) => Some(b.zeros::<FloatOf<B>>(g)?),
                 None => None,
@@ -873,7 +876,18 @@ fn run_templates<B: Backend>(
                     t * nrot,
                     0..nrot,
                     &tshape,
-                    (&mut m.scores, &mut m.index, m.moments.as_mut().zip(scales)),
+                    (
+                        &mut m.scores,
+                        &mut m.index,
+                        m.moments
+                            .as_mut()
+                            .zip(scales)
+                            .map(|(acc, scale)| JobMoments {
+                                acc,
+                                scale,
+                                fresh: std::mem::take(&mut m.fresh),
+                            }),
+                    ),
                     (&mut ssum, &mut ssum_parts),
                     m.background.as_mut(),
                     &progress,
@@ -898,6 +912,7 @@ fn run_templates<B: Backend>(
         mut scores,
         mut index,
         moments,
+        fresh: _,
         background: bg_map,
     } = maps;
     if let Some(r) = &region {

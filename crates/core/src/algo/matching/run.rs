@@ -12,6 +12,18 @@ use super::job::Job;
 use super::prepare::{Prepared, pull_back};
 use super::state::{Grid, RunningMax, ScoreState};
 
+/// A job's moment accumulators ([`Moments::acc`], its output shape + `[4]`) with their scales.
+pub(super) struct JobMoments<'a, B: Backend> {
+    /// The accumulators, canonical words (or all zero, `fresh`).
+    pub acc: &'a mut Arr<B, i64>,
+    /// The scales of the terms.
+    pub scale: [f64; 2],
+    /// All zero as made: the working form of zero sums on every backend
+    /// ([`Correlate::moments_open`](crate::backend::Correlate::moments_open)), passes are
+    /// added without an opening (which would fault in and rewrite 32 bytes per voxel).
+    pub fresh: bool,
+}
+
 /// Runs rotations `rots` (indices into the run's set) of the current template side of `prep`
 /// on one job, with the job's
 /// buffers and score state `(grid, state)` ([`ScoreState::new`]), updating
@@ -37,7 +49,7 @@ pub(super) fn run_job<B: Backend>(
     (best, best_index, mut moments): (
         &mut Arr<B, FloatOf<B>>,
         &mut Arr<B, IntOf<B>>,
-        Option<(&mut Arr<B, i64>, [f64; 2])>,
+        Option<JobMoments<'_, B>>,
     ),
     (ssum, ssum_parts): (&mut Arr<B, f64>, &mut Vec<f64>),
     mut background: Option<&mut Arr<B, FloatOf<B>>>,
@@ -75,19 +87,19 @@ pub(super) fn run_job<B: Backend>(
     }
     // The backend's working form of the moments, reopened every MOMENT_PASSES passes (one
     // pass per rotation; a group ends at a reopening at the latest), canonical again after
-    // the loop.
-    if let Some((acc, _)) = moments.as_mut() {
-        b.moments_open(acc)?;
+    // the loop. Fresh accumulators are already open.
+    if let Some(m) = moments.as_mut().filter(|m| !m.fresh) {
+        b.moments_open(m.acc)?;
     }
     let mut r = rots.start;
     while r < rots.end {
         let done = r - rots.start;
         if done > 0
             && done.is_multiple_of(MOMENT_PASSES)
-            && let Some((acc, _)) = moments.as_mut()
+            && let Some(m) = moments.as_mut()
         {
-            b.moments_close(acc)?;
-            b.moments_open(acc)?;
+            b.moments_close(m.acc)?;
+            b.moments_open(m.acc)?;
         }
         let mut rot = Rotation {
             b,
@@ -107,9 +119,9 @@ pub(super) fn run_job<B: Backend>(
             best_index: &mut *best_index,
             index: idx::<B>(base + r)?,
             ssum: &mut *ssum,
-            moments: moments.as_mut().map(|(acc, scale)| Moments {
-                acc: &mut **acc,
-                scale: *scale,
+            moments: moments.as_mut().map(|m| Moments {
+                acc: &mut *m.acc,
+                scale: m.scale,
             }),
         };
         // This group's size: what is left of the rotations and of the opening.
@@ -180,8 +192,8 @@ pub(super) fn run_job<B: Backend>(
         progress(done + 1)?;
         r += 1;
     }
-    if let Some((acc, _)) = moments.as_mut() {
-        b.moments_close(acc)?;
+    if let Some(m) = moments.as_mut() {
+        b.moments_close(m.acc)?;
     }
     ssum_parts.extend(b.download(&parts)?.iter().copied());
     Ok(())

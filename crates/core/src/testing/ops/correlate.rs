@@ -281,7 +281,9 @@ pub fn fused_group_equals_separate_passes<B: Backend>(b: &B) {
                     [2f64.powi(12), 2f64.powi(10)],
                     [2f64.powi(60), 2f64.powi(56)],
                 ] {
-                    let run = |grouped: bool| {
+                    // `start`: the words before the passes; `open`: opened first (fresh zero
+                    // words may take passes without an opening, `Correlate::moments_open`).
+                    let run = |grouped: bool, start: &ArrayD<i64>, open: bool| {
                         let mut x = zeros();
                         let mut prods: Vec<[CorrSpectrum<B>; 3]> = Vec::new();
                         for &q in &src {
@@ -320,8 +322,13 @@ pub fn fused_group_equals_separate_passes<B: Backend>(b: &B) {
                                     .expect("full")
                             })
                             .collect();
-                        let mut acc = up(b, &start);
-                        b.moments_open(&mut acc).expect("moments_open");
+                        let mut acc = if open {
+                            let mut a = up(b, start);
+                            b.moments_open(&mut a).expect("moments_open");
+                            a
+                        } else {
+                            b.zeros::<i64>(start.shape()).expect("zeros")
+                        };
                         let norm = |n, c1, c2| match kind {
                             0 => Normalization::Scaled { scale },
                             1 => Normalization::Denominator {
@@ -393,8 +400,11 @@ pub fn fused_group_equals_separate_passes<B: Backend>(b: &B) {
                             ssum.iter().map(|s| down(b, s)[[0]].to_bits()).collect();
                         (down(b, &best), down(b, &idx), sums, down(b, &acc))
                     };
-                    let (pb, pi, ps, pm) = run(true);
-                    let (ub, ui, us, um) = run(false);
+                    let (pb, pi, ps, pm) = run(true, &start, true);
+                    let (ub, ui, us, um) = run(false, &start, true);
+                    let zero = ArrayD::<i64>::zeros(start.raw_dim());
+                    let (_, _, _, fresh) = run(true, &zero, false);
+                    let (_, _, _, opened) = run(false, &zero, true);
                     let what = format!(
                         "group of {k} (norm {kind}, products {src:?}, scales {msc:?}) on {fast:?} box {nz:?} → {out:?}"
                     );
@@ -406,6 +416,11 @@ pub fn fused_group_equals_separate_passes<B: Backend>(b: &B) {
                     assert_eq!(ps, us, "{what}: ssum");
                     assert!(pm == um, "{what}: moment words differ");
                     assert!(pm != start, "{what}: moments untouched");
+                    assert!(
+                        fresh == opened,
+                        "{what}: fresh zero words without an opening differ from opened ones"
+                    );
+                    assert!(fresh != zero, "{what}: fresh moments untouched");
                     for (q, &i) in ids[..k].iter().enumerate() {
                         // A member wins somewhere unless it repeats an earlier one.
                         let first = src.iter().position(|&v| v == src[q]) == Some(q);

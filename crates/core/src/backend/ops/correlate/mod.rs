@@ -142,8 +142,10 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
     /// Prepares the moment accumulators `acc` ([`Moments::acc`], canonical words) for up to
     /// [`host::MOMENT_PASSES`] score passes: a backend may hold them in a working form of its
     /// own until [`Correlate::moments_close`], which must restore the canonical words with
-    /// the same sums exactly (nothing else reads `acc` in between). Default: nothing (the
-    /// passes keep the canonical words).
+    /// the same sums exactly (nothing else reads `acc` in between). All-zero words must be the
+    /// working form of zero sums (as they are canonically), so that accumulators freshly
+    /// zeroed take passes without an opening. Default: nothing (the passes keep the canonical
+    /// words).
     fn moments_open(&self, acc: &mut Arr<Self, i64>) -> Result<()> {
         let _ = acc;
         Ok(())
