@@ -6,6 +6,9 @@
 //! * 3-D FLC as above with a Fourier filter on the template and the target (a ±60° missing
 //!   wedge times a Gaussian bandpass, made here), against the unfiltered FLC (issue 17: within
 //!   1.1× per rotation).
+//! * 3-D 96³ / 24³ FLC with and without per-voxel score statistics (`--score-stats`), 256
+//!   rotations (issue 25: at most 1.15× per rotation; the statistics' run divided by the plain
+//!   one).
 //!
 //! Peer: `benches/peers/matching_pytme.py` (pytme 0.3.6 `match_exhaustive`, numpyfftw backend,
 //! job_schedule=(1, 2), same sizes). Issue 3's targets: ≥ 4× (FLCSphericalMask) and ≥ 3.5× (FLC)
@@ -115,6 +118,18 @@ fn bench_match_filtered(
     nrot: usize,
     filters: Option<&dyn SpectralFilter>,
 ) {
+    bench_match_with(bencher, score, target, template, nrot, filters, false);
+}
+
+fn bench_match_with(
+    bencher: Bencher,
+    score: Score,
+    target: &[usize],
+    template: &[usize],
+    nrot: usize,
+    filters: Option<&dyn SpectralFilter>,
+    score_stats: bool,
+) {
     let cpu = Cpu::<Single>::new();
     let t = cpu.upload(volume(target, 7).view()).expect("target");
     let m = cpu.upload(volume(template, 11).view()).expect("template");
@@ -124,9 +139,15 @@ fn bench_match_filtered(
     let mut p = MatchParams::new(score, rotations(target.len(), nrot));
     p.template_mask = Some(&k);
     p.filters = filters;
+    p.score_stats = score_stats;
     // One untimed run warms the FFT plans and scratch.
     match_template(&cpu, &t, &m, &p).expect("match");
-    bencher.bench_local(|| divan::black_box(match_template(&cpu, &t, &m, &p).expect("match")));
+    bencher.bench_local(|| {
+        let r = match_template(&cpu, &t, &m, &p).expect("match");
+        // With score statistics: the maps a user reads, mean, std and z.
+        let st = r.statistics(&cpu).expect("statistics");
+        divan::black_box((r, st))
+    });
 }
 
 /// 3-D 128³ / 32³, FLCSphericalMask, 64 rotations.
@@ -158,4 +179,17 @@ fn flc_filtered_3d_128_32_rot64(bencher: Bencher) {
 #[divan::bench(sample_count = 3, sample_size = 1)]
 fn flc_2d_2048_64_rot16(bencher: Bencher) {
     bench_match(bencher, Score::FLC, &[2048, 2048], &[64, 64], 16);
+}
+
+/// 3-D 96³ / 24³, FLC, 256 rotations: the plain run of the score-statistics pair below.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn flc_3d_96_24_rot256(bencher: Bencher) {
+    bench_match_with(bencher, Score::FLC, &[96; 3], &[24; 3], 256, None, false);
+}
+
+/// 3-D 96³ / 24³, FLC, 256 rotations, with the per-voxel score statistics (mean, std, z of the
+/// score over the rotations: the exact integer moments, and the statistics from them).
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn flc_score_stats_3d_96_24_rot256(bencher: Bencher) {
+    bench_match_with(bencher, Score::FLC, &[96; 3], &[24; 3], 256, None, true);
 }
