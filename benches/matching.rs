@@ -107,20 +107,10 @@ impl SpectralFilter for WedgeBandpass {
 }
 
 fn bench_match(bencher: Bencher, score: Score, target: &[usize], template: &[usize], nrot: usize) {
-    bench_match_filtered(bencher, score, target, template, nrot, None);
+    bench_match_with(bencher, score, target, template, nrot, None, false);
 }
 
-fn bench_match_filtered(
-    bencher: Bencher,
-    score: Score,
-    target: &[usize],
-    template: &[usize],
-    nrot: usize,
-    filters: Option<&dyn SpectralFilter>,
-) {
-    bench_match_with(bencher, score, target, template, nrot, filters, false);
-}
-
+/// One run of `match_template` timed, with `filters` and, with `score_stats`, the statistics.
 fn bench_match_with(
     bencher: Bencher,
     score: Score,
@@ -165,13 +155,14 @@ fn flc_3d_128_32_rot64(bencher: Bencher) {
 /// 3-D 128³ / 32³, FLC with a wedge + bandpass filter on template and target, 64 rotations.
 #[divan::bench(sample_count = 3, sample_size = 1)]
 fn flc_filtered_3d_128_32_rot64(bencher: Bencher) {
-    bench_match_filtered(
+    bench_match_with(
         bencher,
         Score::FLC,
         &[128; 3],
         &[32; 3],
         64,
         Some(&WedgeBandpass::new(&[32; 3], &[128; 3])),
+        false,
     );
 }
 

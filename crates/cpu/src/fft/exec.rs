@@ -844,7 +844,7 @@ pub(crate) fn inverse_consume<T: FftFloat>(
                 let mut sink = std::mem::take(&mut s.sink);
                 grow(&mut sink, ns * r * n);
                 let mut res = Ok(());
-                let mut local: Vec<Complex<T>> = Vec::new();
+                let mut local = std::mem::take(&mut s.slab);
                 for (j, ptr) in ptrs.iter().enumerate() {
                     // SAFETY: input j is borrowed mutably for the whole call and holds
                     // `complex_len = r_outer * m` elements (asserted above; r_inner == 1);
@@ -878,6 +878,7 @@ pub(crate) fn inverse_consume<T: FftFloat>(
                     consume(r0, &outs[..ns])
                 });
                 s.sink = sink;
+                s.slab = local;
                 out
             })
         })

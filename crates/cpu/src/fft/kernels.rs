@@ -83,6 +83,9 @@ pub(crate) struct Scratch<T> {
     pub(super) stage: Vec<Complex<T>>,
     /// The real slabs of [`inverse_consume`] (empty until one runs on this thread).
     pub(super) sink: Vec<T>,
+    /// The copy of a slab that [`inverse_consume`] transforms for a group of rotations (empty
+    /// until one runs on this thread).
+    pub(super) slab: Vec<Complex<T>>,
 }
 
 impl<T: FftNum + Default> Scratch<T> {
