@@ -52,7 +52,7 @@ widest_simd! {
         best_index: &mut [I],
         index: I,
         acc: &mut [f64; host::LANES],
-        moments: Option<(&mut [i64], [f64; 2])>,
+        moments: Option<(host::WorkLine<'_>, [f64; 2])>,
     ) -> () = host::score_line;
 }
 
@@ -70,7 +70,7 @@ macro_rules! score_line_group {
                 best_index: &mut [I],
                 index: [I; $k],
                 acc: &mut [[f64; host::LANES]; $k],
-                moments: Option<(&mut [i64], [f64; 2])>,
+                moments: Option<(host::WorkLine<'_>, [f64; 2])>,
             ) -> bool = host::score_line_group::<T, I, $k>;
         }
     };
@@ -116,31 +116,28 @@ fn prefetch(p: *const i64, words: usize) {
     let _ = (p, words);
 }
 
-/// Voxels per output line of moment accumulators of shape `out + [4]` (the unit of the
-/// working form, [`host::moments_open`]).
-fn moment_line(shape: &[usize]) -> usize {
-    match shape {
-        [.., nl, _] => *nl,
-        _ => 1,
-    }
+/// Voxels per unit of the working form ([`host::moment_unit`]) of moment accumulators of
+/// shape `out + [4]`.
+fn moment_unit(shape: &[usize]) -> usize {
+    host::moment_unit(&shape[..shape.len().saturating_sub(1)])
 }
 
 impl<P: Precision> Cpu<P> {
-    /// `f(lines, nl)` ([`host::moments_open`] or [`host::moments_close`]) over blocks of whole
-    /// output lines of the moments `acc`, in parallel: each line is converted on its own, so
-    /// the words are those of one call over all of them. (One thread over a fresh accumulator
-    /// also faulted all its pages in alone: measured about half of the score statistics'
-    /// extra time per rotation at 2 threads, 96³ FLC `-a 40`.)
-    fn moment_lines(&self, acc: &mut ArrayD<i64>, f: fn(&mut [i64], usize)) -> Result<()> {
-        let nl = moment_line(acc.shape());
+    /// `f(units, u)` ([`host::moments_open`] or [`host::moments_close`]) over blocks of whole
+    /// units of the moments `acc` ([`moment_unit`]), in parallel: each unit is converted on
+    /// its own, so the words are those of one call over all of them. (One thread over a fresh
+    /// accumulator also faulted all its pages in alone: measured about half of the score
+    /// statistics' extra time per rotation at 2 threads, 96³ FLC `-a 40`.)
+    fn moment_units(&self, acc: &mut ArrayD<i64>, f: fn(&mut [i64], usize)) -> Result<()> {
+        let u = moment_unit(acc.shape());
         let words = data_mut("moments", acc)?;
-        let line = 4 * nl.max(1);
-        let lines = words.len() / line;
-        let per = crate::util::rows_per_task(lines, 4, PAR_MIN.div_ceil(line));
+        let unit = 4 * u;
+        let units = words.len() / unit;
+        let per = crate::util::rows_per_task(units, 4, PAR_MIN.div_ceil(unit));
         self.install(|| {
             words
-                .par_chunks_mut(per * line)
-                .for_each(|block| f(block, nl))
+                .par_chunks_mut(per * unit)
+                .for_each(|block| f(block, u))
         });
         Ok(())
     }
@@ -202,6 +199,7 @@ impl<P: Precision> Cpu<P> {
         let maps = host::index_maps(&fast, window.shift, &oshape)?;
         let segs = host::line_runs(&maps[d - 1]);
         let (n, nl) = (fast[d - 1], oshape[d - 1]);
+        let unit = host::moment_unit(&oshape);
         let bp = SharedMut(data_mut("best", best)?.as_mut_ptr());
         let bip = SharedMut(data_mut("best_index", best_index)?.as_mut_ptr());
         let (mp, msc) = match moments {
@@ -218,16 +216,19 @@ impl<P: Precision> Cpu<P> {
                 let Some(line) = output_line(r0 + r, &fast, window.shift, &oshape) else {
                     continue;
                 };
-                // The next line's moment words that its pass reads first (the low parts, the
-                // first half of the line's words in the working form), fetched while this
-                // line is scored.
+                // The next line's moment words that its pass reads (its low parts, `P₁` and
+                // `P₂` of its unit in the working form), fetched while this line is scored.
                 if let Some(p) = mp.as_ref()
                     && r + 1 < rows
                     && let Some(next) = output_line(r0 + r + 1, &fast, window.shift, &oshape)
                 {
-                    prefetch(p.get().wrapping_add(4 * next * nl), 2 * nl);
+                    let o = next * nl;
+                    let (u0, at) = (o - o % unit, o % unit);
+                    prefetch(p.get().wrapping_add(4 * u0 + at), nl);
+                    prefetch(p.get().wrapping_add(4 * u0 + unit + at), nl);
                 }
                 let o = line * nl;
+                let u0 = o - o % unit;
                 let row = r * n..(r + 1) * n;
                 // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
                 // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
@@ -241,10 +242,20 @@ impl<P: Precision> Cpu<P> {
                     )
                 };
                 let m = mp.as_ref().map(|p| {
-                    // SAFETY: as for `best` above, with 4 moment words per voxel of the
-                    // line (the moments' shape is checked).
-                    let s = unsafe { std::slice::from_raw_parts_mut(p.get().add(4 * o), 4 * nl) };
-                    (s, msc)
+                    // SAFETY: as for `best` above: the line's voxels `o..o + nl` lie in the unit
+                    // `u0..u0 + unit` (`unit` a multiple of `nl`), whose four parts of `unit`
+                    // words each start at `4·u0` (the moments' shape is checked); the line's
+                    // slice of each part is its alone.
+                    let [p1, p2, h1, h2] = std::array::from_fn(|k| unsafe {
+                        std::slice::from_raw_parts_mut(p.get().add(4 * u0 + k * unit + o - u0), nl)
+                    });
+                    (
+                        host::WorkLine {
+                            p: [p1, p2],
+                            h: [h1, h2],
+                        },
+                        msc,
+                    )
                 });
                 // Rotation q's products and normalisation on this line.
                 let c = |q: usize| &outs[rots[q].0][row.clone()];
@@ -404,11 +415,11 @@ impl<P: Precision> Correlate for Cpu<P> {
     }
 
     fn moments_open(&self, acc: &mut ArrayD<i64>) -> Result<()> {
-        self.moment_lines(acc, host::moments_open)
+        self.moment_units(acc, host::moments_open)
     }
 
     fn moments_close(&self, acc: &mut ArrayD<i64>) -> Result<()> {
-        self.moment_lines(acc, host::moments_close)
+        self.moment_units(acc, host::moments_close)
     }
 
     fn moment_statistics<T: Float>(

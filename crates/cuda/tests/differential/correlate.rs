@@ -52,8 +52,8 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
         mshape.push(4);
         let mut hm = ndarray::ArrayD::<i64>::zeros(ndarray::IxDyn(&mshape));
         // The host pass adds to the working form of the moments.
-        let nl = out[out.len() - 1];
-        host::moments_open(hm.as_slice_mut().unwrap(), nl);
+        let unit = host::moment_unit(&out);
+        host::moments_open(hm.as_slice_mut().unwrap(), unit);
         let hs = host::score_max_update(
             corr.as_slice().unwrap(),
             &fast,
@@ -67,7 +67,7 @@ fn score_max_update_agrees<P: Precision>(tol: f64) {
             Some((hm.as_slice_mut().unwrap(), mscale)),
         )
         .unwrap();
-        host::moments_close(hm.as_slice_mut().unwrap(), nl);
+        host::moments_close(hm.as_slice_mut().unwrap(), unit);
         // Device.
         let dc = gpu.upload(corr.view()).unwrap();
         let (d1, d2, dd) = (

@@ -77,7 +77,8 @@ fn line_offsets(
 
 /// Host kernel of [`super::Correlate::score_max_update`] for output rows `rows` (axis 0);
 /// `best`/`best_index` are the slices of those rows, `moments` theirs in the working form of
-/// [`moments_open`] with lines of `out`'s last axis (a 1-D output: all its rows at once).
+/// [`moments_open`] with units of [`moment_unit`]`(out)` voxels (the rows themselves; a 1-D
+/// output: all its rows at once).
 /// Returns Σ score² over them.
 ///
 /// Always inlined so a backend can instantiate it inside a `#[target_feature]` wrapper
@@ -123,7 +124,7 @@ pub fn score_max_update<T: Float, I: Index>(
         ));
     }
     if moments.is_some() && out.len() == 1 && rows != (0..out[0]) {
-        // The working form's unit is a whole output line ([`moments_open`]).
+        // The working form's unit is the whole output ([`moment_unit`]).
         return Err(Error::invalid(
             "moments",
             "a 1-D output's moments are updated by one pass over the whole line",
@@ -154,9 +155,12 @@ pub fn score_max_update<T: Float, I: Index>(
     let segs = line_runs(&last);
     // The line of the denominator (output) and of the mask correlations (FFT grid).
     let line_norm = |base: usize, o: usize| norm.map(|den| &den[o..o + nl], |c| &c[base..]);
+    // `rows` are whole units of the moments' working form (one per row, or the 1-D output).
+    let unit = moment_unit(out);
     let mut acc = [0.0f64; LANES];
     for (li, &base) in offs.iter().enumerate() {
         let o0 = li * nl;
+        let u0 = o0 - o0 % unit;
         score_line(
             &corr[base..],
             &line_norm(base, first + o0),
@@ -165,9 +169,12 @@ pub fn score_max_update<T: Float, I: Index>(
             &mut best_index[o0..o0 + nl],
             index,
             &mut acc,
-            moments
-                .as_mut()
-                .map(|(m, sc)| (&mut m[4 * o0..4 * (o0 + nl)], *sc)),
+            moments.as_mut().map(|(m, sc)| {
+                (
+                    WorkLine::of_unit(&mut m[4 * u0..4 * (u0 + unit)], o0 - u0, nl),
+                    *sc,
+                )
+            }),
         );
     }
     Ok(fold_lanes(&acc))
@@ -187,8 +194,8 @@ pub fn fold_lanes(acc: &[f64; LANES]) -> f64 {
 /// [`line_runs`] of the last-axis map: output `j0..j0 + len` reads `c[src0..src0 + len]`.
 ///
 /// Always inlined, like [`score_max_update`], for `#[target_feature]` wrappers.
-/// `moments`: the line's [`Moments`](super::Moments) accumulators (4 per voxel, in the
-/// working form of [`moments_open`]) and scales, updated with the same scores
+/// `moments`: the line's [`Moments`](super::Moments) accumulators in the working form of
+/// [`moments_open`] ([`WorkLine`]) and the scales, updated with the same scores
 /// ([`moments_add_work`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -200,13 +207,13 @@ pub fn score_line<T: Float, I: Index>(
     best_index: &mut [I],
     index: I,
     acc: &mut [f64; LANES],
-    mut moments: Option<(&mut [i64], [f64; 2])>,
+    mut moments: Option<(WorkLine<'_>, [f64; 2])>,
 ) {
     for &(j0, src0, len) in segs {
         let c = &c[src0..src0 + len];
         let b = &mut best[j0..j0 + len];
         let bi = &mut best_index[j0..j0 + len];
-        let mom = moments.as_mut().map(|(m, sc)| (&mut **m, j0, *sc));
+        let mom = moments.as_mut().map(|(m, sc)| (&mut *m, j0, *sc));
         match *norm {
             Normalization::Scaled { scale } => {
                 update_run(b, bi, index, acc, mom, |k, s| {
@@ -362,7 +369,8 @@ fn all_some<X: Copy + Default, const K: usize>(
 /// scored for every rotation, then folded into `best`/`best_index` for the first, the second,
 /// … in order (the result of `K` [`score_line`] calls in that order, ties included) and into
 /// the moments once for all of them ([`moments_add_work_group`]): the line's moment words are
-/// read and written once per group instead of once per rotation. All normalisations are the
+/// read and written once per group instead of once per rotation (`moments` as for
+/// [`score_line`]). All normalisations are the
 /// same variant (one score); a mismatched group scores nothing and returns `false`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -374,12 +382,12 @@ pub fn score_line_group<T: Float, I: Index, const K: usize>(
     best_index: &mut [I],
     index: [I; K],
     acc: &mut [[f64; LANES]; K],
-    mut moments: Option<(&mut [i64], [f64; 2])>,
+    mut moments: Option<(WorkLine<'_>, [f64; 2])>,
 ) -> bool {
     for &(j0, src0, len) in segs {
         let b = &mut best[j0..j0 + len];
         let bi = &mut best_index[j0..j0 + len];
-        let mom = moments.as_mut().map(|(m, sc)| (&mut **m, j0, *sc));
+        let mom = moments.as_mut().map(|(m, sc)| (&mut *m, j0, *sc));
         let run = |q: usize| &c[q][src0..src0 + len];
         match *norm[0] {
             Normalization::Scaled { .. } => {
@@ -456,7 +464,7 @@ fn update_run<T: Float, I: Index>(
     best_index: &mut [I],
     index: I,
     acc: &mut [f64; LANES],
-    mut moments: Option<(&mut [i64], usize, [f64; 2])>,
+    mut moments: Option<(&mut WorkLine<'_>, usize, [f64; 2])>,
     mut fill: impl FnMut(usize, &mut [T]),
 ) {
     const CH: usize = 64;
@@ -476,8 +484,8 @@ fn update_run<T: Float, I: Index>(
         for &v in ch.remainder() {
             acc[0] += f64_of(v * v);
         }
-        if let Some((line, j, sc)) = moments.as_mut() {
-            moments_add_work(line, *j + k, s, *sc);
+        if let Some((w, j, sc)) = moments.as_mut() {
+            moments_add_work(w, *j + k, s, *sc);
         }
         for ((b, bi), &v) in best[k..k + m]
             .iter_mut()
@@ -502,7 +510,7 @@ fn update_run_group<T: Float, I: Index, F: FillScores<T>, const K: usize>(
     best_index: &mut [I],
     index: [I; K],
     acc: &mut [[f64; LANES]; K],
-    mut moments: Option<(&mut [i64], usize, [f64; 2])>,
+    mut moments: Option<(&mut WorkLine<'_>, usize, [f64; 2])>,
     fills: &[F; K],
 ) {
     const CH: usize = 64;
@@ -524,8 +532,8 @@ fn update_run_group<T: Float, I: Index, F: FillScores<T>, const K: usize>(
                 a[0] += f64_of(x * x);
             }
         }
-        if let Some((line, j, sc)) = moments.as_mut() {
-            moments_add_work_group(line, *j + k, &bufs, m, *sc);
+        if let Some((w, j, sc)) = moments.as_mut() {
+            moments_add_work_group(w, *j + k, &bufs, m, *sc);
         }
         // Rotation after rotation: a voxel's updates keep their order (the first best wins).
         for (buf, &ix) in bufs.iter().zip(&index) {
@@ -617,36 +625,48 @@ fn work_add(h: &mut i64, p: &mut i64, q: i128) {
     *p = (w & WORK_MASK) as i64;
 }
 
+/// Voxels of a unit of the moments' working form ([`moments_open`]) for an output of shape
+/// `out`: a row of the first axis (all the output lines of one index, so that a pass over
+/// consecutive lines reads the low parts as one stream), or the whole of a 1-D output.
+pub fn moment_unit(out: &[usize]) -> usize {
+    match out {
+        [] => 1,
+        [n] => (*n).max(1),
+        [_, rest @ ..] => rest.iter().product::<usize>().max(1),
+    }
+}
+
 /// Puts the moment accumulators `acc` (4 words per voxel, canonical `[Σq₁ low, Σq₁ high,
-/// Σq₂ low, Σq₂ high]`) into the CPU score pass's *working form*, one output line of `nl`
-/// voxels at a time: per line `[P₁ × nl, P₂ × nl, H₁ × nl, H₂ × nl]` with each sum equal to
+/// Σq₂ low, Σq₂ high]`) into the CPU score pass's *working form*, one unit of `u` voxels at a
+/// time ([`moment_unit`]): per unit `[P₁ × u, P₂ × u, H₁ × u, H₂ × u]` with each sum equal to
 /// `H·2⁶² + P` and `P ∈ [0, 2⁶²)`. A score pass then adds its small terms to the `P` words
-/// only (half the bytes, no carry: [`moments_add_work`]); [`moments_close`] restores the
-/// canonical words, with the same sums exactly. `acc.len()` is a multiple of `4·nl`.
-pub fn moments_open(acc: &mut [i64], nl: usize) {
-    let mut tmp = vec![0i64; 4 * nl];
-    for line in acc.chunks_exact_mut(4 * nl.max(1)) {
-        tmp.copy_from_slice(line);
-        let (p, h) = line.split_at_mut(2 * nl);
+/// only (half the bytes, no carry: [`moments_add_work`]), which for the lines of a unit are
+/// two contiguous streams; [`moments_close`] restores the canonical words, with the same sums
+/// exactly. `acc.len()` is a multiple of `4·u`.
+pub fn moments_open(acc: &mut [i64], u: usize) {
+    let mut tmp = vec![0i64; 4 * u];
+    for unit in acc.chunks_exact_mut(4 * u.max(1)) {
+        tmp.copy_from_slice(unit);
+        let (p, h) = unit.split_at_mut(2 * u);
         for (i, w) in tmp.chunks_exact(4).enumerate() {
             for k in 0..2 {
                 let (mut hk, mut pk) = (0i64, 0i64);
                 work_add(&mut hk, &mut pk, moment_word(&w[2 * k..2 * k + 2]));
-                p[k * nl + i] = pk;
-                h[k * nl + i] = hk;
+                p[k * u + i] = pk;
+                h[k * u + i] = hk;
             }
         }
     }
 }
 
-/// The canonical words of accumulators in the working form ([`moments_open`]).
-pub fn moments_close(acc: &mut [i64], nl: usize) {
-    let mut tmp = vec![0i64; 4 * nl];
-    for line in acc.chunks_exact_mut(4 * nl.max(1)) {
-        tmp.copy_from_slice(line);
-        for (i, w) in line.chunks_exact_mut(4).enumerate() {
+/// The canonical words of accumulators in the working form ([`moments_open`], units of `u`).
+pub fn moments_close(acc: &mut [i64], u: usize) {
+    let mut tmp = vec![0i64; 4 * u];
+    for unit in acc.chunks_exact_mut(4 * u.max(1)) {
+        tmp.copy_from_slice(unit);
+        for (i, w) in unit.chunks_exact_mut(4).enumerate() {
             for k in 0..2 {
-                let (p, h) = (tmp[k * nl + i], tmp[(2 + k) * nl + i]);
+                let (p, h) = (tmp[k * u + i], tmp[(2 + k) * u + i]);
                 set_moment_word(
                     &mut w[2 * k..2 * k + 2],
                     ((h as i128) << WORK_BITS) + p as i128,
@@ -656,18 +676,42 @@ pub fn moments_close(acc: &mut [i64], nl: usize) {
     }
 }
 
-/// [`moments_add`] of every score of `s` to voxels `j..j + s.len()` of one output line's
-/// accumulators in the working form (`line`: `4·nl` words, [`moments_open`]): the same sums,
+/// One output line's moment accumulators in the working form ([`moments_open`]): the low
+/// parts `P₁`, `P₂` and the high parts `H₁`, `H₂` of its voxels, each a slice of its unit.
+pub struct WorkLine<'a> {
+    /// `[P₁, P₂]` of the line's voxels.
+    pub p: [&'a mut [i64]; 2],
+    /// `[H₁, H₂]` of the line's voxels.
+    pub h: [&'a mut [i64]; 2],
+}
+
+impl<'a> WorkLine<'a> {
+    /// Voxels `at..at + n` of a unit in the working form (`unit`: `4·u` words).
+    pub fn of_unit(unit: &'a mut [i64], at: usize, n: usize) -> Self {
+        let u = unit.len() / 4;
+        let (p, h) = unit.split_at_mut(2 * u);
+        let (p1, p2) = p.split_at_mut(u);
+        let (h1, h2) = h.split_at_mut(u);
+        let line = |x: &'a mut [i64]| &mut x[at..at + n];
+        WorkLine {
+            p: [line(p1), line(p2)],
+            h: [line(h1), line(h2)],
+        }
+    }
+}
+
+/// [`moments_add`] of every score of `s` to voxels `j..j + s.len()` of one line's
+/// accumulators in the working form ([`WorkLine`], [`moments_open`]): the same sums,
 /// bit for bit. The terms of scaled values within `±2⁵¹` ([`MOMENT_SMALL`]: every score of
 /// the normalised scores below 0.5, and all their squares) are formed branch-free
 /// ([`small_term`]) and added to the low parts without a carry, which vectorises; the others
 /// (larger, out of range, NaN) are added exactly to the whole sum, one voxel at a time.
 #[inline(always)]
-pub fn moments_add_work<T: Float>(line: &mut [i64], j: usize, s: &[T], scale: [f64; 2]) {
+pub fn moments_add_work<T: Float>(w: &mut WorkLine<'_>, j: usize, s: &[T], scale: [f64; 2]) {
     if squares_follow(scale) {
-        add_work::<T, false>(line, j, s, scale)
+        add_work::<T, false>(w, j, s, scale)
     } else {
-        add_work::<T, true>(line, j, s, scale)
+        add_work::<T, true>(w, j, s, scale)
     }
 }
 
@@ -764,12 +808,14 @@ fn work_blocks<T: Float, const K: usize, const CHECK2: bool>(
 
 /// [`moments_add_work`], testing the squares when `CHECK2`.
 #[inline(always)]
-fn add_work<T: Float, const CHECK2: bool>(line: &mut [i64], j: usize, s: &[T], scale: [f64; 2]) {
-    let nl = line.len() / 4;
+fn add_work<T: Float, const CHECK2: bool>(
+    w: &mut WorkLine<'_>,
+    j: usize,
+    s: &[T],
+    scale: [f64; 2],
+) {
     let m = s.len();
-    let (p, h) = line.split_at_mut(2 * nl);
-    let (p1, p2) = p.split_at_mut(nl);
-    let (h1, h2) = h.split_at_mut(nl);
+    let ([p1, p2], [h1, h2]) = (&mut w.p, &mut w.h);
     let (p1, p2) = (&mut p1[j..j + m], &mut p2[j..j + m]);
     if work_blocks::<T, 1, CHECK2>(p1, p2, m, |_, i| s[i], scale) {
         for (i, &v) in s.iter().enumerate() {
@@ -790,38 +836,35 @@ fn add_work<T: Float, const CHECK2: bool>(line: &mut [i64], j: usize, s: &[T], s
 /// most `2⁵¹` are `K` of the [`MOMENT_PASSES`] passes an opening holds.
 #[inline(always)]
 pub fn moments_add_work_group<T: Float, const CH: usize, const K: usize>(
-    line: &mut [i64],
+    w: &mut WorkLine<'_>,
     j: usize,
     s: &[[T; CH]; K],
     m: usize,
     scale: [f64; 2],
 ) {
     if squares_follow(scale) {
-        add_work_group::<T, CH, K, false>(line, j, s, m, scale)
+        add_work_group::<T, CH, K, false>(w, j, s, m, scale)
     } else {
-        add_work_group::<T, CH, K, true>(line, j, s, m, scale)
+        add_work_group::<T, CH, K, true>(w, j, s, m, scale)
     }
 }
 
 /// [`moments_add_work_group`], testing the squares when `CHECK2`.
 #[inline(always)]
 fn add_work_group<T: Float, const CH: usize, const K: usize, const CHECK2: bool>(
-    line: &mut [i64],
+    w: &mut WorkLine<'_>,
     j: usize,
     s: &[[T; CH]; K],
     m: usize,
     scale: [f64; 2],
 ) {
-    let nl = line.len() / 4;
-    let (p, h) = line.split_at_mut(2 * nl);
-    let (p1, p2) = p.split_at_mut(nl);
-    let (h1, h2) = h.split_at_mut(nl);
+    let ([p1, p2], [h1, h2]) = (&mut w.p, &mut w.h);
     let (p1, p2) = (&mut p1[j..j + m], &mut p2[j..j + m]);
     if work_blocks::<T, K, CHECK2>(p1, p2, m, |q, i| s[q][i], scale) {
         for i in 0..m {
             let terms = s.map(|sq| {
-                let u = f64_of(sq[i]);
-                (u * scale[0], u * u * scale[1])
+                let v = f64_of(sq[i]);
+                (v * scale[0], v * v * scale[1])
             });
             if !terms.iter().all(|&(x1, x2)| is_small::<CHECK2>(x1, x2)) {
                 for (q1, q2) in terms {
@@ -1219,12 +1262,12 @@ mod tests {
         assert!(n > 10_000, "{n} values in range");
     }
 
-    /// Canonical sums `start`, then `passes` passes of the scores `s` over lines of `nl`
-    /// voxels, each pass in runs of at most 50 voxels (offsets inside a line), through the
-    /// working form, against [`moments_add`] term by term.
+    /// Canonical sums `start`, then `passes` passes of the scores `s` over units of `u`
+    /// voxels in lines of `nl`, each pass in runs of at most 50 voxels (offsets inside a
+    /// line), through the working form, against [`moments_add`] term by term.
     fn check_working_form<T: Float>(
         s: &[T],
-        nl: usize,
+        (u, nl): (usize, usize),
         start: i128,
         passes: usize,
         scale: [f64; 2],
@@ -1239,30 +1282,33 @@ mod tests {
                 moments_add(w, f64_of(v), scale);
             }
         }
-        moments_open(&mut got, nl);
+        moments_open(&mut got, u);
         for pass in 0..passes {
             if pass > 0 && pass % MOMENT_PASSES == 0 {
-                moments_close(&mut got, nl);
-                moments_open(&mut got, nl);
+                moments_close(&mut got, u);
+                moments_open(&mut got, u);
             }
-            for (line, sl) in got.chunks_exact_mut(4 * nl).zip(s.chunks_exact(nl)) {
-                let mut j = 0;
-                while j < nl {
-                    let m = 50.min(nl - j);
-                    moments_add_work(line, j, &sl[j..j + m], scale);
-                    j += m;
+            for (unit, su) in got.chunks_exact_mut(4 * u).zip(s.chunks_exact(u)) {
+                for (li, sl) in su.chunks_exact(nl).enumerate() {
+                    let mut w = WorkLine::of_unit(unit, li * nl, nl);
+                    let mut j = 0;
+                    while j < nl {
+                        let m = 50.min(nl - j);
+                        moments_add_work(&mut w, j, &sl[j..j + m], scale);
+                        j += m;
+                    }
                 }
             }
         }
-        moments_close(&mut got, nl);
+        moments_close(&mut got, u);
         assert_eq!(got, want, "scale {scale:?}, start {start}, {passes} passes");
     }
 
     #[test]
     fn the_working_form_adds_the_same_bits_as_one_term_at_a_time() {
-        // Scores of both types, two lines of 130 voxels (several runs per line), the scales of
-        // the normalised scores and larger ones, starting sums near a carry, across a carry,
-        // past 2⁶⁴ either way and holding a flag; every edge of the quantisation.
+        // Scores of both types, units of one line and of several (several runs per line), the
+        // scales of the normalised scores and larger ones, starting sums near a carry, across a
+        // carry, past 2⁶⁴ either way and holding a flag; every edge of the quantisation.
         let vals = values();
         let starts: [i128; 6] = [
             0,
@@ -1292,9 +1338,11 @@ mod tests {
                     })
                     .collect();
                 let s32: Vec<f32> = s64.iter().map(|&v| v as f32).collect();
-                check_working_form(&s64, 130, st, 3, scale);
-                check_working_form(&s32, 130, st, 3, scale);
-                check_working_form(&s64, 1, st, 2, scale);
+                check_working_form(&s64, (130, 130), st, 3, scale);
+                check_working_form(&s32, (130, 130), st, 3, scale);
+                check_working_form(&s32, (260, 65), st, 2, scale);
+                check_working_form(&s64, (1, 1), st, 2, scale);
+                check_working_form(&s64, (4, 2), st, 2, scale);
             }
         }
     }
@@ -1314,17 +1362,17 @@ mod tests {
             (1 << 64) - 1,
             -(1 << 70),
         ] {
-            check_working_form(&s, 3, start, MOMENT_PASSES + 5, scale);
+            check_working_form(&s, (3, 3), start, MOMENT_PASSES + 5, scale);
         }
     }
 
     /// `K` rotations' scores added at once ([`moments_add_work_group`]) give the sums of `K`
     /// [`moments_add_work`] calls, for runs of every length up to a chunk (whole blocks and
-    /// padded last ones) and offsets into a line, with scores past the fast path (larger,
-    /// beyond [`MOMENT_LIMIT`], NaN) in some voxels of some rotations.
+    /// padded last ones) and offsets into a line (the second of its unit), with scores past the
+    /// fast path (larger, beyond [`MOMENT_LIMIT`], NaN) in some voxels of some rotations.
     fn check_group<T: Float, const K: usize>(vals: &[f64], scale: [f64; 2]) {
         const CH: usize = 64;
-        let nl = 150;
+        let (nl, u) = (150, 300);
         for m in 1..=CH {
             for j in [0, 3, nl - m] {
                 let mut s = [[T::from_f64(0.0); CH]; K];
@@ -1339,16 +1387,17 @@ mod tests {
                         });
                     }
                 }
-                let mut want: Vec<i64> = (0..4 * nl as i64).map(|v| v * 7919 % 1001).collect();
-                moments_open(&mut want, nl);
+                let mut want: Vec<i64> = (0..4 * u as i64).map(|v| v * 7919 % 1001).collect();
+                moments_open(&mut want, u);
                 let mut got = want.clone();
+                let mut w = WorkLine::of_unit(&mut want, nl, nl);
                 for sq in &s {
-                    moments_add_work(&mut want, j, &sq[..m], scale);
+                    moments_add_work(&mut w, j, &sq[..m], scale);
                 }
-                moments_add_work_group(&mut got, j, &s, m, scale);
+                moments_add_work_group(&mut WorkLine::of_unit(&mut got, nl, nl), j, &s, m, scale);
                 // The same sums; the working form's words may split them differently.
-                moments_close(&mut want, nl);
-                moments_close(&mut got, nl);
+                moments_close(&mut want, u);
+                moments_close(&mut got, u);
                 assert_eq!(got, want, "K {K}, m {m}, j {j}, scale {scale:?}");
             }
         }

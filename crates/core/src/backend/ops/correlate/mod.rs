@@ -225,11 +225,11 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
         let mut bi = self.download(best_index)?;
         // The host pass works on the working form of the moments (`host::moments_open`);
         // between passes this default keeps them canonical.
-        let nl = oshape.last().copied().unwrap_or(1);
+        let unit = host::moment_unit(&oshape);
         let mut hm = match &moments {
             Some(m) => {
                 let mut a = self.download(&*m.acc)?;
-                host::moments_open(slice_mut(&mut a)?, nl);
+                host::moments_open(slice_mut(&mut a)?, unit);
                 Some((a, m.scale))
             }
             None => None,
@@ -250,7 +250,7 @@ pub trait Correlate: BackendTypes + Memory + Elementwise + Reduce + Resample + S
             },
         )?;
         if let (Some(m), Some((mut a, _))) = (moments, hm) {
-            host::moments_close(slice_mut(&mut a)?, nl);
+            host::moments_close(slice_mut(&mut a)?, unit);
             let up = self.upload(a.view())?;
             self.copy(&up, m.acc)?;
         }
