@@ -105,9 +105,13 @@ def test_gil_is_released():
 
 
 def test_ctrl_c_interrupts_a_match():
+    """Ctrl-C stops a match within seconds as a KeyboardInterrupt. (Both Ctrl-C tests' children
+    install Python's SIGINT handler themselves: a Python started with SIGINT ignored, as by a
+    runner launched in the background without job control, would keep it ignored.)"""
     code = textwrap.dedent(
         """
-        import sys, time, numpy as np, monomorph
+        import signal, sys, time, numpy as np, monomorph
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         t = np.random.default_rng(0).normal(size=(64, 64, 64)).astype(np.float32)
         p = t[:16, :16, :16].copy()
         def started(d, n):
@@ -125,7 +129,10 @@ def test_ctrl_c_interrupts_a_match():
     assert line.strip() == "started"
     t0 = time.time()
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
     assert time.time() - t0 < 5
     assert out.strip() == "interrupted"
 
@@ -135,7 +142,8 @@ def test_ctrl_c_interrupts_a_solve():
     run its 10^6 iterations for an hour)."""
     code = textwrap.dedent(
         """
-        import sys, numpy as np, monomorph
+        import signal, sys, numpy as np, monomorph
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         y = np.random.default_rng(0).normal(size=(1, 128 ** 3))
         print("started", flush=True)
         try:
