@@ -222,13 +222,11 @@ impl<P: Precision> Cpu<P> {
                     && r + 1 < rows
                     && let Some(next) = output_line(r0 + r + 1, &fast, window.shift, &oshape)
                 {
-                    let o = next * nl;
-                    let (u0, at) = (o - o % unit, o % unit);
-                    prefetch(p.get().wrapping_add(4 * u0 + at), nl);
-                    prefetch(p.get().wrapping_add(4 * u0 + unit + at), nl);
+                    let [p1, p2, ..] = host::work_offsets(next * nl, unit);
+                    prefetch(p.get().wrapping_add(p1), nl);
+                    prefetch(p.get().wrapping_add(p2), nl);
                 }
                 let o = line * nl;
-                let u0 = o - o % unit;
                 let row = r * n..(r + 1) * n;
                 // SAFETY: `best` and `best_index` are borrowed mutably for the whole call and
                 // hold Π oshape elements; `line < Π oshape[..d-1]`, so `o..o + nl` is in bounds.
@@ -242,13 +240,12 @@ impl<P: Precision> Cpu<P> {
                     )
                 };
                 let m = mp.as_ref().map(|p| {
-                    // SAFETY: as for `best` above: the line's voxels `o..o + nl` lie in the unit
-                    // `u0..u0 + unit` (`unit` a multiple of `nl`), whose four parts of `unit`
-                    // words each start at `4·u0` (the moments' shape is checked); the line's
-                    // slice of each part is its alone.
-                    let [p1, p2, h1, h2] = std::array::from_fn(|k| unsafe {
-                        std::slice::from_raw_parts_mut(p.get().add(4 * u0 + k * unit + o - u0), nl)
-                    });
+                    // SAFETY: as for `best` above: the line's voxels `o..o + nl` lie in one
+                    // unit (`unit` a multiple of `nl`), whose four parts of `unit` words hold
+                    // them at `work_offsets` (the moments' shape is checked); the line's slice
+                    // of each part is its alone.
+                    let [p1, p2, h1, h2] = host::work_offsets(o, unit)
+                        .map(|at| unsafe { std::slice::from_raw_parts_mut(p.get().add(at), nl) });
                     (
                         host::WorkLine {
                             p: [p1, p2],

@@ -636,6 +636,14 @@ pub fn moment_unit(out: &[usize]) -> usize {
     }
 }
 
+/// Offsets in moment accumulators in the working form ([`moments_open`], units of `unit`
+/// voxels) of the words `[P₁, P₂, H₁, H₂]` of voxel `o`; the voxels `o..o + n` of one line
+/// (inside one unit) follow each of them.
+pub fn work_offsets(o: usize, unit: usize) -> [usize; 4] {
+    let (u0, at) = (o - o % unit, o % unit);
+    std::array::from_fn(|k| 4 * u0 + k * unit + at)
+}
+
 /// Puts the moment accumulators `acc` (4 words per voxel, canonical `[Σq₁ low, Σq₁ high,
 /// Σq₂ low, Σq₂ high]`) into the CPU score pass's *working form*, one unit of `u` voxels at a
 /// time ([`moment_unit`]): per unit `[P₁ × u, P₂ × u, H₁ × u, H₂ × u]` with each sum equal to
